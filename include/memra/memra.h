@@ -1,0 +1,198 @@
+/* memra — device-built MoE "verify rows" pointer and scale tables.
+ *
+ * A serving process dlopen()s libmemra.so. libcuda and NVRTC are loaded at
+ * run time, so every function here can be called on a machine with no GPU:
+ * the device functions then return MEMRA_ERR_NO_DRIVER or MEMRA_ERR_NO_DEVICE.
+ *
+ * Conventions:
+ *  - Every fallible call returns memra_status. On failure nothing is written
+ *    to the caller's outputs (except where a function says otherwise) and
+ *    memra_last_error() holds a message naming the argument or call.
+ *  - Every function is thread-safe. memra_engine_destroy() must not race
+ *    with other calls on the same engine.
+ *  - Device addresses are memra_devptr (a CUdeviceptr); streams are
+ *    memra_stream (a CUstream); NULL means the engine's own stream.
+ */
+#ifndef MEMRA_MEMRA_H
+#define MEMRA_MEMRA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <memra/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MEMRA_BUILDING_LIBRARY)
+#define MEMRA_API __attribute__((visibility("default")))
+#else
+#define MEMRA_API
+#endif
+
+typedef enum memra_status {
+    MEMRA_OK = 0,
+    MEMRA_ERR_NULL_ARG,          /* a required pointer was NULL */
+    MEMRA_ERR_INVALID_ARG,       /* a count, index or flag out of its range */
+    MEMRA_ERR_MISALIGNED,        /* a buffer not aligned to its element */
+    MEMRA_ERR_SLAB_OVERFLOW,     /* base + (n_expert-1)*stride passes 2^64 */
+    MEMRA_ERR_EXPERT_RANGE,      /* an expert id outside [0, n_expert) (host arm) */
+    MEMRA_ERR_NONFINITE_SCALE,   /* a NaN or infinite scale was produced (host arm) */
+    MEMRA_ERR_NO_DRIVER,         /* libcuda could not be loaded or initialised */
+    MEMRA_ERR_NO_DEVICE,         /* no CUDA device at that ordinal */
+    MEMRA_ERR_NVRTC,             /* NVRTC missing, or the kernel failed to compile */
+    MEMRA_ERR_MODULE_LOAD,       /* cuModuleLoadData/cuModuleGetFunction failed */
+    MEMRA_ERR_OUT_OF_MEMORY,     /* host or device allocation failed */
+    MEMRA_ERR_CAPTURE,           /* the call would allocate/copy/sync under capture */
+    MEMRA_ERR_DRIVER,            /* any other CUDA driver failure */
+    MEMRA_STATUS_COUNT
+} memra_status;
+
+typedef uint64_t memra_devptr;
+typedef void *memra_stream;
+typedef struct memra_engine memra_engine;
+
+/* n_pairs limit: keeps every index of the 3*n_pairs tables inside 32 bits,
+ * the kernel's thread index type. */
+#define MEMRA_MAX_PAIRS (1u << 28)
+/* Layers cached by the macro mirror: il in [0, MEMRA_MAX_LAYERS). */
+#define MEMRA_MAX_LAYERS 65536
+/* memra_faults.first_pair when no fault was seen. */
+#define MEMRA_NO_FAULT UINT32_MAX
+
+/* Slabs of Q8 expert weights, one per projection: gate, up, down.
+ * Bases are device addresses, strides are bytes per expert. */
+enum { MEMRA_GATE = 0, MEMRA_UP = 1, MEMRA_DOWN = 2 };
+typedef struct memra_vrows_slabs {
+    uint64_t base[3];
+    uint64_t stride[3];
+} memra_vrows_slabs;
+
+/* Per-expert macro scales (host arrays of n_expert floats): all three planes
+ * or none (a NULL memra_vrows_macros pointer means none). */
+typedef struct memra_vrows_macros {
+    const float *plane[3];
+} memra_vrows_macros;
+
+/* Faults seen by the kernel (or the host arm). Counts wrap at 2^32. */
+typedef struct memra_faults {
+    uint32_t bad_expert;  /* pairs whose expert id was outside [0, n_expert) */
+    uint32_t nonfinite;   /* pairs that produced a NaN or infinite scale */
+    uint32_t first_pair;  /* lowest faulting pair index, or MEMRA_NO_FAULT */
+} memra_faults;
+
+/* ---- version and errors ------------------------------------------------ */
+
+/* MEMRA_VERSION_NUMBER of the library actually loaded. */
+MEMRA_API uint32_t memra_version(void);
+MEMRA_API const char *memra_version_string(void);
+/* A static string for any status, "unknown status" outside the enum. */
+MEMRA_API const char *memra_status_string(memra_status status);
+/* This thread's message for its last failed call ("" if none). */
+MEMRA_API const char *memra_last_error(void);
+
+/* ---- the host arm ------------------------------------------------------ *
+ * Outputs are plane-major, 3*n_pairs each:
+ *   ptrs[k*n_pairs + p] = base[k] + (uint64)sel[p] * stride[k]
+ *   scl[p], scl[n_pairs+p] = macros ? plane[0/1][sel[p]] : 1.0f
+ *   scl[2*n_pairs+p]       = selw[p] * (macros ? plane[2][sel[p]] : 1.0f)
+ * in binary32 round-to-nearest-even with subnormals kept (the caller's FTZ/DAZ
+ * and rounding mode are set aside for the call), NaN written as 0x7fc00000.
+ * A pair whose expert id is out of range gets expert 0's pointers and +0.0f
+ * scales. Argument errors write nothing. Expert-range and non-finite faults
+ * write the full tables, fill *faults (optional) and return
+ * MEMRA_ERR_EXPERT_RANGE (takes precedence) or MEMRA_ERR_NONFINITE_SCALE. */
+MEMRA_API memra_status memra_vrows_tables_host(
+    const int32_t *sel, const float *selw, uint32_t n_pairs, uint32_t n_expert,
+    const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+    uint64_t *ptrs, float *scl, memra_faults *faults);
+
+/* ---- engine ------------------------------------------------------------ */
+
+typedef struct memra_engine_info {
+    int ordinal;
+    char name[256];
+    int sm;              /* 10*major + minor, e.g. 90 */
+    int driver_version;  /* cuDriverGetVersion, e.g. 13000 */
+    int nvrtc_version;   /* 1000*major + 10*minor, 0 if NVRTC is absent */
+    int kernel_ready;    /* 1 once the table kernel is compiled and loaded */
+    int kernel_is_ptx;   /* 1 if the loaded image is PTX (driver JIT) */
+} memra_engine_info;
+
+/* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
+MEMRA_API memra_status memra_device_count(int *count);
+/* Retains the device's primary context (shared with the serving process) and
+ * creates the engine's own non-blocking stream. */
+MEMRA_API memra_status memra_engine_create(int ordinal, memra_engine **out);
+/* NULL is a no-op. Synchronises the engine's stream, frees what it owns. */
+MEMRA_API void memra_engine_destroy(memra_engine *eng);
+MEMRA_API memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info);
+/* Compiles (or loads) the table kernel now instead of at first use. */
+MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
+/* Waits for work on `stream` (NULL: the engine's) and then reads the engine's
+ * fault word; with reset != 0 clears it afterwards. */
+MEMRA_API memra_status memra_engine_faults(memra_engine *eng, memra_stream stream,
+                                           memra_faults *out, int reset);
+
+/* ---- memory helpers ---------------------------------------------------- *
+ * Synchronous copies are complete on return; _async ones are ordered on
+ * `stream` (NULL: the engine's). */
+MEMRA_API memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out);
+MEMRA_API memra_status memra_free(memra_engine *eng, memra_devptr ptr);
+MEMRA_API memra_status memra_sync(memra_engine *eng, memra_stream stream);
+MEMRA_API memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, const void *src,
+                                       size_t bytes);
+MEMRA_API memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src,
+                                       size_t bytes);
+MEMRA_API memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst,
+                                             const void *src, size_t bytes,
+                                             memra_stream stream);
+MEMRA_API memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src,
+                                             size_t bytes, memra_stream stream);
+
+/* Typed conveniences: counts are elements. */
+#define MEMRA_TYPED_COPIES(X) X(i32, int32_t) X(f32, float) X(u64, uint64_t)
+#define MEMRA_DECLARE_TYPED_COPY(sfx, T)                                                   \
+    MEMRA_API memra_status memra_upload_##sfx(memra_engine *eng, memra_devptr dst,         \
+                                              const T *src, size_t count);                 \
+    MEMRA_API memra_status memra_download_##sfx(memra_engine *eng, T *dst,                 \
+                                                memra_devptr src, size_t count);           \
+    MEMRA_API memra_status memra_upload_##sfx##_async(memra_engine *eng, memra_devptr dst, \
+                                                      const T *src, size_t count,          \
+                                                      memra_stream stream);                \
+    MEMRA_API memra_status memra_download_##sfx##_async(memra_engine *eng, T *dst,         \
+                                                        memra_devptr src, size_t count,    \
+                                                        memra_stream stream);
+MEMRA_TYPED_COPIES(MEMRA_DECLARE_TYPED_COPY)
+#undef MEMRA_DECLARE_TYPED_COPY
+
+/* ---- device tables ----------------------------------------------------- *
+ * The host arm's arithmetic, on the device, in one kernel launch on `stream`
+ * (NULL: the engine's own). Never synchronises. `sel`, `selw` are device
+ * arrays of n_pairs; `ptrs` (8-byte aligned) and `scl` (4-byte aligned) are
+ * device arrays of 3*n_pairs. `macros` are HOST planes (or NULL), mirrored
+ * to the device once per (layer il, plane) and re-uploaded only when their
+ * contents change. Out-of-range ids and non-finite scales are counted in the
+ * engine's fault word (memra_engine_faults), not returned.
+ *
+ * Under stream capture nothing is allocated, copied or synchronised: a macro
+ * mirror that is missing or stale returns MEMRA_ERR_CAPTURE (the capture is
+ * left intact); call memra_vrows_prepare_layer() before capturing. */
+MEMRA_API memra_status memra_moe_vrows_tables_from_sel(
+    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs,
+    uint32_t n_expert, int il, const memra_vrows_macros *macros,
+    const memra_vrows_slabs *slabs, memra_devptr ptrs, memra_devptr scl, memra_stream stream);
+
+/* Mirrors layer il's macro planes to the device (upload on `stream` if missing
+ * or changed; the device buffer keeps its address, so captured graphs see the
+ * new contents) and compiles the kernel if needed. Not allowed under capture. */
+MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_expert,
+                                                 const memra_vrows_macros *macros,
+                                                 memra_stream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMRA_MEMRA_H */

@@ -1,0 +1,86 @@
+/* memra: the MoE verify-rows table build, one thread per (token, expert) pair.
+ *
+ * Embedded into libmemra as a string and compiled by NVRTC with
+ * --fmad=false --ftz=false --prec-div=true --prec-sqrt=true, so the one
+ * multiply below is the same IEEE binary32 operation as the host arm's.
+ *
+ * The same text is also compiled as C by the host tests (tests/kernel_on_host.h
+ * supplies thread indices and atomics) so the mock driver can run exactly the
+ * launch it was handed; keep it to the common subset of C and CUDA C++.
+ */
+#ifdef __CUDACC_RTC__
+#define MEMRA_KERNEL extern "C" __global__ void
+typedef unsigned long long memra_u64;
+typedef unsigned int memra_u32;
+#define memra_as_bits(x) __float_as_uint(x)
+#define memra_from_bits(x) __uint_as_float(x)
+#define memra_mul_rn(a, b) __fmul_rn((a), (b))
+#endif
+
+/* The canonical quiet NaN: NaN payloads are not portable (x86 propagates the
+ * operand's, NVIDIA returns 0x7fffffff), so both arms write this one. */
+#define MEMRA_QNAN_BITS 0x7fc00000u
+#define MEMRA_EXP_MASK 0x7f800000u
+
+/* Fault word layout (4 x u32): bad-expert count, non-finite count,
+ * lowest faulting pair (atomicMin, so the result is the same whatever order
+ * the threads run in), reserved. */
+#define MEMRA_FAULT_BAD_EXPERT 0
+#define MEMRA_FAULT_NONFINITE 1
+#define MEMRA_FAULT_FIRST_PAIR 2
+
+MEMRA_KERNEL memra_vrows_tables(const int *sel, const float *selw, const float *mg,
+                                const float *mu, const float *md, memra_u64 pg, memra_u64 pu,
+                                memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,
+                                memra_u32 n_pairs, memra_u32 n_expert, memra_u64 *ptrs,
+                                float *scl, memra_u32 *faults)
+{
+    /* n_pairs <= 2^28 (checked on the host), so p and 2*n_pairs + p fit 32 bits. */
+    const memra_u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n_pairs)
+        return;
+
+    const int ex = sel[p];
+    memra_u64 g = pg, u = pu, d = pd;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+
+    /* Unsigned compare catches negative ids too. An out-of-range pair keeps
+     * expert 0's pointers (never outside the slab) and +0 scales, so it adds
+     * nothing to the GEMV; the fault word tells the host. */
+    if ((memra_u32)ex < n_expert) {
+        /* Widen before multiplying: stride * ex passes 4 GiB in serving
+         * slabs, and a 32-bit product here is the field failure memra exists
+         * to prevent. */
+        const memra_u64 e = (memra_u64)(memra_u32)ex;
+        g = pg + e * sg;
+        u = pu + e * su;
+        d = pd + e * sd;
+        const float m2 = md ? md[ex] : 1.0f;
+        s0 = mg ? mg[ex] : 1.0f;
+        s1 = mu ? mu[ex] : 1.0f;
+        s2 = memra_mul_rn(selw[p], m2);
+
+        const memra_u32 b0 = memra_as_bits(s0), b1 = memra_as_bits(s1), b2 = memra_as_bits(s2);
+        if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK || (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
+            (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
+            atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
+            atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+            if ((b0 << 1) > (MEMRA_EXP_MASK << 1))
+                s0 = memra_from_bits(MEMRA_QNAN_BITS);
+            if ((b1 << 1) > (MEMRA_EXP_MASK << 1))
+                s1 = memra_from_bits(MEMRA_QNAN_BITS);
+            if ((b2 << 1) > (MEMRA_EXP_MASK << 1))
+                s2 = memra_from_bits(MEMRA_QNAN_BITS);
+        }
+    } else {
+        atomicAdd(&faults[MEMRA_FAULT_BAD_EXPERT], 1u);
+        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+    }
+
+    ptrs[p] = g;
+    ptrs[n_pairs + p] = u;
+    ptrs[2u * n_pairs + p] = d;
+    scl[p] = s0;
+    scl[n_pairs + p] = s1;
+    scl[2u * n_pairs + p] = s2;
+}

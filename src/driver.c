@@ -1,0 +1,163 @@
+#include "driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+static memra_driver real_table;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static _Atomic(const memra_driver *) installed;
+
+/* cuGetProcAddress itself comes from dlsym: the _v2 form (CUDA 12+) reports
+ * whether the symbol exists at the asked version; the 11.3 form does not. */
+typedef struct proc_lookup {
+    PFN_cuGetProcAddress_v12000 v2;
+    PFN_cuGetProcAddress_v11030 v1;
+} proc_lookup;
+
+/* ISO C has no cast from void * to a function pointer; POSIX guarantees the
+ * representation is the same, so copy the bytes. */
+#define set_fn(slot, sym)                   \
+    do {                                    \
+        void *sym_ = (sym);                 \
+        memcpy((slot), &sym_, sizeof sym_); \
+    } while (0)
+
+static void *lookup(const proc_lookup *pl, const char *name, int version)
+{
+    void *fn = NULL;
+    CUresult r;
+    if (pl->v2) {
+        CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        r = pl->v2(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &q);
+        if (q != CU_GET_PROC_ADDRESS_SUCCESS)
+            fn = NULL;
+    } else {
+        r = pl->v1(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT);
+    }
+    return r == CUDA_SUCCESS ? fn : NULL;
+}
+
+static void load_cuda(memra_driver *d)
+{
+    d->cuda_status = MEMRA_ERR_NO_DRIVER;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(d->cuda_error, sizeof d->cuda_error,
+                 "libcuda.so.1 could not be loaded (no NVIDIA driver on this machine?): %s",
+                 dlerror());
+        return;
+    }
+    proc_lookup pl;
+    set_fn(&pl.v2, dlsym(h, "cuGetProcAddress_v2"));
+    set_fn(&pl.v1, dlsym(h, "cuGetProcAddress"));
+    if (!pl.v2 && !pl.v1) {
+        snprintf(d->cuda_error, sizeof d->cuda_error,
+                 "libcuda.so.1 has no cuGetProcAddress: the driver predates CUDA 11.3");
+        return;
+    }
+#define MEMRA_X(name, ver, req)                                                               \
+    set_fn(&d->name, lookup(&pl, #name, ver));                                                \
+    if (req && !d->name) {                                                                    \
+        snprintf(d->cuda_error, sizeof d->cuda_error,                                         \
+                 "libcuda.so.1 lacks %s (CUDA %d.%d ABI): the driver is too old", #name,      \
+                 ver / 1000, ver % 1000 / 10);                                                \
+        return;                                                                               \
+    }
+    MEMRA_CU_ENTRY_POINTS(MEMRA_X)
+#undef MEMRA_X
+    CUresult r = d->cuInit(0);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NO_DEVICE) {
+        const char *name = NULL;
+        d->cuGetErrorName(r, &name);
+        snprintf(d->cuda_error, sizeof d->cuda_error, "cuInit failed: %s (%d)",
+                 name ? name : "?", (int)r);
+        return;
+    }
+    /* No device is not a missing driver: the device count is then 0. */
+    d->cuda_status = MEMRA_OK;
+}
+
+static void load_nvrtc(memra_driver *d)
+{
+    /* The major this library was built against first, then the others whose
+     * API (nvrtcGetCUBIN, nvrtcGetSupportedArchs) we use. */
+    static const char *const sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
+    void *h = NULL;
+    for (size_t i = 0; i < sizeof sonames / sizeof sonames[0] && !h; i++) {
+        h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+        if (h)
+            snprintf(d->nvrtc_path, sizeof d->nvrtc_path, "%s", sonames[i]);
+    }
+    d->nvrtc_status = MEMRA_ERR_NVRTC;
+    if (!h) {
+        snprintf(d->nvrtc_error, sizeof d->nvrtc_error,
+                 "NVRTC could not be loaded (tried libnvrtc.so.13, .12, .11.2): %s", dlerror());
+        return;
+    }
+#define MEMRA_X(name)                                                                      \
+    set_fn(&d->name, dlsym(h, #name));                                                     \
+    if (!d->name) {                                                                        \
+        snprintf(d->nvrtc_error, sizeof d->nvrtc_error, "%s lacks %s", d->nvrtc_path, #name); \
+        return;                                                                            \
+    }
+    MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
+#undef MEMRA_X
+    d->nvrtc_status = MEMRA_OK;
+}
+
+static void load_real(void)
+{
+    load_cuda(&real_table);
+    load_nvrtc(&real_table);
+}
+
+const memra_driver *memra_driver_get(void)
+{
+    const memra_driver *t = atomic_load_explicit(&installed, memory_order_acquire);
+    if (t)
+        return t;
+    pthread_once(&real_once, load_real);
+    return &real_table;
+}
+
+void memra_driver_install(const memra_driver *table)
+{
+    atomic_store_explicit(&installed, table, memory_order_release);
+}
+
+memra_status memra_driver_cuda(const char *fn, const memra_driver **out)
+{
+    const memra_driver *d = memra_driver_get();
+    *out = d;
+    if (d->cuda_status)
+        return memra_fail(d->cuda_status, "%s: %s", fn, d->cuda_error);
+    return MEMRA_OK;
+}
+
+memra_status memra_driver_nvrtc(const char *fn, const memra_driver **out)
+{
+    const memra_driver *d = memra_driver_get();
+    *out = d;
+    if (d->nvrtc_status)
+        return memra_fail(d->nvrtc_status, "%s: %s", fn, d->nvrtc_error);
+    return MEMRA_OK;
+}
+
+memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status status,
+                           const char *fn, const char *call)
+{
+    const char *name = NULL, *desc = NULL;
+    if (d->cuGetErrorName)
+        d->cuGetErrorName(r, &name);
+    if (d->cuGetErrorString)
+        d->cuGetErrorString(r, &desc);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        status = MEMRA_ERR_OUT_OF_MEMORY;
+    return memra_fail(status, "%s: %s failed: %s (%d): %s", fn, call, name ? name : "?", (int)r,
+                      desc ? desc : "no description");
+}

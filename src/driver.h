@@ -1,0 +1,113 @@
+/* The one seam between memra and CUDA: every cu* and nvrtc* entry point that
+ * memra uses is listed once below and reached through a table of function
+ * pointers. libcuda and NVRTC are dlopen()ed at first need, so libmemra loads
+ * on a machine with neither; host tests install a mock table instead. */
+#ifndef MEMRA_DRIVER_H
+#define MEMRA_DRIVER_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <nvrtc.h>
+
+#include <memra/memra.h>
+
+/* X(name, cuda_version, required): resolved with cuGetProcAddress(name,
+ * cuda_version) and typed PFN_name_v<cuda_version>, which pins the ABI (the
+ * versioned _v2 symbols) to the version asked for. Optional entries may be
+ * NULL on an older driver; only tests and the benchmark use them. */
+#define MEMRA_CU_ENTRY_POINTS(X)             \
+    X(cuInit, 2000, 1)                       \
+    X(cuDriverGetVersion, 2020, 1)           \
+    X(cuDeviceGetCount, 2000, 1)             \
+    X(cuDeviceGet, 2000, 1)                  \
+    X(cuDeviceGetName, 2000, 1)              \
+    X(cuDeviceGetAttribute, 2000, 1)         \
+    X(cuDevicePrimaryCtxRetain, 7000, 1)     \
+    X(cuDevicePrimaryCtxRelease, 11000, 1)   \
+    X(cuCtxGetCurrent, 4000, 1)              \
+    X(cuCtxPushCurrent, 4000, 1)             \
+    X(cuCtxPopCurrent, 4000, 1)              \
+    X(cuStreamCreate, 2000, 1)               \
+    X(cuStreamDestroy, 4000, 1)              \
+    X(cuStreamSynchronize, 2000, 1)          \
+    X(cuStreamIsCapturing, 10000, 1)         \
+    X(cuMemAlloc, 3020, 1)                   \
+    X(cuMemFree, 3020, 1)                    \
+    X(cuMemcpyHtoDAsync, 3020, 1)            \
+    X(cuMemcpyDtoHAsync, 3020, 1)            \
+    X(cuMemsetD32Async, 3020, 1)             \
+    X(cuModuleLoadData, 2000, 1)             \
+    X(cuModuleUnload, 2000, 1)               \
+    X(cuModuleGetFunction, 2000, 1)          \
+    X(cuLaunchKernel, 4000, 1)               \
+    X(cuGetErrorName, 6000, 1)               \
+    X(cuGetErrorString, 6000, 1)             \
+    X(cuCtxSynchronize, 2000, 0)             \
+    X(cuMemcpyDtoDAsync, 3020, 0)            \
+    X(cuMemAllocHost, 3020, 0)               \
+    X(cuMemFreeHost, 2000, 0)                \
+    X(cuStreamBeginCapture, 10010, 0)        \
+    X(cuStreamEndCapture, 10000, 0)          \
+    X(cuGraphInstantiateWithFlags, 11040, 0) \
+    X(cuGraphLaunch, 10000, 0)               \
+    X(cuGraphDestroy, 10000, 0)              \
+    X(cuGraphExecDestroy, 10000, 0)          \
+    X(cuEventCreate, 2000, 0)                \
+    X(cuEventRecord, 2000, 0)                \
+    X(cuEventSynchronize, 2000, 0)           \
+    X(cuEventElapsedTime, 2000, 0)           \
+    X(cuEventDestroy, 4000, 0)               \
+    X(cuFuncGetParamInfo, 12040, 0)
+
+/* X(name): resolved with dlsym from the NVRTC library. */
+#define MEMRA_NVRTC_ENTRY_POINTS(X) \
+    X(nvrtcVersion)                 \
+    X(nvrtcGetErrorString)          \
+    X(nvrtcGetNumSupportedArchs)    \
+    X(nvrtcGetSupportedArchs)       \
+    X(nvrtcCreateProgram)           \
+    X(nvrtcDestroyProgram)          \
+    X(nvrtcCompileProgram)          \
+    X(nvrtcGetProgramLogSize)       \
+    X(nvrtcGetProgramLog)           \
+    X(nvrtcGetPTXSize)              \
+    X(nvrtcGetPTX)                  \
+    X(nvrtcGetCUBINSize)            \
+    X(nvrtcGetCUBIN)
+
+typedef struct memra_driver {
+    /* MEMRA_OK when libcuda loaded and cuInit ran; else why not. */
+    memra_status cuda_status;
+    char cuda_error[512];
+    /* MEMRA_OK when NVRTC loaded; else why not. */
+    memra_status nvrtc_status;
+    char nvrtc_error[512];
+    char nvrtc_path[64]; /* the soname that was opened */
+
+#define MEMRA_X(name, ver, req) PFN_##name##_v##ver name;
+    MEMRA_CU_ENTRY_POINTS(MEMRA_X)
+#undef MEMRA_X
+#define MEMRA_X(name) __typeof__(&name) name;
+    MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
+#undef MEMRA_X
+} memra_driver;
+
+/* The active table: the mock if one is installed, else the real one, loaded
+ * once (both libraries are tried once per process; handles are never closed).
+ * Never NULL. */
+const memra_driver *memra_driver_get(void);
+
+/* The active table if libcuda is usable, else MEMRA_ERR_NO_DRIVER and a
+ * message naming `fn`. Likewise for NVRTC. */
+memra_status memra_driver_cuda(const char *fn, const memra_driver **out);
+memra_status memra_driver_nvrtc(const char *fn, const memra_driver **out);
+
+/* Turns a failed CUresult into `status` with a message naming the call and
+ * the driver's own name and description of the error. */
+memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status status,
+                           const char *fn, const char *call);
+
+/* The test seam: install a table (NULL restores the real one). Not exported. */
+void memra_driver_install(const memra_driver *table);
+
+#endif /* MEMRA_DRIVER_H */

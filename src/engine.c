@@ -1,0 +1,299 @@
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "jit.h"
+
+/* The fault word starts with zero counts and no first pair. */
+static const uint32_t fault_init[4] = {0, 0, MEMRA_NO_FAULT, 0};
+
+memra_status memra_ctx_enter(memra_engine *eng, const char *fn, int *pushed)
+{
+    const memra_driver *d = eng->d;
+    CUcontext cur = NULL;
+    *pushed = 0;
+    CUresult r = d->cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuCtxGetCurrent");
+    if (cur == eng->ctx)
+        return MEMRA_OK;
+    r = d->cuCtxPushCurrent(eng->ctx);
+    if (r != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuCtxPushCurrent");
+    *pushed = 1;
+    return MEMRA_OK;
+}
+
+void memra_ctx_leave(memra_engine *eng, int pushed)
+{
+    if (pushed) {
+        CUcontext popped;
+        eng->d->cuCtxPopCurrent(&popped);
+    }
+}
+
+memra_status memra_check_not_capturing(memra_engine *eng, CUstream s, const char *fn,
+                                       const char *what)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = eng->d->cuStreamIsCapturing(s, &cs);
+    if (r != CUDA_SUCCESS)
+        return memra_cu_fail(eng->d, r, MEMRA_ERR_DRIVER, fn, "cuStreamIsCapturing");
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return memra_fail(MEMRA_ERR_CAPTURE,
+                          "%s: the stream is capturing and this call would %s; call "
+                          "memra_vrows_prepare_layer() (or memra_engine_warmup()) for this "
+                          "layer before capture. The capture is untouched.",
+                          fn, what);
+    return MEMRA_OK;
+}
+
+memra_status memra_device_count(int *count)
+{
+    static const char fn[] = "memra_device_count";
+    if (!count)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: count is NULL", fn);
+    *count = 0;
+    const memra_driver *d;
+    memra_status st = memra_driver_cuda(fn, &d);
+    if (st)
+        return st;
+    int n = 0;
+    CUresult r = d->cuDeviceGetCount(&n);
+    if (r == CUDA_ERROR_NO_DEVICE)
+        return MEMRA_OK;
+    if (r != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuDeviceGetCount");
+    *count = n;
+    return MEMRA_OK;
+}
+
+static void engine_release(memra_engine *eng)
+{
+    const memra_driver *d = eng->d;
+    int pushed = 0;
+    if (eng->ctx && memra_ctx_enter(eng, "memra_engine_destroy", &pushed) == MEMRA_OK) {
+        if (eng->stream) {
+            d->cuStreamSynchronize(eng->stream);
+            d->cuStreamDestroy(eng->stream);
+        }
+        for (size_t i = 0; i < eng->n_layers; i++)
+            if (eng->layers[i].dev)
+                d->cuMemFree(eng->layers[i].dev);
+        if (eng->faults)
+            d->cuMemFree(eng->faults);
+        if (eng->module)
+            d->cuModuleUnload(eng->module);
+        memra_ctx_leave(eng, pushed);
+    }
+    if (eng->ctx)
+        d->cuDevicePrimaryCtxRelease(eng->dev);
+    for (size_t i = 0; i < eng->n_layers; i++)
+        free(eng->layers[i].shadow);
+    free(eng->layers);
+    pthread_mutex_destroy(&eng->lock);
+    free(eng);
+}
+
+memra_status memra_engine_create(int ordinal, memra_engine **out)
+{
+    static const char fn[] = "memra_engine_create";
+    if (!out)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    int count;
+    memra_status st = memra_device_count(&count);
+    if (st)
+        return st;
+    if (ordinal < 0 || ordinal >= count)
+        return memra_fail(MEMRA_ERR_NO_DEVICE, "%s: ordinal %d, but %d CUDA device(s) present",
+                          fn, ordinal, count);
+
+    memra_engine *eng = calloc(1, sizeof *eng);
+    if (!eng)
+        return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    const memra_driver *d = memra_driver_get();
+    eng->d = d;
+    pthread_mutex_init(&eng->lock, NULL);
+    eng->info.ordinal = ordinal;
+
+    CUresult r;
+    const char *call;
+    int major = 0, minor = 0, pushed = 0;
+    if ((r = d->cuDeviceGet(&eng->dev, ordinal)) != CUDA_SUCCESS) {
+        call = "cuDeviceGet";
+        goto fail;
+    }
+    if ((r = d->cuDeviceGetName(eng->info.name, sizeof eng->info.name, eng->dev)) !=
+        CUDA_SUCCESS) {
+        call = "cuDeviceGetName";
+        goto fail;
+    }
+    if ((r = d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                     eng->dev)) != CUDA_SUCCESS ||
+        (r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                     eng->dev)) != CUDA_SUCCESS) {
+        call = "cuDeviceGetAttribute";
+        goto fail;
+    }
+    eng->info.sm = major * 10 + minor;
+    if ((r = d->cuDriverGetVersion(&eng->info.driver_version)) != CUDA_SUCCESS) {
+        call = "cuDriverGetVersion";
+        goto fail;
+    }
+    int nv_major, nv_minor;
+    if (d->nvrtc_status == MEMRA_OK && d->nvrtcVersion(&nv_major, &nv_minor) == NVRTC_SUCCESS)
+        eng->info.nvrtc_version = nv_major * 1000 + nv_minor * 10;
+
+    /* The primary context, not a new one: a serving process (PyTorch, vLLM)
+     * already lives on it, so memory and streams are shared, not duplicated. */
+    if ((r = d->cuDevicePrimaryCtxRetain(&eng->ctx, eng->dev)) != CUDA_SUCCESS) {
+        eng->ctx = NULL;
+        call = "cuDevicePrimaryCtxRetain";
+        goto fail;
+    }
+    if ((st = memra_ctx_enter(eng, fn, &pushed)))
+        goto fail_st;
+    if ((r = d->cuStreamCreate(&eng->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+        eng->stream = NULL;
+        call = "cuStreamCreate";
+        goto fail_pop;
+    }
+    if ((r = d->cuMemAlloc(&eng->faults, sizeof fault_init)) != CUDA_SUCCESS) {
+        eng->faults = 0;
+        call = "cuMemAlloc(fault word)";
+        goto fail_pop;
+    }
+    if ((r = d->cuMemcpyHtoDAsync(eng->faults, fault_init, sizeof fault_init, eng->stream)) !=
+            CUDA_SUCCESS ||
+        (r = d->cuStreamSynchronize(eng->stream)) != CUDA_SUCCESS) {
+        call = "initialising the fault word";
+        goto fail_pop;
+    }
+    memra_ctx_leave(eng, pushed);
+    *out = eng;
+    return MEMRA_OK;
+
+fail_pop:
+    memra_ctx_leave(eng, pushed);
+fail:
+    st = memra_cu_fail(d, r, r == CUDA_ERROR_INVALID_DEVICE ? MEMRA_ERR_NO_DEVICE : MEMRA_ERR_DRIVER,
+                       fn, call);
+fail_st:
+    engine_release(eng);
+    return st;
+}
+
+void memra_engine_destroy(memra_engine *eng)
+{
+    if (eng)
+        engine_release(eng);
+}
+
+memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info)
+{
+    if (!eng || !info)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_engine_get_info: %s is NULL",
+                          eng ? "info" : "eng");
+    pthread_mutex_lock(&eng->lock);
+    *info = eng->info;
+    pthread_mutex_unlock(&eng->lock);
+    return MEMRA_OK;
+}
+
+static memra_status load_kernel(memra_engine *eng, const char *fn)
+{
+    const memra_driver *d;
+    memra_status st = memra_driver_nvrtc(fn, &d);
+    if (st)
+        return st;
+    d = eng->d;
+    int arch, is_ptx;
+    if ((st = memra_jit_pick_arch(d, eng->info.sm, &arch, &is_ptx)))
+        return st;
+    memra_image img;
+    if ((st = memra_jit_compile(d, arch, is_ptx, &img)))
+        return st;
+    CUmodule mod;
+    CUresult r = d->cuModuleLoadData(&mod, img.data);
+    memra_image_free(&img);
+    if (r != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleLoadData");
+    CUfunction f;
+    r = d->cuModuleGetFunction(&f, mod, MEMRA_VROWS_KERNEL_NAME);
+    if (r != CUDA_SUCCESS) {
+        d->cuModuleUnload(mod);
+        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn,
+                             "cuModuleGetFunction(" MEMRA_VROWS_KERNEL_NAME ")");
+    }
+    eng->module = mod;
+    eng->info.kernel_ready = 1;
+    eng->info.kernel_is_ptx = is_ptx;
+    atomic_store_explicit(&eng->fn, f, memory_order_release);
+    return MEMRA_OK;
+}
+
+memra_status memra_engine_kernel(memra_engine *eng, const char *fn, CUfunction *out)
+{
+    CUfunction f = atomic_load_explicit(&eng->fn, memory_order_acquire);
+    if (f) {
+        *out = f;
+        return MEMRA_OK;
+    }
+    pthread_mutex_lock(&eng->lock);
+    memra_status st = MEMRA_OK;
+    if (!atomic_load_explicit(&eng->fn, memory_order_relaxed))
+        st = load_kernel(eng, fn);
+    pthread_mutex_unlock(&eng->lock);
+    *out = atomic_load_explicit(&eng->fn, memory_order_acquire);
+    return st;
+}
+
+memra_status memra_engine_warmup(memra_engine *eng)
+{
+    static const char fn[] = "memra_engine_warmup";
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    int pushed;
+    memra_status st = memra_ctx_enter(eng, fn, &pushed);
+    if (st)
+        return st;
+    CUfunction f;
+    st = memra_engine_kernel(eng, fn, &f);
+    memra_ctx_leave(eng, pushed);
+    return st;
+}
+
+memra_status memra_engine_faults(memra_engine *eng, memra_stream stream, memra_faults *out,
+                                 int reset)
+{
+    static const char fn[] = "memra_engine_faults";
+    if (!eng || !out)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn, eng ? "out" : "eng");
+    const memra_driver *d = eng->d;
+    CUstream s = memra_stream_of(eng, stream);
+    int pushed;
+    memra_status st = memra_ctx_enter(eng, fn, &pushed);
+    if (st)
+        return st;
+    if ((st = memra_check_not_capturing(eng, s, fn, "read the fault word")))
+        goto done;
+    uint32_t w[4];
+    CUresult r = d->cuMemcpyDtoHAsync(w, eng->faults, sizeof w, s);
+    if (r == CUDA_SUCCESS && reset)
+        r = d->cuMemcpyHtoDAsync(eng->faults, fault_init, sizeof fault_init, s);
+    if (r == CUDA_SUCCESS)
+        r = d->cuStreamSynchronize(s);
+    if (r != CUDA_SUCCESS) {
+        st = memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "reading the fault word");
+        goto done;
+    }
+    out->bad_expert = w[0];
+    out->nonfinite = w[1];
+    out->first_pair = w[2];
+done:
+    memra_ctx_leave(eng, pushed);
+    return st;
+}

@@ -1,0 +1,75 @@
+#include "validate.h"
+
+#include "error.h"
+
+static const char *const plane_names[3] = {"gate", "up", "down"};
+
+memra_status memra_macros_check(const char *fn, const memra_vrows_macros *macros, int *present)
+{
+    *present = 0;
+    if (!macros)
+        return MEMRA_OK;
+    int n = 0;
+    for (int k = 0; k < 3; k++)
+        n += macros->plane[k] != NULL;
+    if (n == 0)
+        return MEMRA_OK;
+    if (n != 3) {
+        for (int k = 0; k < 3; k++)
+            if (!macros->plane[k])
+                return memra_fail(MEMRA_ERR_NULL_ARG,
+                                  "%s: macros->plane[%d] (%s) is NULL while other planes are "
+                                  "set; pass all three planes or none",
+                                  fn, k, plane_names[k]);
+    }
+    *present = 1;
+    return MEMRA_OK;
+}
+
+memra_status memra_vrows_validate(const char *fn, uint64_t sel, uint64_t selw, uint32_t n_pairs,
+                                  uint32_t n_expert, const memra_vrows_macros *macros,
+                                  const memra_vrows_slabs *slabs, uint64_t ptrs, uint64_t scl)
+{
+    const struct {
+        const char *name;
+        uint64_t addr;
+        uint64_t align;
+    } bufs[] = {{"sel", sel, 4}, {"selw", selw, 4}, {"ptrs", ptrs, 8}, {"scl", scl, 4}};
+
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (!bufs[i].addr)
+            return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn, bufs[i].name);
+    if (!slabs)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: slabs is NULL", fn);
+    int present;
+    memra_status st = memra_macros_check(fn, macros, &present);
+    if (st)
+        return st;
+
+    if (n_pairs == 0 || n_pairs > MEMRA_MAX_PAIRS)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: n_pairs = %u is outside [1, %u]", fn,
+                          n_pairs, MEMRA_MAX_PAIRS);
+    if (n_expert == 0)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: n_expert is 0", fn);
+
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i].addr % bufs[i].align)
+            return memra_fail(MEMRA_ERR_MISALIGNED,
+                              "%s: %s = 0x%llx is not aligned to %llu bytes", fn, bufs[i].name,
+                              (unsigned long long)bufs[i].addr,
+                              (unsigned long long)bufs[i].align);
+
+    /* The last expert's row must be addressable: a slab that wraps past 2^64
+     * would hand the GEMV a pointer into unrelated memory. */
+    for (int k = 0; k < 3; k++) {
+        uint64_t span, last;
+        if (__builtin_mul_overflow((uint64_t)(n_expert - 1), slabs->stride[k], &span) ||
+            __builtin_add_overflow(slabs->base[k], span, &last))
+            return memra_fail(MEMRA_ERR_SLAB_OVERFLOW,
+                              "%s: slabs->base[%d] (%s) 0x%llx + (n_expert-1 = %u) * "
+                              "slabs->stride[%d] %llu passes 2^64",
+                              fn, k, plane_names[k], (unsigned long long)slabs->base[k],
+                              n_expert - 1, k, (unsigned long long)slabs->stride[k]);
+    }
+    return MEMRA_OK;
+}
