@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks to build and test memra:
+# meson, ninja, pkg-config (and libcmocka-dev when apt can reach Debian).
+# Where apt cannot, meson/ninja come from PyPI and cmocka/xxHash build from
+# the tarballs vendored in subprojects/packagecache/, so nothing here is fatal
+# as long as meson and ninja end up on PATH.
+set -u
+missing=()
+command -v meson >/dev/null 2>&1 || missing+=(meson)
+command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v flock >/dev/null 2>&1 || missing+=(util-linux)
+dpkg -s libcmocka-dev >/dev/null 2>&1 || missing+=(libcmocka-dev)
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "deps: installing ${missing[*]} with apt-get"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; } \
+    >/tmp/memra-apt.log 2>&1 || echo "deps: apt-get failed (see /tmp/memra-apt.log); using fallbacks"
+fi
+if ! command -v meson >/dev/null 2>&1 || ! command -v ninja >/dev/null 2>&1; then
+  echo "deps: meson/ninja from PyPI"
+  python3 -m pip install -q --user meson ninja && export PATH="$HOME/.local/bin:$PATH"
+fi
+command -v meson >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 || {
+  echo "deps: meson and ninja are required" >&2
+  exit 1
+}
