@@ -6,6 +6,7 @@
 
 #include "testutil.h"
 
+#include "device_case.h"
 #include "gate_cases.h"
 #include "mock_driver.h"
 #include "vrows_abi.h"
@@ -38,53 +39,16 @@ static memra_engine *make_engine(void)
     return eng;
 }
 
-/* A device-arm case: uploads inputs, launches, downloads, and compares bit
- * for bit with the host arm; returns the faults the engine saw. */
-typedef struct dcase {
-    uint32_t n, n_expert;
-    const int32_t *sel;
-    const float *selw;
-    const memra_vrows_macros *mac;
-    const memra_vrows_slabs *sl;
-    int il;
-} dcase;
-
+/* device_case_check plus what only the mock can see: one launch, its grid. */
 static void run_device_case(memra_engine *eng, const dcase *c)
 {
-    const uint32_t n = c->n;
-    memra_devptr dsel, dselw, dptrs, dscl;
-    assert_int_equal(memra_alloc(eng, n * 4, &dsel), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, n * 4, &dselw), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 3 * n * 8, &dptrs), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 3 * n * 4, &dscl), MEMRA_OK);
-    assert_int_equal(memra_upload_i32(eng, dsel, c->sel, n), MEMRA_OK);
-    assert_int_equal(memra_upload_f32(eng, dselw, c->selw, n), MEMRA_OK);
-    memra_faults f0;
-    assert_int_equal(memra_engine_faults(eng, NULL, &f0, 1), MEMRA_OK);
-
-    int launches = mock.launches;
-    memra_status st = memra_moe_vrows_tables_from_sel(eng, dsel, dselw, n, c->n_expert, c->il,
-                                                      c->mac, c->sl, dptrs, dscl, NULL);
-    if (st)
-        fail_msg("from_sel: %s", memra_last_error());
+    char why[512];
+    const int launches = mock.launches;
+    if (device_case_check(eng, c, why, sizeof why))
+        fail_msg("%s", why);
     assert_int_equal(mock.launches, launches + 1);
-    assert_int_equal(mock.last.grid[0], (n + 255) / 256);
+    assert_int_equal(mock.last.grid[0], (c->n + 255) / 256);
     assert_int_equal(mock.last.block[0], MEMRA_VROWS_BLOCK);
-
-    uint64_t *dp = malloc(3 * n * 8), *hp = malloc(3 * n * 8);
-    float *ds = malloc(3 * n * 4), *hs = malloc(3 * n * 4);
-    assert_int_equal(memra_download_u64(eng, dp, dptrs, 3 * n), MEMRA_OK);
-    assert_int_equal(memra_download_f32(eng, ds, dscl, 3 * n), MEMRA_OK);
-    memra_faults hf, df;
-    memra_vrows_tables_host(c->sel, c->selw, n, c->n_expert, c->mac, c->sl, hp, hs, &hf);
-    assert_memory_equal(dp, hp, 3 * (size_t)n * 8);
-    assert_memory_equal(ds, hs, 3 * (size_t)n * 4);
-    assert_int_equal(memra_engine_faults(eng, NULL, &df, 1), MEMRA_OK);
-    assert_int_equal(df.bad_expert, hf.bad_expert);
-    assert_int_equal(df.nonfinite, hf.nonfinite);
-    assert_int_equal(df.first_pair, hf.first_pair);
-    free(dp), free(hp), free(ds), free(hs);
-    memra_free(eng, dsel), memra_free(eng, dselw), memra_free(eng, dptrs), memra_free(eng, dscl);
 }
 
 static void test_engine_info_and_lifecycle(void **state)
@@ -148,7 +112,7 @@ static void test_gate_cases_through_launch(void **state)
         gate_inputs(g, selw, planes);
         memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
         dcase c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL, &g->slabs,
-                   (int)i};
+                   (int)i, NULL, 1};
         run_device_case(eng, &c);
     }
     memra_engine_destroy(eng);
@@ -176,7 +140,7 @@ static void test_random_launches_match_host_arm(void **state)
             sl.stride[k] = (rng_next(&s) % (1ull << 40)) | (1ull << 33);
             sl.base[k] = ~0ull - (uint64_t)(n_expert - 1) * sl.stride[k] - rng_next(&s) % 4096;
         }
-        dcase c = {n, n_expert, sel, selw, (si % 3) ? &mac : NULL, &sl, (int)si};
+        dcase c = {n, n_expert, sel, selw, (si % 3) ? &mac : NULL, &sl, (int)si, NULL, 1};
         run_device_case(eng, &c);
         free(sel), free(selw), free(pl);
     }
@@ -236,7 +200,7 @@ static void test_macro_cache_hits_and_content_check(void **state)
     for (int p = 0; p < N; p++)
         sel[p] = p % E, selw[p] = 0.5f + (float)p;
     memra_vrows_slabs sl = {{1 << 20, 2 << 20, 3 << 20}, {4096, 4096, 8192}};
-    dcase c = {N, E, sel, selw, &mac, &sl, 5};
+    dcase c = {N, E, sel, selw, &mac, &sl, 5, NULL, 1};
     run_device_case(eng, &c);
     uint64_t mg_first;
     memcpy(&mg_first, mock.last.args + 16, 8);
