@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "cache.h"
 #include "jit.h"
 
 /* The fault word starts with zero counts and no first pair. */
@@ -205,20 +206,27 @@ memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info)
 
 static memra_status load_kernel(memra_engine *eng, const char *fn)
 {
-    const memra_driver *d;
-    memra_status st = memra_driver_nvrtc(fn, &d);
+    const memra_driver *d = eng->d;
+    if (d->nvrtc_status)
+        return memra_fail(d->nvrtc_status, "%s: %s", fn, d->nvrtc_error);
+    int arch, is_ptx, from_cache;
+    memra_status st = memra_jit_pick_arch(d, eng->info.sm, &arch, &is_ptx);
     if (st)
         return st;
-    d = eng->d;
-    int arch, is_ptx;
-    if ((st = memra_jit_pick_arch(d, eng->info.sm, &arch, &is_ptx)))
-        return st;
     memra_image img;
-    if ((st = memra_jit_compile(d, arch, is_ptx, &img)))
+    if ((st = memra_cache_get_image(d, arch, is_ptx, &img, &from_cache)))
         return st;
     CUmodule mod;
     CUresult r = d->cuModuleLoadData(&mod, img.data);
     memra_image_free(&img);
+    if (r != CUDA_SUCCESS && from_cache) {
+        /* A verified entry the driver still refuses: build it afresh. */
+        from_cache = 0;
+        if ((st = memra_jit_compile(d, arch, is_ptx, &img)))
+            return st;
+        r = d->cuModuleLoadData(&mod, img.data);
+        memra_image_free(&img);
+    }
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleLoadData");
     CUfunction f;
@@ -231,6 +239,7 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     eng->module = mod;
     eng->info.kernel_ready = 1;
     eng->info.kernel_is_ptx = is_ptx;
+    eng->info.kernel_from_cache = from_cache;
     atomic_store_explicit(&eng->fn, f, memory_order_release);
     return MEMRA_OK;
 }

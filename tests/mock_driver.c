@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -335,6 +336,8 @@ static nvrtcResult m_nvrtcCompileProgram(nvrtcProgram p, int n, const char *cons
         strncat(mock.options, opts[i], sizeof mock.options - strlen(mock.options) - 2);
         strcat(mock.options, " ");
     }
+    if (mock.compile_delay_ms)
+        usleep((useconds_t)mock.compile_delay_ms * 1000);
     if (mock.compile_log) {
         ((fake_prog *)p)->failed = 1;
         return NVRTC_ERROR_COMPILATION;
@@ -400,6 +403,9 @@ void mock_replay(void)
 
 void mock_install(void)
 {
+    /* Mock images must never reach a real kernel cache. Cache tests point
+     * MEMRA_CACHE_DIR at their own folders after this. */
+    setenv("MEMRA_CACHE_DIR", "off", 1);
     memset(&mock, 0, sizeof mock);
     memset(&mock_table, 0, sizeof mock_table);
     any_capturing = 0;

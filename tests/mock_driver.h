@@ -31,6 +31,7 @@ typedef struct mock_state {
     int sm_major, sm_minor;
     int archs[16], n_archs;
     const char *compile_log; /* non-NULL: nvrtcCompileProgram fails with it */
+    int compile_delay_ms;    /* widens the window for racing processes */
     int fail_call, fail_nth;  /* the fail_nth'th call of fail_call fails */
     int fail_result;
     /* observations */

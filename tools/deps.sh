@@ -11,6 +11,7 @@ command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v flock >/dev/null 2>&1 || missing+=(util-linux)
 dpkg -s libcmocka-dev >/dev/null 2>&1 || missing+=(libcmocka-dev)
+dpkg -s libxxhash-dev >/dev/null 2>&1 || missing+=(libxxhash-dev)
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "deps: installing ${missing[*]} with apt-get"
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; } \

@@ -118,6 +118,7 @@ typedef struct memra_engine_info {
     int nvrtc_version;   /* 1000*major + 10*minor, 0 if NVRTC is absent */
     int kernel_ready;    /* 1 once the table kernel is compiled and loaded */
     int kernel_is_ptx;   /* 1 if the loaded image is PTX (driver JIT) */
+    int kernel_from_cache; /* 1 if the image came from the disk cache (no NVRTC compile) */
 } memra_engine_info;
 
 /* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
