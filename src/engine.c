@@ -213,6 +213,11 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     memra_status st = memra_jit_pick_arch(d, eng->info.sm, &arch, &is_ptx);
     if (st)
         return st;
+    /* MEMRA_FORCE_PTX=1: take the PTX path (the one a device newer than
+     * NVRTC gets) on purpose, to measure or test it. */
+    const char *force = getenv("MEMRA_FORCE_PTX");
+    if (force && strcmp(force, "1") == 0)
+        is_ptx = 1;
     memra_image img;
     if ((st = memra_cache_get_image(d, arch, is_ptx, &img, &from_cache)))
         return st;

@@ -1,6 +1,7 @@
 /* memra: the command-line face of the library.
  *   memra info    library, driver, NVRTC and every device
  *   memra check   the gate on every device found (host arm only where none)
+ *   memra bench   the library beside the bare baselines (benchmarks/bench.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,12 +154,16 @@ static int cmd_check(void)
     return bad;
 }
 
+int memra_bench_main(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0)
+        return memra_bench_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "info") == 0)
         return cmd_info();
     if (argc >= 2 && strcmp(argv[1], "check") == 0)
         return cmd_check();
-    fprintf(stderr, "usage: memra info | check\n");
+    fprintf(stderr, "usage: memra info | check | bench [--json FILE] [--quick]\n");
     return 2;
 }

@@ -1,0 +1,542 @@
+/* memra bench: the library side by side with the bare baselines, in one
+ * process, one table. Host costs are medians of per-batch means taken with a
+ * monotonic clock; GPU times come from CUDA events; warm-up is excluded.
+ *
+ *   memra-bench [--json FILE] [--quick]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "error.h"
+#include "vrows_abi.h"
+
+static const memra_driver *d;
+static FILE *json;
+static int json_first = 1;
+static int quick;
+
+#define CK(x)                                                                              \
+    do {                                                                                   \
+        CUresult r_ = (x);                                                                 \
+        if (r_ != CUDA_SUCCESS) {                                                          \
+            const char *n_ = "?";                                                          \
+            d->cuGetErrorName(r_, &n_);                                                    \
+            fprintf(stderr, "%s:%d: %s = %s\n", __FILE__, __LINE__, #x, n_);               \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+#define MK(x)                                                                              \
+    do {                                                                                   \
+        memra_status s_ = (x);                                                             \
+        if (s_) {                                                                          \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, memra_last_error()); \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void row(const char *group, const char *what, double value, const char *unit,
+                double baseline, const char *baseline_name)
+{
+    if (baseline > 0)
+        printf("  %-44s %10.3f %-5s  x%.3f vs %s\n", what, value, unit, value / baseline,
+               baseline_name);
+    else
+        printf("  %-44s %10.3f %-5s\n", what, value, unit);
+    if (json) {
+        fprintf(json, "%s\n  {\"group\": \"%s\", \"what\": \"%s\", \"value\": %.6f, \"unit\": \"%s\"",
+                json_first ? "" : ",", group, what, value, unit);
+        if (baseline > 0)
+            fprintf(json, ", \"baseline\": \"%s\", \"ratio\": %.6f", baseline_name,
+                    value / baseline);
+        fprintf(json, "}");
+        json_first = 0;
+    }
+}
+
+/* A workload: device buffers for n pairs, with macros for layer 0. */
+typedef struct work {
+    uint32_t n, n_expert;
+    memra_devptr sel, selw, ptrs, scl;
+    float *planes;
+    memra_vrows_macros mac;
+    memra_vrows_slabs sl;
+} work;
+
+static void work_init(memra_engine *eng, work *w, uint32_t n)
+{
+    w->n = n;
+    w->n_expert = 256;
+    MK(memra_alloc(eng, (size_t)n * 4, &w->sel));
+    MK(memra_alloc(eng, (size_t)n * 4, &w->selw));
+    MK(memra_alloc(eng, (size_t)n * 24, &w->ptrs));
+    MK(memra_alloc(eng, (size_t)n * 12, &w->scl));
+    int32_t *sel = malloc((size_t)n * 4);
+    float *selw = malloc((size_t)n * 4);
+    for (uint32_t p = 0; p < n; p++)
+        sel[p] = (int32_t)((p * 2654435761u) % w->n_expert), selw[p] = 1.0f / (float)(p % 7 + 1);
+    MK(memra_upload_i32(eng, w->sel, sel, n));
+    MK(memra_upload_f32(eng, w->selw, selw, n));
+    free(sel), free(selw);
+    w->planes = malloc(3 * w->n_expert * sizeof(float));
+    for (uint32_t e = 0; e < 3 * w->n_expert; e++)
+        w->planes[e] = 0.5f + (float)e / 1024.0f;
+    w->mac = (memra_vrows_macros){{w->planes, w->planes + w->n_expert,
+                                   w->planes + 2 * w->n_expert}};
+    w->sl = (memra_vrows_slabs){{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull},
+                                {24u << 20, 24u << 20, 48u << 20}};
+}
+
+static void work_free(memra_engine *eng, work *w)
+{
+    memra_free(eng, w->sel), memra_free(eng, w->selw), memra_free(eng, w->ptrs),
+        memra_free(eng, w->scl);
+    free(w->planes);
+}
+
+/* The bare baseline: the same kernel through cuLaunchKernel, arguments as
+ * an ordinary kernelParams array (what hand-written serving code does). */
+typedef struct bare {
+    CUfunction fn;
+    memra_vrows_args a;
+    void *params[MEMRA_VROWS_NPARAMS];
+    void *extra[5];
+    size_t size;
+    unsigned grid;
+} bare;
+
+static void bare_init(bare *b, memra_engine *eng, const work *w, CUdeviceptr planes)
+{
+    b->fn = atomic_load(&eng->fn);
+    b->a = (memra_vrows_args){w->sel, w->selw, planes, planes + 4 * w->n_expert,
+                              planes + 8 * w->n_expert, w->sl.base[0], w->sl.base[1],
+                              w->sl.base[2], w->sl.stride[0], w->sl.stride[1], w->sl.stride[2],
+                              w->n, w->n_expert, w->ptrs, w->scl, eng->faults};
+    void *p[MEMRA_VROWS_NPARAMS] = {&b->a.sel, &b->a.selw, &b->a.mg, &b->a.mu, &b->a.md,
+                                    &b->a.pg, &b->a.pu, &b->a.pd, &b->a.sg, &b->a.su, &b->a.sd,
+                                    &b->a.n_pairs, &b->a.n_expert, &b->a.ptrs, &b->a.scl,
+                                    &b->a.faults};
+    memcpy(b->params, p, sizeof p);
+    b->size = sizeof b->a;
+    b->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER, b->extra[1] = &b->a;
+    b->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE, b->extra[3] = &b->size;
+    b->extra[4] = CU_LAUNCH_PARAM_END;
+    b->grid = (w->n + MEMRA_VROWS_BLOCK - 1) / MEMRA_VROWS_BLOCK;
+}
+
+enum { L_EMPTY, L_BARE, L_BARE_EXTRA, L_MEMRA, L_MEMRA_NOMAC };
+typedef struct launcher {
+    int kind;
+    memra_engine *eng;
+    bare *b;
+    work *w;
+    CUfunction empty;
+    CUstream s;
+} launcher;
+
+static void launch(const launcher *l)
+{
+    switch (l->kind) {
+    case L_EMPTY:
+        CK(d->cuLaunchKernel(l->empty, 1, 1, 1, 32, 1, 1, 0, l->s, NULL, NULL));
+        break;
+    case L_BARE:
+        CK(d->cuLaunchKernel(l->b->fn, l->b->grid, 1, 1, MEMRA_VROWS_BLOCK, 1, 1, 0, l->s,
+                             l->b->params, NULL));
+        break;
+    case L_BARE_EXTRA:
+        CK(d->cuLaunchKernel(l->b->fn, l->b->grid, 1, 1, MEMRA_VROWS_BLOCK, 1, 1, 0, l->s, NULL,
+                             l->b->extra));
+        break;
+    case L_MEMRA:
+    case L_MEMRA_NOMAC:
+        MK(memra_moe_vrows_tables_from_sel(l->eng, l->w->sel, l->w->selw, l->w->n,
+                                           l->w->n_expert, 0,
+                                           l->kind == L_MEMRA ? &l->w->mac : NULL, &l->w->sl,
+                                           l->w->ptrs, l->w->scl, l->s));
+        break;
+    }
+}
+
+/* Host cost per launch: batches of launches enqueued back to back (short
+ * enough that the launch queue never fills), synchronised between batches. */
+static double host_cost_us(const launcher *l)
+{
+    enum { BATCH = 100 };
+    const int batches = quick ? 30 : 200;
+    double v[200];
+    for (int i = 0; i < 3; i++)
+        launch(l);
+    CK(d->cuStreamSynchronize(l->s));
+    for (int b = 0; b < batches; b++) {
+        double t0 = now_us();
+        for (int i = 0; i < BATCH; i++)
+            launch(l);
+        double t1 = now_us();
+        CK(d->cuStreamSynchronize(l->s));
+        v[b] = (t1 - t0) / BATCH;
+    }
+    return median(v, batches);
+}
+
+static double round_trip_us(const launcher *l)
+{
+    const int reps = quick ? 300 : 2000;
+    double *v = malloc(sizeof *v * (size_t)reps);
+    for (int i = 0; i < 10; i++) {
+        launch(l);
+        CK(d->cuStreamSynchronize(l->s));
+    }
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_us();
+        launch(l);
+        CK(d->cuStreamSynchronize(l->s));
+        v[i] = now_us() - t0;
+    }
+    double m = median(v, reps);
+    free(v);
+    return m;
+}
+
+static CUfunction compile_empty(int sm, CUmodule *mod)
+{
+    static const char src[] = "extern \"C\" __global__ void memra_bench_empty() {}";
+    nvrtcProgram p;
+    d->nvrtcCreateProgram(&p, src, "empty.cu", 0, NULL, NULL);
+    char arch[32];
+    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
+    const char *opts[] = {arch};
+    if (d->nvrtcCompileProgram(p, 1, opts) != NVRTC_SUCCESS) {
+        fprintf(stderr, "empty kernel: compile failed\n");
+        exit(1);
+    }
+    size_t n;
+    d->nvrtcGetCUBINSize(p, &n);
+    char *img = malloc(n);
+    d->nvrtcGetCUBIN(p, img);
+    d->nvrtcDestroyProgram(&p);
+    CUfunction f;
+    CK(d->cuModuleLoadData(mod, img));
+    CK(d->cuModuleGetFunction(&f, *mod, "memra_bench_empty"));
+    free(img);
+    return f;
+}
+
+/* GPU time per replay of a graph holding `nodes` table builds. */
+static double graph_us(const launcher *l, int nodes, CUstream s)
+{
+    CUgraph g;
+    CUgraphExec ge;
+    CK(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    launcher lc = *l;
+    lc.s = s;
+    for (int i = 0; i < nodes; i++)
+        launch(&lc);
+    CK(d->cuStreamEndCapture(s, &g));
+    CK(d->cuGraphInstantiateWithFlags(&ge, g, 0));
+    CUevent e0, e1;
+    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    for (int i = 0; i < 20; i++)
+        CK(d->cuGraphLaunch(ge, s));
+    const int reps = quick ? 10 : 50, per = 50;
+    double v[50];
+    for (int r = 0; r < reps; r++) {
+        CK(d->cuEventRecord(e0, s));
+        for (int i = 0; i < per; i++)
+            CK(d->cuGraphLaunch(ge, s));
+        CK(d->cuEventRecord(e1, s));
+        CK(d->cuEventSynchronize(e1));
+        float ms;
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        v[r] = (double)ms * 1e3 / per;
+    }
+    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+    d->cuGraphExecDestroy(ge), d->cuGraphDestroy(g);
+    return median(v, reps);
+}
+
+/* GPU time of one launch, events around each of many launches. */
+static double gpu_us(const launcher *l)
+{
+    CUevent e0, e1;
+    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    for (int i = 0; i < 5; i++)
+        launch(l);
+    const int reps = quick ? 15 : 60;
+    double v[60];
+    for (int r = 0; r < reps; r++) {
+        CK(d->cuEventRecord(e0, l->s));
+        launch(l);
+        CK(d->cuEventRecord(e1, l->s));
+        CK(d->cuEventSynchronize(e1));
+        float ms;
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        v[r] = (double)ms * 1e3;
+    }
+    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+    return median(v, reps);
+}
+
+/* The path memra replaces: read sel/selw back, build on the host, copy up. */
+static double readback_us(memra_engine *eng, work *w, int pinned, CUstream s)
+{
+    const uint32_t n = w->n;
+    void *hsel, *hselw, *hptrs, *hscl;
+    if (pinned) {
+        CK(d->cuMemAllocHost(&hsel, n * 4));
+        CK(d->cuMemAllocHost(&hselw, n * 4));
+        CK(d->cuMemAllocHost(&hptrs, n * 24));
+        CK(d->cuMemAllocHost(&hscl, n * 12));
+    } else {
+        hsel = malloc(n * 4), hselw = malloc(n * 4), hptrs = malloc(n * 24), hscl = malloc(n * 12);
+    }
+    const int reps = quick ? 200 : 1000;
+    double *v = malloc(sizeof *v * (size_t)reps);
+    for (int i = -10; i < reps; i++) {
+        double t0 = now_us();
+        CK(d->cuMemcpyDtoHAsync(hsel, w->sel, n * 4, s));
+        CK(d->cuMemcpyDtoHAsync(hselw, w->selw, n * 4, s));
+        CK(d->cuStreamSynchronize(s));
+        memra_status st = memra_vrows_tables_host(hsel, hselw, n, w->n_expert, &w->mac, &w->sl,
+                                                  hptrs, hscl, NULL);
+        if (st) {
+            fprintf(stderr, "host arm: %s\n", memra_last_error());
+            exit(1);
+        }
+        CK(d->cuMemcpyHtoDAsync(w->ptrs, hptrs, n * 24, s));
+        CK(d->cuMemcpyHtoDAsync(w->scl, hscl, n * 12, s));
+        CK(d->cuStreamSynchronize(s));
+        if (i >= 0)
+            v[i] = now_us() - t0;
+    }
+    double m = median(v, reps);
+    free(v);
+    (void)eng;
+    if (pinned) {
+        d->cuMemFreeHost(hsel), d->cuMemFreeHost(hselw), d->cuMemFreeHost(hptrs),
+            d->cuMemFreeHost(hscl);
+    } else {
+        free(hsel), free(hselw), free(hptrs), free(hscl);
+    }
+    return m;
+}
+
+/* memra_engine_create, then the time to the first finished launch. */
+static double first_use_us(int ordinal, const char *cache_dir, int force_ptx, double *create_us)
+{
+    setenv("MEMRA_CACHE_DIR", cache_dir, 1);
+    if (force_ptx)
+        setenv("MEMRA_FORCE_PTX", "1", 1);
+    else
+        unsetenv("MEMRA_FORCE_PTX");
+    double t0 = now_us();
+    memra_engine *eng;
+    MK(memra_engine_create(ordinal, &eng));
+    double t1 = now_us();
+    work w;
+    work_init(eng, &w, 8);
+    double t2 = now_us();
+    MK(memra_moe_vrows_tables_from_sel(eng, w.sel, w.selw, w.n, w.n_expert, 0, &w.mac, &w.sl,
+                                       w.ptrs, w.scl, NULL));
+    MK(memra_sync(eng, NULL));
+    double t3 = now_us();
+    work_free(eng, &w);
+    memra_engine_destroy(eng);
+    unsetenv("MEMRA_FORCE_PTX");
+    *create_us = t1 - t0;
+    return t3 - t2;
+}
+
+static void bench_device(int ordinal)
+{
+    memra_engine *eng;
+    MK(memra_engine_create(ordinal, &eng));
+    memra_engine_info info;
+    MK(memra_engine_warmup(eng));
+    memra_engine_get_info(eng, &info);
+    printf("device %d: %s, sm_%d, driver %d, NVRTC %d\n", ordinal, info.name, info.sm,
+           info.driver_version, info.nvrtc_version);
+    int pushed;
+    MK(memra_ctx_enter(eng, "bench", &pushed));
+    CUstream s;
+    CK(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUmodule emod;
+    CUfunction empty = compile_empty(info.sm, &emod);
+
+    work w8;
+    work_init(eng, &w8, 8);
+    MK(memra_vrows_prepare_layer(eng, 0, w8.n_expert, &w8.mac, s));
+    MK(memra_sync(eng, s));
+    CUdeviceptr planes = eng->layers[0].dev;
+    bare b8;
+    bare_init(&b8, eng, &w8, planes);
+    launcher le = {L_EMPTY, eng, &b8, &w8, empty, s};
+    launcher lb = {L_BARE, eng, &b8, &w8, empty, s};
+    launcher lx = {L_BARE_EXTRA, eng, &b8, &w8, empty, s};
+    launcher lm = {L_MEMRA, eng, &b8, &w8, empty, s};
+    launcher ln = {L_MEMRA_NOMAC, eng, &b8, &w8, empty, s};
+
+    printf("\nhost cost per launch (n_pairs = 8; median of batch means)\n");
+    double c_empty = host_cost_us(&le), c_bare = host_cost_us(&lb), c_x = host_cost_us(&lx);
+    double c_m = host_cost_us(&lm), c_n = host_cost_us(&ln);
+    row("launch", "bare cuLaunchKernel, empty kernel", c_empty, "us", 0, "");
+    row("launch", "bare cuLaunchKernel, table kernel", c_bare, "us", 0, "");
+    row("launch", "bare cuLaunchKernel, table kernel, param buffer", c_x, "us", c_bare, "bare");
+    row("launch", "memra_moe_vrows_tables_from_sel (macros)", c_m, "us", c_bare, "bare");
+    row("launch", "memra_moe_vrows_tables_from_sel (no macros)", c_n, "us", c_bare, "bare");
+
+    printf("\nlaunch + sync round trip (n_pairs = 8)\n");
+    double r_bare = round_trip_us(&lb), r_m = round_trip_us(&lm);
+    row("roundtrip", "bare table kernel", r_bare, "us", 0, "");
+    row("roundtrip", "memra (macros)", r_m, "us", r_bare, "bare");
+
+    printf("\ngraph replay, GPU time (n_pairs = 8)\n");
+    double g1b = graph_us(&lb, 1, s), g1m = graph_us(&lm, 1, s);
+    double g32b = graph_us(&lb, 32, s) / 32, g32m = graph_us(&lm, 32, s) / 32;
+    row("graph", "1-node graph, bare kernel node", g1b, "us", 0, "");
+    row("graph", "1-node graph, memra node", g1m, "us", g1b, "bare");
+    row("graph", "32-node graph, bare, per node", g32b, "us", 0, "");
+    row("graph", "32-node graph, memra, per node", g32m, "us", g32b, "bare");
+
+    printf("\nhost readback path it replaces (sync D2H sel/selw, host arm, H2D tables)\n");
+    static const uint32_t rb_n[] = {8, 64, 512};
+    for (int i = 0; i < 3; i++) {
+        work w;
+        work_init(eng, &w, rb_n[i]);
+        launcher l = {L_MEMRA, eng, NULL, &w, empty, s};
+        double rm = round_trip_us(&l);
+        char what[96];
+        snprintf(what, sizeof what, "memra launch+sync, n=%u", rb_n[i]);
+        row("readback", what, rm, "us", 0, "");
+        snprintf(what, sizeof what, "readback path, pinned, n=%u", rb_n[i]);
+        row("readback", what, readback_us(eng, &w, 1, s), "us", rm, "memra");
+        snprintf(what, sizeof what, "readback path, pageable, n=%u", rb_n[i]);
+        row("readback", what, readback_us(eng, &w, 0, s), "us", rm, "memra");
+        work_free(eng, &w);
+    }
+
+    printf("\ntable build bandwidth (GPU time; 44 bytes of table traffic per pair)\n");
+    /* The ceiling: a device-to-device copy, bytes read + written. */
+    const size_t cbytes = 512ull << 20;
+    CUdeviceptr c0, c1;
+    CK(d->cuMemAlloc(&c0, cbytes));
+    CK(d->cuMemAlloc(&c1, cbytes));
+    CUevent e0, e1;
+    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    double cv[20];
+    for (int r = -3; r < 20; r++) {
+        CK(d->cuEventRecord(e0, s));
+        CK(d->cuMemcpyDtoDAsync(c1, c0, cbytes, s));
+        CK(d->cuEventRecord(e1, s));
+        CK(d->cuEventSynchronize(e1));
+        float ms;
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        if (r >= 0)
+            cv[r] = 2.0 * (double)cbytes / ((double)ms * 1e-3) / 1e9;
+    }
+    d->cuMemFree(c0), d->cuMemFree(c1);
+    const double copy_gbs = median(cv, 20);
+    row("bandwidth", "device-to-device copy (read+write)", copy_gbs, "GB/s", 0, "");
+    for (uint32_t n = 8; n <= (1u << 22); n *= (n < 4096 ? 8 : 4)) {
+        work w;
+        work_init(eng, &w, n);
+        launcher l = {L_MEMRA, eng, NULL, &w, empty, s};
+        bare bb;
+        MK(memra_vrows_prepare_layer(eng, 0, w.n_expert, &w.mac, s));
+        bare_init(&bb, eng, &w, eng->layers[0].dev);
+        launcher lbb = {L_BARE, eng, &bb, &w, empty, s};
+        double t = gpu_us(&l), tb = gpu_us(&lbb);
+        double gbs = 44.0 * n / (t * 1e-6) / 1e9;
+        char what[96];
+        snprintf(what, sizeof what, "table build n=%u: %.2f us (bare %.2f us)", n, t, tb);
+        row("bandwidth", what, gbs, "GB/s", copy_gbs, "copy");
+        work_free(eng, &w);
+    }
+
+    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+    work_free(eng, &w8);
+    d->cuModuleUnload(emod);
+    d->cuStreamDestroy(s);
+    memra_ctx_leave(eng, pushed);
+    memra_engine_destroy(eng);
+
+    printf("\nfirst use: memra_engine_create, then time to the first finished launch\n");
+    char tmpl[] = "/tmp/memra-bench-cache-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    char sub[128];
+    double cu;
+    snprintf(sub, sizeof sub, "%s/cubin", dir);
+    double cold = first_use_us(ordinal, sub, 0, &cu);
+    row("first_use", "engine create", cu, "us", 0, "");
+    row("first_use", "cold cache, CUBIN (NVRTC compile + load)", cold, "us", 0, "");
+    double warm[5];
+    for (int i = 0; i < 5; i++)
+        warm[i] = first_use_us(ordinal, sub, 0, &cu);
+    row("first_use", "warm cache, CUBIN (median of 5 engines)", median(warm, 5), "us", 0, "");
+    snprintf(sub, sizeof sub, "%s/ptx", dir);
+    row("first_use", "cold cache, PTX (NVRTC + driver JIT)", first_use_us(ordinal, sub, 1, &cu),
+        "us", 0, "");
+    row("first_use", "warm cache, PTX (driver JIT)", first_use_us(ordinal, sub, 1, &cu), "us", 0,
+        "");
+    row("first_use", "cache off (NVRTC compile every start)", first_use_us(ordinal, "off", 0, &cu),
+        "us", 0, "");
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int memra_bench_main(int argc, char **argv)
+{
+    const char *json_path = "memra-bench.json";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+            json_path = argv[++i];
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+    }
+    int n = 0;
+    if (memra_device_count(&n) != MEMRA_OK || n == 0) {
+        printf("memra bench: no GPU found (%s); nothing to measure\n",
+               n == 0 ? memra_last_error() : "");
+        return 0;
+    }
+    d = memra_driver_get();
+    json = fopen(json_path, "w");
+    if (json)
+        fprintf(json, "{\"memra\": \"%s\", \"rows\": [", memra_version_string());
+    for (int i = 0; i < n; i++)
+        bench_device(i);
+    if (json) {
+        fprintf(json, "\n]}\n");
+        fclose(json);
+        printf("\nJSON: %s\n", json_path);
+    }
+    return 0;
+}

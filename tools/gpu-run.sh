@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One device-machine session: build, the whole suite (GPU gate included), the
+# rig setup, memra info/check, and the benchmark. Logs go to $1 (default out/).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-out}
+mkdir -p "$out"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+uncommitted changes)')"
+  nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  echo "kernel: $(uname -r)"
+} | tee "$out/env.txt"
+b=/tmp/memra-build
+meson setup "$b" >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
+meson test -C "$b" --print-errorlogs 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
+cp "$b/meson-logs/testlog.txt" "$out/testlog.txt"
+meson test -C "$b" --setup rig --suite gpu 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
+"$b/tools/memra" info 2>&1 | tee "$out/info.log"
+"$b/tools/memra" check 2>&1 | tee "$out/check.log"
+if [ "${MEMRA_SKIP_BENCH:-0}" != 1 ]; then
+  "$b/tools/memra" bench --json "$out/bench.json" 2>&1 | tee "$out/bench.log"
+fi
