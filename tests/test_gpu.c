@@ -29,6 +29,8 @@ static int group_setup(void **state)
         return -1;
     }
     drv = memra_driver_get();
+    /* As in a serving process: the device's primary context is current. */
+    assert_int_equal(drv->cuCtxPushCurrent(eng->ctx), CUDA_SUCCESS);
     memra_engine_info info;
     memra_engine_get_info(eng, &info);
     printf("device 0: %s, sm_%d, driver %d, NVRTC %d\n", info.name, info.sm,
@@ -39,6 +41,8 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
+    CUcontext c;
+    drv->cuCtxPopCurrent(&c);
     memra_engine_destroy(eng);
     return 0;
 }
@@ -244,7 +248,9 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     CUstream s;
-    if (memra_driver_get()->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+    CUcontext c;
+    if (memra_driver_get()->cuCtxPushCurrent(w->eng->ctx) != CUDA_SUCCESS ||
+        memra_driver_get()->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
         w->failed = 1;
         snprintf(w->why, sizeof w->why, "cuStreamCreate");
         return NULL;
@@ -271,6 +277,7 @@ static void *worker_main(void *arg)
         free(sel), free(selw);
     }
     memra_driver_get()->cuStreamDestroy(s);
+    memra_driver_get()->cuCtxPopCurrent(&c);
     return NULL;
 }
 

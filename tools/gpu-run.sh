@@ -7,12 +7,13 @@ out=${1:-out}
 mkdir -p "$out"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+uncommitted changes)')"
+  echo "commit: ${MEMRA_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   echo "kernel: $(uname -r)"
 } | tee "$out/env.txt"
 b=/tmp/memra-build
 meson setup "$b" >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
+meson compile -C "$b" >"$out/compile.log" 2>&1 || { tail -40 "$out/compile.log"; exit 1; }
 meson test -C "$b" --print-errorlogs 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
 cp "$b/meson-logs/testlog.txt" "$out/testlog.txt"
 meson test -C "$b" --setup rig --suite gpu 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
