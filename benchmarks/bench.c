@@ -62,10 +62,10 @@ static void row(const char *group, const char *what, double value, const char *u
                 double baseline, const char *baseline_name)
 {
     if (baseline > 0)
-        printf("  %-44s %10.3f %-5s  x%.3f vs %s\n", what, value, unit, value / baseline,
+        printf("  %-50s %10.3f %-5s  x%.3f vs %s\n", what, value, unit, value / baseline,
                baseline_name);
     else
-        printf("  %-44s %10.3f %-5s\n", what, value, unit);
+        printf("  %-50s %10.3f %-5s\n", what, value, unit);
     if (json) {
         fprintf(json, "%s\n  {\"group\": \"%s\", \"what\": \"%s\", \"value\": %.6f, \"unit\": \"%s\"",
                 json_first ? "" : ",", group, what, value, unit);
@@ -144,7 +144,7 @@ static void bare_init(bare *b, memra_engine *eng, const work *w, CUdeviceptr pla
     b->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER, b->extra[1] = &b->a;
     b->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE, b->extra[3] = &b->size;
     b->extra[4] = CU_LAUNCH_PARAM_END;
-    b->grid = (w->n + MEMRA_VROWS_BLOCK - 1) / MEMRA_VROWS_BLOCK;
+    b->grid = memra_vrows_grid(w->n);
 }
 
 enum { L_EMPTY, L_BARE, L_BARE_EXTRA, L_MEMRA, L_MEMRA_NOMAC };
@@ -279,26 +279,36 @@ static double graph_us(const launcher *l, int nodes, CUstream s)
     return median(v, reps);
 }
 
-/* GPU time of one launch, events around each of many launches. */
-static double gpu_us(const launcher *l)
+/* GPU time of one launch: events around each single launch (includes the
+ * launch's fixed GPU-side overhead), and around runs of back-to-back
+ * launches (how a decode step issues them), per launch. */
+static double gpu_us(const launcher *l, double *single)
 {
     CUevent e0, e1;
     CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
     for (int i = 0; i < 5; i++)
         launch(l);
-    const int reps = quick ? 15 : 60;
-    double v[60];
+    const int reps = quick ? 15 : 60, per = 20;
+    double v[60], v1[60];
     for (int r = 0; r < reps; r++) {
+        float ms;
         CK(d->cuEventRecord(e0, l->s));
         launch(l);
         CK(d->cuEventRecord(e1, l->s));
         CK(d->cuEventSynchronize(e1));
-        float ms;
         CK(d->cuEventElapsedTime(&ms, e0, e1));
-        v[r] = (double)ms * 1e3;
+        v1[r] = (double)ms * 1e3;
+        CK(d->cuEventRecord(e0, l->s));
+        for (int i = 0; i < per; i++)
+            launch(l);
+        CK(d->cuEventRecord(e1, l->s));
+        CK(d->cuEventSynchronize(e1));
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        v[r] = (double)ms * 1e3 / per;
     }
     d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+    *single = median(v1, reps);
     return median(v, reps);
 }
 
@@ -440,7 +450,8 @@ static void bench_device(int ordinal)
         work_free(eng, &w);
     }
 
-    printf("\ntable build bandwidth (GPU time; 44 bytes of table traffic per pair)\n");
+    printf("\ntable build bandwidth (GPU time per launch, runs of 20 back-to-back launches;\n"
+           " 44 bytes of table traffic per pair: sel+selw read, ptrs+scl written)\n");
     /* The ceiling: a device-to-device copy, bytes read + written. */
     const size_t cbytes = 512ull << 20;
     CUdeviceptr c0, c1;
@@ -471,10 +482,12 @@ static void bench_device(int ordinal)
         MK(memra_vrows_prepare_layer(eng, 0, w.n_expert, &w.mac, s));
         bare_init(&bb, eng, &w, eng->layers[0].dev);
         launcher lbb = {L_BARE, eng, &bb, &w, empty, s};
-        double t = gpu_us(&l), tb = gpu_us(&lbb);
+        double t1, tb1;
+        double t = gpu_us(&l, &t1), tb = gpu_us(&lbb, &tb1);
         double gbs = 44.0 * n / (t * 1e-6) / 1e9;
-        char what[96];
-        snprintf(what, sizeof what, "table build n=%u: %.2f us (bare %.2f us)", n, t, tb);
+        char what[128];
+        snprintf(what, sizeof what, "n=%u: %.2f us/launch (bare %.2f; single %.2f)", n, t, tb,
+                 t1);
         row("bandwidth", what, gbs, "GB/s", copy_gbs, "copy");
         work_free(eng, &w);
     }

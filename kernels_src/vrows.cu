@@ -15,6 +15,8 @@ typedef unsigned int memra_u32;
 #define memra_as_bits(x) __float_as_uint(x)
 #define memra_from_bits(x) __uint_as_float(x)
 #define memra_mul_rn(a, b) __fmul_rn((a), (b))
+#define MEMRA_RESTRICT __restrict__
+#define MEMRA_UNROLL _Pragma("unroll")
 #endif
 
 /* The canonical quiet NaN: NaN payloads are not portable (x86 propagates the
@@ -29,58 +31,84 @@ typedef unsigned int memra_u32;
 #define MEMRA_FAULT_NONFINITE 1
 #define MEMRA_FAULT_FIRST_PAIR 2
 
-MEMRA_KERNEL memra_vrows_tables(const int *sel, const float *selw, const float *mg,
-                                const float *mu, const float *md, memra_u64 pg, memra_u64 pu,
+/* Pairs per thread: the loads of all of a thread's pairs are issued before
+ * any is used, so each thread keeps several reads in flight (the table build
+ * is bound by memory latency at small grids and by bandwidth at large ones).
+ * Launch with ceil(n_pairs / (blockDim.x * MEMRA_VROWS_PER_THREAD)) blocks. */
+#define MEMRA_VROWS_PER_THREAD 4
+
+MEMRA_KERNEL memra_vrows_tables(const int *MEMRA_RESTRICT sel, const float *MEMRA_RESTRICT selw,
+                                const float *MEMRA_RESTRICT mg, const float *MEMRA_RESTRICT mu,
+                                const float *MEMRA_RESTRICT md, memra_u64 pg, memra_u64 pu,
                                 memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,
-                                memra_u32 n_pairs, memra_u32 n_expert, memra_u64 *ptrs,
-                                float *scl, memra_u32 *faults)
+                                memra_u32 n_pairs, memra_u32 n_expert,
+                                memra_u64 *MEMRA_RESTRICT ptrs, float *MEMRA_RESTRICT scl,
+                                memra_u32 *faults)
 {
-    /* n_pairs <= 2^28 (checked on the host), so p and 2*n_pairs + p fit 32 bits. */
-    const memra_u32 p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n_pairs)
-        return;
+    /* n_pairs <= 2^28 (checked on the host), so every index below, up to
+     * 2*n_pairs + p, fits 32 bits. Consecutive threads take consecutive
+     * pairs in each of the MEMRA_VROWS_PER_THREAD rounds: every load and
+     * store is coalesced. */
+    const memra_u32 stride = gridDim.x * blockDim.x;
+    const memra_u32 p0 = blockIdx.x * blockDim.x + threadIdx.x;
+    int ex[MEMRA_VROWS_PER_THREAD];
+    float w[MEMRA_VROWS_PER_THREAD];
 
-    const int ex = sel[p];
-    memra_u64 g = pg, u = pu, d = pd;
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-
-    /* Unsigned compare catches negative ids too. An out-of-range pair keeps
-     * expert 0's pointers (never outside the slab) and +0 scales, so it adds
-     * nothing to the GEMV; the fault word tells the host. */
-    if ((memra_u32)ex < n_expert) {
-        /* Widen before multiplying: stride * ex passes 4 GiB in serving
-         * slabs, and a 32-bit product here is the field failure memra exists
-         * to prevent. */
-        const memra_u64 e = (memra_u64)(memra_u32)ex;
-        g = pg + e * sg;
-        u = pu + e * su;
-        d = pd + e * sd;
-        const float m2 = md ? md[ex] : 1.0f;
-        s0 = mg ? mg[ex] : 1.0f;
-        s1 = mu ? mu[ex] : 1.0f;
-        s2 = memra_mul_rn(selw[p], m2);
-
-        const memra_u32 b0 = memra_as_bits(s0), b1 = memra_as_bits(s1), b2 = memra_as_bits(s2);
-        if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK || (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
-            (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
-            atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
-            atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
-            if ((b0 << 1) > (MEMRA_EXP_MASK << 1))
-                s0 = memra_from_bits(MEMRA_QNAN_BITS);
-            if ((b1 << 1) > (MEMRA_EXP_MASK << 1))
-                s1 = memra_from_bits(MEMRA_QNAN_BITS);
-            if ((b2 << 1) > (MEMRA_EXP_MASK << 1))
-                s2 = memra_from_bits(MEMRA_QNAN_BITS);
-        }
-    } else {
-        atomicAdd(&faults[MEMRA_FAULT_BAD_EXPERT], 1u);
-        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+    MEMRA_UNROLL
+    for (int k = 0; k < MEMRA_VROWS_PER_THREAD; k++) {
+        const memra_u32 p = p0 + (memra_u32)k * stride;
+        ex[k] = p < n_pairs ? sel[p] : 0;
+        w[k] = p < n_pairs ? selw[p] : 0.0f;
     }
 
-    ptrs[p] = g;
-    ptrs[n_pairs + p] = u;
-    ptrs[2u * n_pairs + p] = d;
-    scl[p] = s0;
-    scl[n_pairs + p] = s1;
-    scl[2u * n_pairs + p] = s2;
+    MEMRA_UNROLL
+    for (int k = 0; k < MEMRA_VROWS_PER_THREAD; k++) {
+        const memra_u32 p = p0 + (memra_u32)k * stride;
+        if (p >= n_pairs)
+            break;
+        memra_u64 g = pg, u = pu, d = pd;
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+
+        /* Unsigned compare catches negative ids too. An out-of-range pair
+         * keeps expert 0's pointers (never outside the slab) and +0 scales,
+         * so it adds nothing to the GEMV; the fault word tells the host. */
+        if ((memra_u32)ex[k] < n_expert) {
+            /* Widen before multiplying: stride * ex passes 4 GiB in serving
+             * slabs, and a 32-bit product here is the field failure memra
+             * exists to prevent. */
+            const memra_u64 e = (memra_u64)(memra_u32)ex[k];
+            g = pg + e * sg;
+            u = pu + e * su;
+            d = pd + e * sd;
+            const float m2 = md ? md[ex[k]] : 1.0f;
+            s0 = mg ? mg[ex[k]] : 1.0f;
+            s1 = mu ? mu[ex[k]] : 1.0f;
+            s2 = memra_mul_rn(w[k], m2);
+
+            const memra_u32 b0 = memra_as_bits(s0), b1 = memra_as_bits(s1),
+                            b2 = memra_as_bits(s2);
+            if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
+                (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
+                (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
+                atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
+                atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+                if ((b0 << 1) > (MEMRA_EXP_MASK << 1))
+                    s0 = memra_from_bits(MEMRA_QNAN_BITS);
+                if ((b1 << 1) > (MEMRA_EXP_MASK << 1))
+                    s1 = memra_from_bits(MEMRA_QNAN_BITS);
+                if ((b2 << 1) > (MEMRA_EXP_MASK << 1))
+                    s2 = memra_from_bits(MEMRA_QNAN_BITS);
+            }
+        } else {
+            atomicAdd(&faults[MEMRA_FAULT_BAD_EXPERT], 1u);
+            atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+        }
+
+        ptrs[p] = g;
+        ptrs[n_pairs + p] = u;
+        ptrs[2u * n_pairs + p] = d;
+        scl[p] = s0;
+        scl[n_pairs + p] = s1;
+        scl[2u * n_pairs + p] = s2;
+    }
 }

@@ -21,6 +21,14 @@ _Static_assert(offsetof(memra_vrows_args, n_pairs) == 88, "n_pairs at 88");
 _Static_assert(offsetof(memra_vrows_args, ptrs) == 96, "ptrs at 96");
 
 #define MEMRA_VROWS_BLOCK 256u
+/* Must equal MEMRA_VROWS_PER_THREAD in kernels_src/vrows.cu (a test checks). */
+#define MEMRA_VROWS_PAIRS_PER_THREAD 4u
+
+static inline unsigned memra_vrows_grid(uint32_t n_pairs)
+{
+    const uint32_t per_block = MEMRA_VROWS_BLOCK * MEMRA_VROWS_PAIRS_PER_THREAD;
+    return (unsigned)((n_pairs + per_block - 1) / per_block);
+}
 #define MEMRA_VROWS_NPARAMS 16
 
 #endif /* MEMRA_VROWS_ABI_H */

@@ -12,7 +12,7 @@ typedef uint32_t memra_u32;
 typedef struct host_dim3 {
     unsigned x, y, z;
 } host_dim3;
-static host_dim3 blockIdx, blockDim, threadIdx;
+static host_dim3 blockIdx, blockDim, threadIdx, gridDim;
 
 static inline memra_u32 host_as_bits(float x)
 {
@@ -47,6 +47,8 @@ static inline memra_u32 atomicMin(memra_u32 *a, memra_u32 v)
 }
 
 #define MEMRA_KERNEL static void
+#define MEMRA_RESTRICT restrict
+#define MEMRA_UNROLL
 #define memra_as_bits(x) host_as_bits(x)
 #define memra_from_bits(x) host_from_bits(x)
 #define memra_mul_rn(a, b) host_mul_rn((a), (b))
@@ -65,6 +67,7 @@ static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, h
     memcpy(&scl, buf + 104, 8);
     memcpy(&faults, buf + 112, 8);
     blockDim = block;
+    gridDim = grid;
     for (blockIdx.x = 0; blockIdx.x < grid.x; blockIdx.x++)
         for (threadIdx.x = 0; threadIdx.x < block.x; threadIdx.x++)
             memra_vrows_tables((const int *)(uintptr_t)q[0], (const float *)(uintptr_t)q[1],

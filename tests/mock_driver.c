@@ -11,6 +11,11 @@
 #include <cmocka.h>
 
 #include "kernel_on_host.h"
+#include "vrows_abi.h"
+
+/* The launcher sizes its grid for the kernel's pairs per thread. */
+_Static_assert(MEMRA_VROWS_PER_THREAD == MEMRA_VROWS_PAIRS_PER_THREAD,
+               "kernels_src/vrows.cu and src/vrows_abi.h disagree on pairs per thread");
 
 mock_state mock;
 memra_driver mock_table;

@@ -47,7 +47,7 @@ static void run_device_case(memra_engine *eng, const dcase *c)
     if (device_case_check(eng, c, why, sizeof why))
         fail_msg("%s", why);
     assert_int_equal(mock.launches, launches + 1);
-    assert_int_equal(mock.last.grid[0], (c->n + 255) / 256);
+    assert_int_equal(mock.last.grid[0], (c->n + 1023) / 1024);
     assert_int_equal(mock.last.block[0], MEMRA_VROWS_BLOCK);
 }
 

@@ -3,8 +3,11 @@
 # rig setup, memra info/check, and the benchmark. Logs go to $1 (default out/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-out}
-mkdir -p "$out"
+dest=${1:-out}
+out=/tmp/memra-logs
+rm -rf "$out"; mkdir -p "$out" "$dest"
+# The device tool returns at most 8 files: pack every log into one archive.
+trap 'tar czf "$dest/logs.tgz" -C "$out" . && cp "$out/bench.json" "$dest/" 2>/dev/null' EXIT
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: ${MEMRA_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
