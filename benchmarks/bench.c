@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "jit.h"
 #include "error.h"
 #include "vrows_abi.h"
 
@@ -241,6 +242,34 @@ static CUfunction compile_empty(int sm, CUmodule *mod)
     CUfunction f;
     CK(d->cuModuleLoadData(mod, img));
     CK(d->cuModuleGetFunction(&f, *mod, "memra_bench_empty"));
+    free(img);
+    return f;
+}
+
+/* The table kernel with another pairs-per-thread, for the variant sweep. */
+static CUfunction compile_variant(int sm, int per_thread, CUmodule *mod)
+{
+    char arch[32], def[48];
+    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
+    snprintf(def, sizeof def, "-DMEMRA_VROWS_PER_THREAD=%d", per_thread);
+    const char *opts[8] = {arch, def};
+    int n = 2;
+    for (int i = 0; memra_jit_options[i]; i++)
+        opts[n++] = memra_jit_options[i];
+    nvrtcProgram p;
+    d->nvrtcCreateProgram(&p, memra_kernel_vrows_src, "vrows.cu", 0, NULL, NULL);
+    if (d->nvrtcCompileProgram(p, n, opts) != NVRTC_SUCCESS) {
+        fprintf(stderr, "variant %d: compile failed\n", per_thread);
+        exit(1);
+    }
+    size_t sz;
+    d->nvrtcGetCUBINSize(p, &sz);
+    char *img = malloc(sz);
+    d->nvrtcGetCUBIN(p, img);
+    d->nvrtcDestroyProgram(&p);
+    CUfunction f;
+    CK(d->cuModuleLoadData(mod, img));
+    CK(d->cuModuleGetFunction(&f, *mod, MEMRA_VROWS_KERNEL_NAME));
     free(img);
     return f;
 }
@@ -489,6 +518,65 @@ static void bench_device(int ordinal)
         snprintf(what, sizeof what, "n=%u: %.2f us/launch (bare %.2f; single %.2f)", n, t, tb,
                  t1);
         row("bandwidth", what, gbs, "GB/s", copy_gbs, "copy");
+        work_free(eng, &w);
+    }
+
+    printf("\nwhere the bandwidth goes (GPU time per launch, back-to-back runs)\n");
+    static const uint32_t vn[] = {1u << 20, 1u << 22};
+    for (int i = 0; i < 2; i++) {
+        const uint32_t n = vn[i];
+        work w;
+        work_init(eng, &w, n);
+        MK(memra_vrows_prepare_layer(eng, 0, w.n_expert, &w.mac, s));
+        bare bb;
+        bare_init(&bb, eng, &w, eng->layers[0].dev);
+        /* Write-only floor: memset of the same output tables (36 bytes/pair). */
+        double mv[30];
+        for (int r = -3; r < 30; r++) {
+            CK(d->cuEventRecord(e0, s));
+            for (int k = 0; k < 10; k++) {
+                CK(d->cuMemsetD32Async(w.ptrs, 0x11111111u, (size_t)n * 6, s));
+                CK(d->cuMemsetD32Async(w.scl, 0x3f800000u, (size_t)n * 3, s));
+            }
+            CK(d->cuEventRecord(e1, s));
+            CK(d->cuEventSynchronize(e1));
+            float ms;
+            CK(d->cuEventElapsedTime(&ms, e0, e1));
+            if (r >= 0)
+                mv[r] = (double)ms * 1e3 / 10;
+        }
+        double mt = median(mv, 30);
+        char what[128];
+        snprintf(what, sizeof what, "n=%u memset of the tables (36 B/pair): %.2f us", n, mt);
+        row("variants", what, 36.0 * n / (mt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
+        static const int pts[] = {1, 2, 4, 8};
+        static const unsigned blocks[] = {128, 256, 512};
+        for (int a = 0; a < 4; a++) {
+            CUmodule vm;
+            CUfunction vf = compile_variant(info.sm, pts[a], &vm);
+            for (int bi = 0; bi < 3; bi++) {
+                double vv[30];
+                for (int r = -3; r < 30; r++) {
+                    CK(d->cuEventRecord(e0, s));
+                    const unsigned grid =
+                        (n + blocks[bi] * (unsigned)pts[a] - 1) / (blocks[bi] * (unsigned)pts[a]);
+                    for (int k = 0; k < 10; k++)
+                        CK(d->cuLaunchKernel(vf, grid, 1, 1, blocks[bi], 1, 1, 0, s, NULL,
+                                             bb.extra));
+                    CK(d->cuEventRecord(e1, s));
+                    CK(d->cuEventSynchronize(e1));
+                    float ms;
+                    CK(d->cuEventElapsedTime(&ms, e0, e1));
+                    if (r >= 0)
+                        vv[r] = (double)ms * 1e3 / 10;
+                }
+                double vt = median(vv, 30);
+                snprintf(what, sizeof what, "n=%u kernel %d pairs/thread, block %u: %.2f us", n,
+                         pts[a], blocks[bi], vt);
+                row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
+            }
+            d->cuModuleUnload(vm);
+        }
         work_free(eng, &w);
     }
 

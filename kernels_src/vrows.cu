@@ -35,7 +35,9 @@ typedef unsigned int memra_u32;
  * any is used, so each thread keeps several reads in flight (the table build
  * is bound by memory latency at small grids and by bandwidth at large ones).
  * Launch with ceil(n_pairs / (blockDim.x * MEMRA_VROWS_PER_THREAD)) blocks. */
+#ifndef MEMRA_VROWS_PER_THREAD /* the benchmark compiles variants with -D */
 #define MEMRA_VROWS_PER_THREAD 4
+#endif
 
 MEMRA_KERNEL memra_vrows_tables(const int *MEMRA_RESTRICT sel, const float *MEMRA_RESTRICT selw,
                                 const float *MEMRA_RESTRICT mg, const float *MEMRA_RESTRICT mu,

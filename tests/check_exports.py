@@ -1,0 +1,20 @@
+"""The shared library exports only memra_* and carries the expected soname."""
+import subprocess
+import sys
+
+lib, soname = sys.argv[1], sys.argv[2]
+syms = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True,
+                      text=True).stdout.split("\n")
+names = [line.split()[-1].split("@")[0] for line in syms if line.strip()]
+bad = [n for n in names if not n.startswith("memra_") and n != "MEMRA_0"]
+if bad:
+    sys.exit(f"non-memra symbols exported: {bad}")
+if "memra_moe_vrows_tables_from_sel" not in names:
+    sys.exit("public API missing from the export table")
+dyn = subprocess.run(["readelf", "-d", lib], check=True, capture_output=True, text=True).stdout
+if f"Library soname: [{soname}]" not in dyn:
+    sys.exit(f"soname is not {soname}:\n{dyn}")
+needed = [l for l in dyn.split("\n") if "NEEDED" in l]
+if any("cuda" in l or "nvrtc" in l for l in needed):
+    sys.exit(f"links CUDA at build time: {needed}")
+print(f"{len(names) - 1} memra_* symbols exported, soname {soname}, no CUDA library linked")
