@@ -131,7 +131,7 @@ typedef struct bare {
 
 static void bare_init(bare *b, memra_engine *eng, const work *w, CUdeviceptr planes)
 {
-    b->fn = atomic_load(&eng->fn);
+    b->fn = memra_vrows_per_thread(w->n) == 2 ? eng->fn_x2 : atomic_load(&eng->fn);
     b->a = (memra_vrows_args){w->sel, w->selw, planes, planes + 4 * w->n_expert,
                               planes + 8 * w->n_expert, w->sl.base[0], w->sl.base[1],
                               w->sl.base[2], w->sl.stride[0], w->sl.stride[1], w->sl.stride[2],
@@ -251,7 +251,7 @@ static CUfunction compile_variant(int sm, int per_thread, CUmodule *mod)
 {
     char arch[32], def[48];
     snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
-    snprintf(def, sizeof def, "-DMEMRA_VROWS_PER_THREAD=%d", per_thread);
+    snprintf(def, sizeof def, "-DMEMRA_VROWS_VARIANT=%d", per_thread);
     const char *opts[8] = {arch, def};
     int n = 2;
     for (int i = 0; memra_jit_options[i]; i++)
@@ -269,7 +269,7 @@ static CUfunction compile_variant(int sm, int per_thread, CUmodule *mod)
     d->nvrtcDestroyProgram(&p);
     CUfunction f;
     CK(d->cuModuleLoadData(mod, img));
-    CK(d->cuModuleGetFunction(&f, *mod, MEMRA_VROWS_KERNEL_NAME));
+    CK(d->cuModuleGetFunction(&f, *mod, "memra_vrows_tables_var"));
     free(img);
     return f;
 }

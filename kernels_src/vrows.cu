@@ -17,6 +17,7 @@ typedef unsigned int memra_u32;
 #define memra_mul_rn(a, b) __fmul_rn((a), (b))
 #define MEMRA_RESTRICT __restrict__
 #define MEMRA_UNROLL _Pragma("unroll")
+#define MEMRA_DEVICE static __device__ __forceinline__
 #endif
 
 /* The canonical quiet NaN: NaN payloads are not portable (x86 propagates the
@@ -31,40 +32,40 @@ typedef unsigned int memra_u32;
 #define MEMRA_FAULT_NONFINITE 1
 #define MEMRA_FAULT_FIRST_PAIR 2
 
-/* Pairs per thread: the loads of all of a thread's pairs are issued before
- * any is used, so each thread keeps several reads in flight (the table build
- * is bound by memory latency at small grids and by bandwidth at large ones).
- * Launch with ceil(n_pairs / (blockDim.x * MEMRA_VROWS_PER_THREAD)) blocks. */
-#ifndef MEMRA_VROWS_PER_THREAD /* the benchmark compiles variants with -D */
-#define MEMRA_VROWS_PER_THREAD 4
-#endif
+/* Pairs per thread. Each thread issues the loads of all its pairs before
+ * using any, keeping several reads in flight. Measured on an H200 (BENCHMARKS.md):
+ * two pairs per thread is fastest up to ~2^21 pairs, one pair per thread
+ * beyond, so the module carries both and the launcher picks by n_pairs.
+ * Launch with ceil(n_pairs / (blockDim.x * per_thread)) blocks. */
+#define MEMRA_VROWS_MAX_PER_THREAD 8
 
-MEMRA_KERNEL memra_vrows_tables(const int *MEMRA_RESTRICT sel, const float *MEMRA_RESTRICT selw,
-                                const float *MEMRA_RESTRICT mg, const float *MEMRA_RESTRICT mu,
-                                const float *MEMRA_RESTRICT md, memra_u64 pg, memra_u64 pu,
-                                memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,
-                                memra_u32 n_pairs, memra_u32 n_expert,
-                                memra_u64 *MEMRA_RESTRICT ptrs, float *MEMRA_RESTRICT scl,
-                                memra_u32 *faults)
+MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRICT sel,
+                                   const float *MEMRA_RESTRICT selw,
+                                   const float *MEMRA_RESTRICT mg,
+                                   const float *MEMRA_RESTRICT mu,
+                                   const float *MEMRA_RESTRICT md, memra_u64 pg, memra_u64 pu,
+                                   memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,
+                                   memra_u32 n_pairs, memra_u32 n_expert,
+                                   memra_u64 *MEMRA_RESTRICT ptrs, float *MEMRA_RESTRICT scl,
+                                   memra_u32 *faults)
 {
     /* n_pairs <= 2^28 (checked on the host), so every index below, up to
      * 2*n_pairs + p, fits 32 bits. Consecutive threads take consecutive
-     * pairs in each of the MEMRA_VROWS_PER_THREAD rounds: every load and
-     * store is coalesced. */
+     * pairs in each round: every load and store is coalesced. */
     const memra_u32 stride = gridDim.x * blockDim.x;
     const memra_u32 p0 = blockIdx.x * blockDim.x + threadIdx.x;
-    int ex[MEMRA_VROWS_PER_THREAD];
-    float w[MEMRA_VROWS_PER_THREAD];
+    int ex[MEMRA_VROWS_MAX_PER_THREAD];
+    float w[MEMRA_VROWS_MAX_PER_THREAD];
 
     MEMRA_UNROLL
-    for (int k = 0; k < MEMRA_VROWS_PER_THREAD; k++) {
+    for (int k = 0; k < per_thread; k++) {
         const memra_u32 p = p0 + (memra_u32)k * stride;
         ex[k] = p < n_pairs ? sel[p] : 0;
         w[k] = p < n_pairs ? selw[p] : 0.0f;
     }
 
     MEMRA_UNROLL
-    for (int k = 0; k < MEMRA_VROWS_PER_THREAD; k++) {
+    for (int k = 0; k < per_thread; k++) {
         const memra_u32 p = p0 + (memra_u32)k * stride;
         if (p >= n_pairs)
             break;
@@ -114,3 +115,28 @@ MEMRA_KERNEL memra_vrows_tables(const int *MEMRA_RESTRICT sel, const float *MEMR
         scl[2u * n_pairs + p] = s2;
     }
 }
+
+/* The entry points share one parameter list (src/vrows_abi.h). */
+#define MEMRA_VROWS_PARAMS                                                                    \
+    const int *sel, const float *selw, const float *mg, const float *mu, const float *md,    \
+        memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd, \
+        memra_u32 n_pairs, memra_u32 n_expert, memra_u64 *ptrs, float *scl, memra_u32 *faults
+#define MEMRA_VROWS_ARGS \
+    sel, selw, mg, mu, md, pg, pu, pd, sg, su, sd, n_pairs, n_expert, ptrs, scl, faults
+
+MEMRA_KERNEL memra_vrows_tables(MEMRA_VROWS_PARAMS)
+{
+    memra_vrows_body(1, MEMRA_VROWS_ARGS);
+}
+
+MEMRA_KERNEL memra_vrows_tables_x2(MEMRA_VROWS_PARAMS)
+{
+    memra_vrows_body(2, MEMRA_VROWS_ARGS);
+}
+
+#ifdef MEMRA_VROWS_VARIANT /* the benchmark's sweep compiles other widths */
+MEMRA_KERNEL memra_vrows_tables_var(MEMRA_VROWS_PARAMS)
+{
+    memra_vrows_body(MEMRA_VROWS_VARIANT, MEMRA_VROWS_ARGS);
+}
+#endif

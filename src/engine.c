@@ -6,6 +6,7 @@
 #include "error.h"
 #include "cache.h"
 #include "jit.h"
+#include "vrows_abi.h"
 
 /* The fault word starts with zero counts and no first pair. */
 static const uint32_t fault_init[4] = {0, 0, MEMRA_NO_FAULT, 0};
@@ -234,14 +235,14 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     }
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleLoadData");
-    CUfunction f;
-    r = d->cuModuleGetFunction(&f, mod, MEMRA_VROWS_KERNEL_NAME);
-    if (r != CUDA_SUCCESS) {
+    CUfunction f, f2;
+    if ((r = d->cuModuleGetFunction(&f, mod, MEMRA_VROWS_KERNEL_X1)) != CUDA_SUCCESS ||
+        (r = d->cuModuleGetFunction(&f2, mod, MEMRA_VROWS_KERNEL_X2)) != CUDA_SUCCESS) {
         d->cuModuleUnload(mod);
-        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn,
-                             "cuModuleGetFunction(" MEMRA_VROWS_KERNEL_NAME ")");
+        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleGetFunction(memra_vrows_tables*)");
     }
     eng->module = mod;
+    eng->fn_x2 = f2;
     eng->info.kernel_ready = 1;
     eng->info.kernel_is_ptx = is_ptx;
     eng->info.kernel_from_cache = from_cache;

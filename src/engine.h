@@ -25,7 +25,10 @@ struct memra_engine {
     memra_engine_info info;
 
     pthread_mutex_t lock; /* guards the kernel's first load and the mirrors */
+    /* One pair per thread (large n_pairs); set, with fn_x2, before it is
+     * published, so a non-NULL fn means both are ready. */
     _Atomic(CUfunction) fn;
+    CUfunction fn_x2; /* two pairs per thread (smaller n_pairs) */
     CUmodule module;
 
     memra_layer_mirror *layers;

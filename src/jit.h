@@ -8,7 +8,6 @@
 
 extern const char memra_kernel_vrows_src[];
 extern const size_t memra_kernel_vrows_src_len;
-#define MEMRA_VROWS_KERNEL_NAME "memra_vrows_tables"
 
 typedef struct memra_image {
     char *data;

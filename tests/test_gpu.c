@@ -64,18 +64,22 @@ static void test_param_layout_matches_abi(void **state)
     (void)state;
     if (!drv->cuFuncGetParamInfo)
         skip();
-    CUfunction f = atomic_load(&eng->fn);
-    assert_non_null(f);
+    CUfunction fns[2] = {atomic_load(&eng->fn), eng->fn_x2};
     static const size_t off[MEMRA_VROWS_NPARAMS] = {0,  8,  16, 24, 32, 40, 48,  56,
                                                     64, 72, 80, 88, 92, 96, 104, 112};
-    for (int i = 0; i < MEMRA_VROWS_NPARAMS; i++) {
-        size_t o = 0, sz = 0;
-        assert_int_equal(drv->cuFuncGetParamInfo(f, (size_t)i, &o, &sz), CUDA_SUCCESS);
-        assert_int_equal(o, off[i]);
-        assert_int_equal(sz, (i == 11 || i == 12) ? 4 : 8);
+    for (int k = 0; k < 2; k++) {
+        CUfunction f = fns[k];
+        assert_non_null(f);
+        for (int i = 0; i < MEMRA_VROWS_NPARAMS; i++) {
+            size_t o = 0, sz = 0;
+            assert_int_equal(drv->cuFuncGetParamInfo(f, (size_t)i, &o, &sz), CUDA_SUCCESS);
+            assert_int_equal(o, off[i]);
+            assert_int_equal(sz, (i == 11 || i == 12) ? 4 : 8);
+        }
+        size_t o, sz;
+        assert_int_not_equal(drv->cuFuncGetParamInfo(f, MEMRA_VROWS_NPARAMS, &o, &sz),
+                             CUDA_SUCCESS);
     }
-    size_t o, sz;
-    assert_int_not_equal(drv->cuFuncGetParamInfo(f, MEMRA_VROWS_NPARAMS, &o, &sz), CUDA_SUCCESS);
 }
 
 static void test_gate_cases(void **state)
@@ -100,7 +104,8 @@ static void test_random_sizes_special_floats(void **state)
 {
     (void)state;
     static const uint32_t sizes[] = {1, 2, 7, 31, 255, 256, 257, 1000, 4097, 65535, 65536,
-                                     65537, 300001, (1u << 20) - 3, 1u << 20};
+                                     65537, 300001, (1u << 20) - 3, 1u << 20,
+                                     (1u << 21) - 1, (1u << 21) + 3};
     uint64_t s = 0xC0FFEE;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const uint32_t n = sizes[si];

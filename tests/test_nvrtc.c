@@ -36,7 +36,8 @@ static void test_every_arch_cubin_and_ptx(void **state)
         if (st)
             fail_msg("compute_%d PTX: %s", archs[i], memra_last_error());
         assert_int_equal(img.data[img.size - 1], '\0'); /* cuModuleLoadData needs the NUL */
-        assert_non_null(strstr(img.data, ".entry memra_vrows_tables"));
+        assert_non_null(strstr(img.data, ".entry memra_vrows_tables("));
+        assert_non_null(strstr(img.data, ".entry memra_vrows_tables_x2("));
         /* --fmad=false: the scale product is a lone IEEE multiply. */
         assert_non_null(strstr(img.data, "mul.rn.f32"));
         assert_null(strstr(img.data, "fma.rn.f32"));
