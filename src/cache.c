@@ -95,32 +95,44 @@ void memra_cache_entry_path(const char *dir, const memra_cache_key *key, int is_
     snprintf(buf, len, "%s/%s.%s", dir, hex, is_ptx ? "ptx" : "cubin");
 }
 
+int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, memra_image *img)
+{
+    memset(img, 0, sizeof *img);
+    entry_header h;
+    if (len < sizeof h)
+        return 0;
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, ENTRY_MAGIC, 8) != 0 || memcmp(h.key, key->bytes, 16) != 0 ||
+        h.size == 0 || h.size != len - sizeof h)
+        return 0;
+    const unsigned char *payload = (const unsigned char *)buf + sizeof h;
+    unsigned char sum[16];
+    checksum_of(payload, h.size, sum);
+    if (memcmp(sum, h.checksum, 16) != 0)
+        return 0;
+    if (!(img->data = malloc(h.size)))
+        return 0;
+    memcpy(img->data, payload, h.size);
+    img->size = h.size;
+    return 1;
+}
+
 int memra_cache_read(const char *path, const memra_cache_key *key, memra_image *img)
 {
     memset(img, 0, sizeof *img);
     FILE *f = fopen(path, "rb");
     if (!f)
         return 0;
-    entry_header h;
     struct stat sb;
-    int ok = fstat(fileno(f), &sb) == 0 && fread(&h, sizeof h, 1, f) == 1 &&
-             memcmp(h.magic, ENTRY_MAGIC, 8) == 0 && memcmp(h.key, key->bytes, 16) == 0 &&
-             h.size > 0 && (uint64_t)sb.st_size == sizeof h + h.size;
-    char *data = ok ? malloc(h.size) : NULL;
-    ok = ok && data && fread(data, 1, h.size, f) == h.size;
+    char *buf = NULL;
+    /* Entries are a few hundred KiB; anything past 64 MiB is not ours. */
+    int ok = fstat(fileno(f), &sb) == 0 && sb.st_size > 0 && sb.st_size < (64 << 20) &&
+             (buf = malloc((size_t)sb.st_size)) &&
+             fread(buf, 1, (size_t)sb.st_size, f) == (size_t)sb.st_size;
     fclose(f);
-    if (ok) {
-        unsigned char sum[16];
-        checksum_of(data, h.size, sum);
-        ok = memcmp(sum, h.checksum, 16) == 0;
-    }
-    if (!ok) {
-        free(data);
-        return 0;
-    }
-    img->data = data;
-    img->size = h.size;
-    return 1;
+    ok = ok && memra_cache_parse(buf, (size_t)sb.st_size, key, img);
+    free(buf);
+    return ok;
 }
 
 /* Temp file in the same folder, then rename: readers see the whole entry or

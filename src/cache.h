@@ -32,6 +32,10 @@ int memra_cache_dir(char *buf, size_t len);
 void memra_cache_entry_path(const char *dir, const memra_cache_key *key, int is_ptx, char *buf,
                             size_t len);
 
+/* Verifies an entry held in memory (magic, key, size, XXH3 checksum) and
+ * copies its image out. 1 = valid, 0 = not. */
+int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, memra_image *img);
+
 /* Reads and verifies an entry (magic, key, size, XXH3 checksum).
  * 1 = valid (img filled), 0 = absent or corrupt. */
 int memra_cache_read(const char *path, const memra_cache_key *key, memra_image *img);

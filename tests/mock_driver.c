@@ -1,5 +1,6 @@
 #include "mock_driver.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,10 @@ static int fake_ctx[8];
 static _Thread_local CUcontext ctx_stack[16];
 static _Thread_local int ctx_depth;
 static int fake_module, fake_function, fake_function_x2;
-static int any_capturing;
+static _Atomic int any_capturing;
+/* Launches run one at a time: the host shim's atomics are plain
+ * read-modify-writes, and mock.last is one record. */
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Counts the call and says whether it is the one chosen to fail. */
 static int failing(int idx)
@@ -96,12 +100,19 @@ static CUresult m_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
     mock.ctx_refs++;
     return CUDA_SUCCESS;
 }
+/* Release calls release even when told to fail, as a driver does when it
+ * reports an error from a teardown: the failure must still reach the caller,
+ * but the sweep's leak accounting stays about memra's own code. */
+static CUresult released(int idx)
+{
+    return failing(idx) ? (CUresult)mock.fail_result : CUDA_SUCCESS;
+}
+
 static CUresult m_cuDevicePrimaryCtxRelease(CUdevice d)
 {
     (void)d;
-    ENTER_CU(cuDevicePrimaryCtxRelease);
     mock.ctx_refs--;
-    return CUDA_SUCCESS;
+    return released(MOCK_cuDevicePrimaryCtxRelease);
 }
 static CUresult m_cuCtxGetCurrent(CUcontext *c)
 {
@@ -133,10 +144,9 @@ static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
 }
 static CUresult m_cuStreamDestroy(CUstream s)
 {
-    ENTER_CU(cuStreamDestroy);
     free(s);
     mock.streams_live--;
-    return CUDA_SUCCESS;
+    return released(MOCK_cuStreamDestroy);
 }
 static CUresult m_cuStreamSynchronize(CUstream s)
 {
@@ -167,17 +177,18 @@ static CUresult m_cuMemAlloc(CUdeviceptr *p, size_t n)
 static CUresult m_cuMemFree(CUdeviceptr p)
 {
     note_capture_violation();
-    ENTER_CU(cuMemFree);
     free((void *)(uintptr_t)p);
     mock.live_allocs--;
-    return CUDA_SUCCESS;
+    return released(MOCK_cuMemFree);
 }
 static CUresult m_cuMemcpyHtoDAsync(CUdeviceptr d, const void *h, size_t n, CUstream s)
 {
     (void)s;
     note_capture_violation();
     ENTER_CU(cuMemcpyHtoDAsync);
+    pthread_mutex_lock(&launch_lock);
     memcpy((void *)(uintptr_t)d, h, n);
+    pthread_mutex_unlock(&launch_lock);
     return CUDA_SUCCESS;
 }
 static CUresult m_cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s)
@@ -185,7 +196,9 @@ static CUresult m_cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s
     (void)s;
     note_capture_violation();
     ENTER_CU(cuMemcpyDtoHAsync);
+    pthread_mutex_lock(&launch_lock);
     memcpy(h, (void *)(uintptr_t)d, n);
+    pthread_mutex_unlock(&launch_lock);
     return CUDA_SUCCESS;
 }
 static CUresult m_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s)
@@ -209,9 +222,8 @@ static CUresult m_cuModuleLoadData(CUmodule *m, const void *img)
 static CUresult m_cuModuleUnload(CUmodule m)
 {
     (void)m;
-    ENTER_CU(cuModuleUnload);
     mock.modules_live--;
-    return CUDA_SUCCESS;
+    return released(MOCK_cuModuleUnload);
 }
 static CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
@@ -263,6 +275,7 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     mock_launch l = {{gx, gy, gz}, {bx, by, bz}, {0}, *size, s,
                      f == (CUfunction)&fake_function_x2 ? 2 : 1};
     memcpy(l.args, buf, 120);
+    pthread_mutex_lock(&launch_lock);
     mock.last = l;
     mock.launches++;
     if (s && ((fake_stream *)s)->capturing) {
@@ -271,6 +284,7 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     } else {
         execute(&l);
     }
+    pthread_mutex_unlock(&launch_lock);
     return CUDA_SUCCESS;
 }
 static CUresult m_cuGetErrorName(CUresult r, const char **s)
@@ -329,19 +343,20 @@ static nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const 
 }
 static nvrtcResult m_nvrtcDestroyProgram(nvrtcProgram *p)
 {
-    ENTER_NV(nvrtcDestroyProgram);
     free(*p);
     *p = NULL;
-    return NVRTC_SUCCESS;
+    return failing(MOCK_nvrtcDestroyProgram) ? (nvrtcResult)mock.fail_result : NVRTC_SUCCESS;
 }
 static nvrtcResult m_nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
 {
     ENTER_NV(nvrtcCompileProgram);
+    pthread_mutex_lock(&launch_lock); /* engines compile concurrently */
     mock.options[0] = 0;
     for (int i = 0; i < n; i++) {
         strncat(mock.options, opts[i], sizeof mock.options - strlen(mock.options) - 2);
         strcat(mock.options, " ");
     }
+    pthread_mutex_unlock(&launch_lock);
     if (mock.compile_delay_ms)
         usleep((useconds_t)mock.compile_delay_ms * 1000);
     if (mock.compile_log) {

@@ -4,6 +4,8 @@
 #ifndef MEMRA_MOCK_DRIVER_H
 #define MEMRA_MOCK_DRIVER_H
 
+#include <stdatomic.h>
+
 #include "driver.h"
 
 enum {
@@ -35,15 +37,15 @@ typedef struct mock_state {
     int compile_delay_ms;    /* widens the window for racing processes */
     int fail_call, fail_nth;  /* the fail_nth'th call of fail_call fails */
     int fail_result;
-    /* observations */
-    int calls[MOCK_N_CALLS];
+    /* observations (atomic: the thread tests call in from many threads) */
+    _Atomic int calls[MOCK_N_CALLS];
     char options[512];  /* the last compile's options, space separated */
-    int live_allocs;
-    int ctx_refs;
-    int streams_live;
-    int modules_live;
-    int capture_violations; /* alloc/copy/sync while some stream captured */
-    int launches;
+    _Atomic int live_allocs;
+    _Atomic int ctx_refs;
+    _Atomic int streams_live;
+    _Atomic int modules_live;
+    _Atomic int capture_violations; /* alloc/copy/sync while some stream captured */
+    _Atomic int launches;
     mock_launch last;
     mock_launch captured[MOCK_MAX_CAPTURED];
     int n_captured;

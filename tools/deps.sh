@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks to build and test memra:
-# meson, ninja, pkg-config (and libcmocka-dev when apt can reach Debian).
+# meson, ninja, pkg-config (and libcmocka-dev, libxxhash-dev, valgrind and
+# clang for the sanitizer and fuzz runs, when apt can reach Debian).
 # Where apt cannot, meson/ninja come from PyPI and cmocka/xxHash build from
 # the tarballs vendored in subprojects/packagecache/, so nothing here is fatal
 # as long as meson and ninja end up on PATH.
@@ -12,6 +13,8 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v flock >/dev/null 2>&1 || missing+=(util-linux)
 dpkg -s libcmocka-dev >/dev/null 2>&1 || missing+=(libcmocka-dev)
 dpkg -s libxxhash-dev >/dev/null 2>&1 || missing+=(libxxhash-dev)
+command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+command -v clang >/dev/null 2>&1 || missing+=(clang)
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "deps: installing ${missing[*]} with apt-get"
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; } \

@@ -1,14 +1,53 @@
 #!/usr/bin/env bash
-# The README's test command: set up what is missing, build, run every suite.
+# The README's test command: set up what is missing, build, run every suite,
+# then the host suite again under AddressSanitizer+UBSan, ThreadSanitizer
+# (thread tests) and valgrind, and the libFuzzer target for a bounded time.
 # GPU tests skip (exit 77) where there is no CUDA device.
+#   MEMRA_QUICK=1 tools/test.sh    only the plain build and its tests
+#   FUZZ_SECONDS=N                 fuzzing time (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/deps.sh
+jobs=$(nproc)
+
+setup() { # dir, options...
+  local dir=$1
+  shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null
+  else
+    local log="${TMPDIR:-/tmp}/memra-setup-$(basename "$dir").log"
+    meson setup "$dir" "$@" >"$log" 2>&1 || { cat "$log"; return 1; }
+  fi
+  meson compile -C "$dir" >/dev/null
+}
+
 builddir=${MEMRA_BUILDDIR:-build}
-if [ -f "$builddir/build.ninja" ]; then
-  meson setup --reconfigure "$builddir" >/dev/null
+echo "== build and test ($builddir)"
+setup "$builddir"
+meson test -C "$builddir" --print-errorlogs --num-processes "$jobs" "$@"
+[ "${MEMRA_QUICK:-0}" = 1 ] && exit 0
+
+echo "== host suite under AddressSanitizer + UndefinedBehaviorSanitizer"
+setup "$builddir-asan" -Db_sanitize=address,undefined -Db_lundef=false
+meson test -C "$builddir-asan" --setup asan --print-errorlogs --num-processes "$jobs"
+
+echo "== thread tests under ThreadSanitizer"
+setup "$builddir-tsan" -Db_sanitize=thread -Db_lundef=false
+meson test -C "$builddir-tsan" --setup tsan --suite threads --print-errorlogs
+
+if command -v valgrind >/dev/null 2>&1; then
+  echo "== host suite under valgrind (leak check)"
+  meson test -C "$builddir" --setup valgrind --print-errorlogs --num-processes "$jobs"
 else
-  meson setup "$builddir"
+  echo "== valgrind: not installed, skipped"
 fi
-meson compile -C "$builddir"
-meson test -C "$builddir" --print-errorlogs --num-processes "$(nproc)" "$@"
+
+if command -v clang >/dev/null 2>&1; then
+  echo "== libFuzzer over the host entry points (${FUZZ_SECONDS:-60} s)"
+  CC=clang setup "$builddir-fuzz" -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dfuzz_seconds="${FUZZ_SECONDS:-60}"
+  meson test -C "$builddir-fuzz" --suite fuzz --print-errorlogs
+else
+  echo "== fuzzing: clang not installed, skipped"
+fi
