@@ -250,6 +250,31 @@ static memra_status compile_in_memory(const memra_driver *d, int arch, int is_pt
     return memra_jit_compile(d, arch, is_ptx, img);
 }
 
+/* The key and path of this library's entry for (arch, is_ptx). */
+static void entry_for(const memra_driver *d, const char *dir, int arch, int is_ptx,
+                      memra_cache_key *key, char *path, size_t len)
+{
+    int maj = 0, min = 0;
+    d->nvrtcVersion(&maj, &min);
+    memra_cache_key_in in = {memra_kernel_vrows_src, memra_kernel_vrows_src_len,
+                             memra_jit_options, maj, min, arch, is_ptx, MEMRA_VERSION_STRING};
+    memra_cache_key_of(&in, key);
+    memra_cache_entry_path(dir, key, is_ptx, path, len);
+}
+
+int memra_cache_has_entry(const memra_driver *d, int arch, int is_ptx, char *path, size_t len)
+{
+    char dir[1024];
+    memra_cache_key key;
+    memra_image img;
+    if (!memra_cache_dir(dir, sizeof dir))
+        return 0;
+    entry_for(d, dir, arch, is_ptx, &key, path, len);
+    int ok = memra_cache_read(path, &key, &img);
+    memra_image_free(&img);
+    return ok;
+}
+
 memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, memra_image *img,
                                    int *from_cache)
 {
@@ -258,14 +283,9 @@ memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, 
     if (!memra_cache_dir(dir, sizeof dir))
         return compile_in_memory(d, arch, is_ptx, img, NULL);
 
-    int maj = 0, min = 0;
-    d->nvrtcVersion(&maj, &min);
-    memra_cache_key_in in = {memra_kernel_vrows_src, memra_kernel_vrows_src_len,
-                             memra_jit_options, maj, min, arch, is_ptx, MEMRA_VERSION_STRING};
     memra_cache_key key;
-    memra_cache_key_of(&in, &key);
     char path[1100], lock[1120];
-    memra_cache_entry_path(dir, &key, is_ptx, path, sizeof path);
+    entry_for(d, dir, arch, is_ptx, &key, path, sizeof path);
 
     if (memra_cache_read(path, &key, img)) {
         utimensat(AT_FDCWD, path, NULL, 0); /* recently used: evicted last */

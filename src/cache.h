@@ -48,6 +48,10 @@ int memra_cache_read(const char *path, const memra_cache_key *key, memra_image *
 memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, memra_image *img,
                                    int *from_cache);
 
+/* 1 if a valid entry for (arch, is_ptx) is in the cache folder; its path in
+ * `path` either way (when the cache is on). */
+int memra_cache_has_entry(const memra_driver *d, int arch, int is_ptx, char *path, size_t len);
+
 /* Total bytes of entries in `dir` (0 if none). */
 uint64_t memra_cache_size(const char *dir);
 

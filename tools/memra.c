@@ -10,6 +10,7 @@
 
 #include <memra/memra.h>
 
+#include "cache.h"
 #include "device_case.h"
 #include "driver.h"
 #include "gate_cases.h"
@@ -32,6 +33,12 @@ static int cmd_info(void)
     } else {
         printf("NVRTC: not available: %s\n", d->nvrtc_error);
     }
+    char dir[1024];
+    if (memra_cache_dir(dir, sizeof dir))
+        printf("kernel cache: %s (%llu bytes, cap %llu)\n", dir,
+               (unsigned long long)memra_cache_size(dir), (unsigned long long)memra_cache_cap());
+    else
+        printf("kernel cache: off\n");
     int n = 0;
     if (memra_device_count(&n) != MEMRA_OK) {
         printf("driver: not available: %s\n", memra_last_error());
@@ -48,6 +55,13 @@ static int cmd_info(void)
         }
         memra_engine_info info;
         memra_engine_get_info(eng, &info);
+        int arch, is_ptx;
+        char path[1100] = "";
+        if (d->nvrtc_status == MEMRA_OK &&
+            memra_jit_pick_arch(d, info.sm, &arch, &is_ptx) == MEMRA_OK)
+            printf("device %d: cache entry for %s_%d: %s\n", i, is_ptx ? "compute" : "sm", arch,
+                   memra_cache_has_entry(d, arch, is_ptx, path, sizeof path) ? "present"
+                                                                             : "absent");
         double t0 = now_ms();
         memra_status st = memra_engine_warmup(eng);
         double t1 = now_ms();
@@ -56,7 +70,8 @@ static int cmd_info(void)
         if (st)
             printf("  kernel: NOT compiled: %s\n", memra_last_error());
         else
-            printf("  kernel: compiled and loaded as %s in %.1f ms\n",
+            printf("  kernel: %s and loaded as %s in %.1f ms\n",
+                   info.kernel_from_cache ? "read from the cache" : "compiled",
                    info.kernel_is_ptx ? "PTX (driver JIT)" : "CUBIN", t1 - t0);
         memra_engine_destroy(eng);
     }
