@@ -183,43 +183,60 @@ static void launch(const launcher *l)
 }
 
 /* Host cost per launch: batches of launches enqueued back to back (short
- * enough that the launch queue never fills), synchronised between batches. */
-static double host_cost_us(const launcher *l)
+ * enough that the launch queue never fills), synchronised between batches.
+ * The launchers take turns batch by batch, so clock and load drift during
+ * the run falls on all of them alike. */
+static void host_costs_us(const launcher *const *ls, int n, double *out)
 {
-    enum { BATCH = 100 };
-    const int batches = quick ? 30 : 200;
-    double v[200];
-    for (int i = 0; i < 3; i++)
-        launch(l);
-    CK(d->cuStreamSynchronize(l->s));
-    for (int b = 0; b < batches; b++) {
-        double t0 = now_us();
-        for (int i = 0; i < BATCH; i++)
-            launch(l);
-        double t1 = now_us();
-        CK(d->cuStreamSynchronize(l->s));
-        v[b] = (t1 - t0) / BATCH;
+    enum { BATCH = 100, MAXB = 400 };
+    const int batches = quick ? 40 : MAXB;
+    static double v[8][MAXB];
+    for (int k = 0; k < n; k++) {
+        for (int i = 0; i < 3; i++)
+            launch(ls[k]);
+        CK(d->cuStreamSynchronize(ls[k]->s));
     }
-    return median(v, batches);
+    for (int b = 0; b < batches; b++)
+        for (int k = 0; k < n; k++) {
+            const launcher *l = ls[(k + b) % n];
+            double t0 = now_us();
+            for (int i = 0; i < BATCH; i++)
+                launch(l);
+            double t1 = now_us();
+            CK(d->cuStreamSynchronize(l->s));
+            v[(k + b) % n][b] = (t1 - t0) / BATCH;
+        }
+    for (int k = 0; k < n; k++)
+        out[k] = median(v[k], batches);
+}
+
+/* Launch + synchronise, the launchers taking turns. */
+static void round_trips_us(const launcher *const *ls, int n, double *out)
+{
+    enum { MAXR = 3000 };
+    const int reps = quick ? 300 : MAXR;
+    static double v[4][MAXR];
+    for (int i = 0; i < 10; i++)
+        for (int k = 0; k < n; k++) {
+            launch(ls[k]);
+            CK(d->cuStreamSynchronize(ls[k]->s));
+        }
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < n; k++) {
+            double t0 = now_us();
+            launch(ls[k]);
+            CK(d->cuStreamSynchronize(ls[k]->s));
+            v[k][r] = now_us() - t0;
+        }
+    for (int k = 0; k < n; k++)
+        out[k] = median(v[k], reps);
 }
 
 static double round_trip_us(const launcher *l)
 {
-    const int reps = quick ? 300 : 2000;
-    double *v = malloc(sizeof *v * (size_t)reps);
-    for (int i = 0; i < 10; i++) {
-        launch(l);
-        CK(d->cuStreamSynchronize(l->s));
-    }
-    for (int i = 0; i < reps; i++) {
-        double t0 = now_us();
-        launch(l);
-        CK(d->cuStreamSynchronize(l->s));
-        v[i] = now_us() - t0;
-    }
-    double m = median(v, reps);
-    free(v);
-    return m;
+    double t;
+    round_trips_us(&l, 1, &t);
+    return t;
 }
 
 static CUfunction compile_empty(int sm, CUmodule *mod)
@@ -440,9 +457,11 @@ static void bench_device(int ordinal)
     launcher lm = {L_MEMRA, eng, &b8, &w8, empty, s};
     launcher ln = {L_MEMRA_NOMAC, eng, &b8, &w8, empty, s};
 
-    printf("\nhost cost per launch (n_pairs = 8; median of batch means)\n");
-    double c_empty = host_cost_us(&le), c_bare = host_cost_us(&lb), c_x = host_cost_us(&lx);
-    double c_m = host_cost_us(&lm), c_n = host_cost_us(&ln);
+    printf("\nhost cost per launch (n_pairs = 8; median of batch means, launchers interleaved)\n");
+    const launcher *all[5] = {&le, &lb, &lx, &lm, &ln};
+    double c[5];
+    host_costs_us(all, 5, c);
+    const double c_empty = c[0], c_bare = c[1], c_x = c[2], c_m = c[3], c_n = c[4];
     row("launch", "bare cuLaunchKernel, empty kernel", c_empty, "us", 0, "");
     row("launch", "bare cuLaunchKernel, table kernel", c_bare, "us", 0, "");
     row("launch", "bare cuLaunchKernel, table kernel, param buffer", c_x, "us", c_bare, "bare");
@@ -450,7 +469,10 @@ static void bench_device(int ordinal)
     row("launch", "memra_moe_vrows_tables_from_sel (no macros)", c_n, "us", c_bare, "bare");
 
     printf("\nlaunch + sync round trip (n_pairs = 8)\n");
-    double r_bare = round_trip_us(&lb), r_m = round_trip_us(&lm);
+    const launcher *rt[2] = {&lb, &lm};
+    double r[2];
+    round_trips_us(rt, 2, r);
+    const double r_bare = r[0], r_m = r[1];
     row("roundtrip", "bare table kernel", r_bare, "us", 0, "");
     row("roundtrip", "memra (macros)", r_m, "us", r_bare, "bare");
 
