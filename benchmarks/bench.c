@@ -239,44 +239,20 @@ static double round_trip_us(const launcher *l)
     return t;
 }
 
-static CUfunction compile_empty(int sm, CUmodule *mod)
+/* A CUBIN of `src` for sm_`sm` with the given options, loaded; returns `name`. */
+static CUfunction compile_cubin(const char *src, const char *name, int sm, const char *const *extra,
+                                CUmodule *mod)
 {
-    static const char src[] = "extern \"C\" __global__ void memra_bench_empty() {}";
-    nvrtcProgram p;
-    d->nvrtcCreateProgram(&p, src, "empty.cu", 0, NULL, NULL);
     char arch[32];
     snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
-    const char *opts[] = {arch};
-    if (d->nvrtcCompileProgram(p, 1, opts) != NVRTC_SUCCESS) {
-        fprintf(stderr, "empty kernel: compile failed\n");
-        exit(1);
-    }
-    size_t n;
-    d->nvrtcGetCUBINSize(p, &n);
-    char *img = malloc(n);
-    d->nvrtcGetCUBIN(p, img);
-    d->nvrtcDestroyProgram(&p);
-    CUfunction f;
-    CK(d->cuModuleLoadData(mod, img));
-    CK(d->cuModuleGetFunction(&f, *mod, "memra_bench_empty"));
-    free(img);
-    return f;
-}
-
-/* The table kernel with another pairs-per-thread, for the variant sweep. */
-static CUfunction compile_variant(int sm, int per_thread, CUmodule *mod)
-{
-    char arch[32], def[48];
-    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
-    snprintf(def, sizeof def, "-DMEMRA_VROWS_VARIANT=%d", per_thread);
-    const char *opts[8] = {arch, def};
-    int n = 2;
-    for (int i = 0; memra_jit_options[i]; i++)
-        opts[n++] = memra_jit_options[i];
+    const char *opts[16] = {arch};
+    int n = 1;
+    for (int i = 0; extra && extra[i] && n < 16; i++)
+        opts[n++] = extra[i];
     nvrtcProgram p;
-    d->nvrtcCreateProgram(&p, memra_kernel_vrows_src, "vrows.cu", 0, NULL, NULL);
+    d->nvrtcCreateProgram(&p, src, "bench.cu", 0, NULL, NULL);
     if (d->nvrtcCompileProgram(p, n, opts) != NVRTC_SUCCESS) {
-        fprintf(stderr, "variant %d: compile failed\n", per_thread);
+        fprintf(stderr, "%s: compile failed\n", name);
         exit(1);
     }
     size_t sz;
@@ -286,9 +262,27 @@ static CUfunction compile_variant(int sm, int per_thread, CUmodule *mod)
     d->nvrtcDestroyProgram(&p);
     CUfunction f;
     CK(d->cuModuleLoadData(mod, img));
-    CK(d->cuModuleGetFunction(&f, *mod, "memra_vrows_tables_var"));
+    CK(d->cuModuleGetFunction(&f, *mod, name));
     free(img);
     return f;
+}
+
+static CUfunction compile_empty(int sm, CUmodule *mod)
+{
+    return compile_cubin("extern \"C\" __global__ void memra_bench_empty() {}",
+                         "memra_bench_empty", sm, NULL, mod);
+}
+
+/* The table kernel with another pairs-per-thread, for the variant sweep. */
+static CUfunction compile_variant(int sm, int per_thread, CUmodule *mod)
+{
+    char def[48];
+    snprintf(def, sizeof def, "-DMEMRA_VROWS_VARIANT=%d", per_thread);
+    const char *opts[16] = {def};
+    int n = 1;
+    for (int i = 0; memra_jit_options[i]; i++)
+        opts[n++] = memra_jit_options[i];
+    return compile_cubin(memra_kernel_vrows_src, "memra_vrows_tables_var", sm, opts, mod);
 }
 
 /* GPU time per replay of a graph holding `nodes` table builds. */

@@ -139,10 +139,7 @@ static void test_random_launches_match_host_arm(void **state)
             pl[e] = rng_special_float(&s);
         memra_vrows_macros mac = {{pl, pl + n_expert, pl + 2 * n_expert}};
         memra_vrows_slabs sl;
-        for (int k = 0; k < 3; k++) {
-            sl.stride[k] = (rng_next(&s) % (1ull << 40)) | (1ull << 33);
-            sl.base[k] = ~0ull - (uint64_t)(n_expert - 1) * sl.stride[k] - rng_next(&s) % 4096;
-        }
+        rng_high_slabs(&s, n_expert, 33, &sl);
         dcase c = {n, n_expert, sel, selw, (si % 3) ? &mac : NULL, &sl, (int)si, NULL, 1};
         run_device_case(eng, &c);
         free(sel), free(selw), free(pl);

@@ -53,6 +53,18 @@ static inline float rng_special_float(uint64_t *s)
     }
 }
 
+/* Random slabs whose strides have bit `min_bit` set (so every product passes
+ * 2^min_bit) and run up to 2^40, with bases placed so the last expert's row
+ * ends just below 2^64: the top of the address space. */
+static inline void rng_high_slabs(uint64_t *s, uint32_t n_expert, int min_bit,
+                                  memra_vrows_slabs *sl)
+{
+    for (int k = 0; k < 3; k++) {
+        sl->stride[k] = (rng_next(s) % (1ull << 40)) | (1ull << min_bit);
+        sl->base[k] = ~0ull - (uint64_t)(n_expert - 1) * sl->stride[k] - rng_next(s) % 65536;
+    }
+}
+
 /* The expected scale, computed apart from the library: the product of two
  * binary32 values is exact in binary64 (48 significant bits), so one
  * conversion back rounds it correctly, subnormal results included. */
