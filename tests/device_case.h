@@ -11,6 +11,8 @@
 
 #include <memra/memra.h>
 
+#include "gate_cases.h"
+
 typedef struct dcase {
     uint32_t n, n_expert;
     const int32_t *sel;
@@ -97,6 +99,18 @@ out:
         memra_free(eng, dscl);
     free(dp), free(hp), free(ds), free(hs);
     return bad;
+}
+
+/* Seed gate case i (gate_cases.h) through the device arm. */
+static inline int gate_case_check(memra_engine *eng, size_t i, char *why, size_t why_len)
+{
+    const gate_case *g = &gate_cases[i];
+    float selw[GATE_MAX_PAIRS], planes[3][GATE_MAX_EXPERT];
+    gate_inputs(g, selw, planes);
+    memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
+    dcase c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL, &g->slabs,
+               (int)i, NULL, 1};
+    return device_case_check(eng, &c, why, why_len);
 }
 
 #endif /* MEMRA_DEVICE_CASE_H */

@@ -109,14 +109,13 @@ static void test_gate_cases_through_launch(void **state)
 {
     (void)state;
     memra_engine *eng = make_engine();
+    char why[512];
     for (size_t i = 0; i < N_GATE_CASES; i++) {
-        const gate_case *g = &gate_cases[i];
-        float selw[GATE_MAX_PAIRS], planes[3][GATE_MAX_EXPERT];
-        gate_inputs(g, selw, planes);
-        memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
-        dcase c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL, &g->slabs,
-                   (int)i, NULL, 1};
-        run_device_case(eng, &c);
+        const int launches = mock.launches;
+        if (gate_case_check(eng, i, why, sizeof why))
+            fail_msg("gate case %s: %s", gate_cases[i].name, why);
+        assert_int_equal(mock.launches, launches + 1);
+        assert_int_equal(mock.last.grid[0], 1); /* 8 pairs: one block */
     }
     memra_engine_destroy(eng);
 }

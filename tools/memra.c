@@ -120,14 +120,9 @@ static int check_device(int ordinal)
     int bad = 0;
     char why[512];
     for (size_t i = 0; i < N_GATE_CASES; i++) {
-        const gate_case *g = &gate_cases[i];
-        float selw[GATE_MAX_PAIRS], planes[3][GATE_MAX_EXPERT];
-        gate_inputs(g, selw, planes);
-        memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
-        dcase c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL,
-                   &g->slabs, (int)i, NULL, 1};
-        int f = device_case_check(eng, &c, why, sizeof why);
-        printf("  device    %-10s %s%s\n", g->name, f ? "MISMATCH: " : "exact", f ? why : "");
+        int f = gate_case_check(eng, i, why, sizeof why);
+        printf("  device    %-10s %s%s\n", gate_cases[i].name, f ? "MISMATCH: " : "exact",
+               f ? why : "");
         bad |= f;
     }
     /* A serving-size batch with every kind of float. */
