@@ -21,23 +21,23 @@ static FILE *json;
 static int json_first = 1;
 static int quick;
 
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        CUresult r_ = (x);                                                                 \
-        if (r_ != CUDA_SUCCESS) {                                                          \
-            const char *n_ = "?";                                                          \
-            d->cuGetErrorName(r_, &n_);                                                    \
-            fprintf(stderr, "%s:%d: %s = %s\n", __FILE__, __LINE__, #x, n_);               \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        CUresult r_ = (x);                                                                         \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = "?";                                                                  \
+            d->cuGetErrorName(r_, &n_);                                                            \
+            fprintf(stderr, "%s:%d: %s = %s\n", __FILE__, __LINE__, #x, n_);                       \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
-#define MK(x)                                                                              \
-    do {                                                                                   \
-        memra_status s_ = (x);                                                             \
-        if (s_) {                                                                          \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, memra_last_error()); \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define MK(x)                                                                                      \
+    do {                                                                                           \
+        memra_status s_ = (x);                                                                     \
+        if (s_) {                                                                                  \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, memra_last_error());        \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static double now_us(void)
@@ -68,7 +68,8 @@ static void row(const char *group, const char *what, double value, const char *u
     else
         printf("  %-50s %10.3f %-5s\n", what, value, unit);
     if (json) {
-        fprintf(json, "%s\n  {\"group\": \"%s\", \"what\": \"%s\", \"value\": %.6f, \"unit\": \"%s\"",
+        fprintf(json,
+                "%s\n  {\"group\": \"%s\", \"what\": \"%s\", \"value\": %.6f, \"unit\": \"%s\"",
                 json_first ? "" : ",", group, what, value, unit);
         if (baseline > 0)
             fprintf(json, ", \"baseline\": \"%s\", \"ratio\": %.6f", baseline_name,
@@ -105,8 +106,8 @@ static void work_init(memra_engine *eng, work *w, uint32_t n)
     w->planes = malloc(3 * w->n_expert * sizeof(float));
     for (uint32_t e = 0; e < 3 * w->n_expert; e++)
         w->planes[e] = 0.5f + (float)e / 1024.0f;
-    w->mac = (memra_vrows_macros){{w->planes, w->planes + w->n_expert,
-                                   w->planes + 2 * w->n_expert}};
+    w->mac =
+        (memra_vrows_macros){{w->planes, w->planes + w->n_expert, w->planes + 2 * w->n_expert}};
     w->sl = (memra_vrows_slabs){{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull},
                                 {24u << 20, 24u << 20, 48u << 20}};
 }
@@ -132,14 +133,26 @@ typedef struct bare {
 static void bare_init(bare *b, memra_engine *eng, const work *w, CUdeviceptr planes)
 {
     b->fn = memra_vrows_per_thread(w->n) == 2 ? eng->fn_x2 : atomic_load(&eng->fn);
-    b->a = (memra_vrows_args){w->sel, w->selw, planes, planes + 4 * w->n_expert,
-                              planes + 8 * w->n_expert, w->sl.base[0], w->sl.base[1],
-                              w->sl.base[2], w->sl.stride[0], w->sl.stride[1], w->sl.stride[2],
-                              w->n, w->n_expert, w->ptrs, w->scl, eng->faults};
-    void *p[MEMRA_VROWS_NPARAMS] = {&b->a.sel, &b->a.selw, &b->a.mg, &b->a.mu, &b->a.md,
-                                    &b->a.pg, &b->a.pu, &b->a.pd, &b->a.sg, &b->a.su, &b->a.sd,
-                                    &b->a.n_pairs, &b->a.n_expert, &b->a.ptrs, &b->a.scl,
-                                    &b->a.faults};
+    b->a = (memra_vrows_args){w->sel,
+                              w->selw,
+                              planes,
+                              planes + 4 * w->n_expert,
+                              planes + 8 * w->n_expert,
+                              w->sl.base[0],
+                              w->sl.base[1],
+                              w->sl.base[2],
+                              w->sl.stride[0],
+                              w->sl.stride[1],
+                              w->sl.stride[2],
+                              w->n,
+                              w->n_expert,
+                              w->ptrs,
+                              w->scl,
+                              eng->faults};
+    void *p[MEMRA_VROWS_NPARAMS] = {&b->a.sel,      &b->a.selw, &b->a.mg,  &b->a.mu,
+                                    &b->a.md,       &b->a.pg,   &b->a.pu,  &b->a.pd,
+                                    &b->a.sg,       &b->a.su,   &b->a.sd,  &b->a.n_pairs,
+                                    &b->a.n_expert, &b->a.ptrs, &b->a.scl, &b->a.faults};
     memcpy(b->params, p, sizeof p);
     b->size = sizeof b->a;
     b->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER, b->extra[1] = &b->a;
@@ -174,9 +187,8 @@ static void launch(const launcher *l)
         break;
     case L_MEMRA:
     case L_MEMRA_NOMAC:
-        MK(memra_moe_vrows_tables_from_sel(l->eng, l->w->sel, l->w->selw, l->w->n,
-                                           l->w->n_expert, 0,
-                                           l->kind == L_MEMRA ? &l->w->mac : NULL, &l->w->sl,
+        MK(memra_moe_vrows_tables_from_sel(l->eng, l->w->sel, l->w->selw, l->w->n, l->w->n_expert,
+                                           0, l->kind == L_MEMRA ? &l->w->mac : NULL, &l->w->sl,
                                            l->w->ptrs, l->w->scl, l->s));
         break;
     }
@@ -269,8 +281,8 @@ static CUfunction compile_cubin(const char *src, const char *name, int sm, const
 
 static CUfunction compile_empty(int sm, CUmodule *mod)
 {
-    return compile_cubin("extern \"C\" __global__ void memra_bench_empty() {}",
-                         "memra_bench_empty", sm, NULL, mod);
+    return compile_cubin("extern \"C\" __global__ void memra_bench_empty() {}", "memra_bench_empty",
+                         sm, NULL, mod);
 }
 
 /* The table kernel with another pairs-per-thread, for the variant sweep. */
@@ -531,8 +543,7 @@ static void bench_device(int ordinal)
         double t = gpu_us(&l, &t1), tb = gpu_us(&lbb, &tb1);
         double gbs = 44.0 * n / (t * 1e-6) / 1e9;
         char what[128];
-        snprintf(what, sizeof what, "n=%u: %.2f us/launch (bare %.2f; single %.2f)", n, t, tb,
-                 t1);
+        snprintf(what, sizeof what, "n=%u: %.2f us/launch (bare %.2f; single %.2f)", n, t, tb, t1);
         row("bandwidth", what, gbs, "GB/s", copy_gbs, "copy");
         work_free(eng, &w);
     }

@@ -135,9 +135,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     reader r = {data + 1, size - 1};
     switch (data[0] % 3) {
-    case 0: fuzz_host_arm(&r); break;
-    case 1: fuzz_validate(&r); break;
-    default: fuzz_cache_entry(&r); break;
+    case 0:
+        fuzz_host_arm(&r);
+        break;
+    case 1:
+        fuzz_validate(&r);
+        break;
+    default:
+        fuzz_cache_entry(&r);
+        break;
     }
     return 0;
 }

@@ -40,14 +40,12 @@ typedef unsigned int memra_u32;
 #define MEMRA_VROWS_MAX_PER_THREAD 8
 
 MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRICT sel,
-                                   const float *MEMRA_RESTRICT selw,
-                                   const float *MEMRA_RESTRICT mg,
-                                   const float *MEMRA_RESTRICT mu,
-                                   const float *MEMRA_RESTRICT md, memra_u64 pg, memra_u64 pu,
-                                   memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,
-                                   memra_u32 n_pairs, memra_u32 n_expert,
-                                   memra_u64 *MEMRA_RESTRICT ptrs, float *MEMRA_RESTRICT scl,
-                                   memra_u32 *faults)
+                                   const float *MEMRA_RESTRICT selw, const float *MEMRA_RESTRICT mg,
+                                   const float *MEMRA_RESTRICT mu, const float *MEMRA_RESTRICT md,
+                                   memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg,
+                                   memra_u64 su, memra_u64 sd, memra_u32 n_pairs,
+                                   memra_u32 n_expert, memra_u64 *MEMRA_RESTRICT ptrs,
+                                   float *MEMRA_RESTRICT scl, memra_u32 *faults)
 {
     /* n_pairs <= 2^28 (checked on the host), so every index below, up to
      * 2*n_pairs + p, fits 32 bits. Consecutive threads take consecutive
@@ -88,8 +86,7 @@ MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRI
             s1 = mu ? mu[ex[k]] : 1.0f;
             s2 = memra_mul_rn(w[k], m2);
 
-            const memra_u32 b0 = memra_as_bits(s0), b1 = memra_as_bits(s1),
-                            b2 = memra_as_bits(s2);
+            const memra_u32 b0 = memra_as_bits(s0), b1 = memra_as_bits(s1), b2 = memra_as_bits(s2);
             if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
                 (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
                 (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
@@ -117,11 +114,11 @@ MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRI
 }
 
 /* The entry points share one parameter list (src/vrows_abi.h). */
-#define MEMRA_VROWS_PARAMS                                                                    \
-    const int *sel, const float *selw, const float *mg, const float *mu, const float *md,    \
-        memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd, \
+#define MEMRA_VROWS_PARAMS                                                                         \
+    const int *sel, const float *selw, const float *mg, const float *mu, const float *md,          \
+        memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,        \
         memra_u32 n_pairs, memra_u32 n_expert, memra_u64 *ptrs, float *scl, memra_u32 *faults
-#define MEMRA_VROWS_ARGS \
+#define MEMRA_VROWS_ARGS                                                                           \
     sel, selw, mg, mu, md, pg, pu, pd, sg, su, sd, n_pairs, n_expert, ptrs, scl, faults
 
 MEMRA_KERNEL memra_vrows_tables(MEMRA_VROWS_PARAMS)

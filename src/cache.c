@@ -102,8 +102,8 @@ int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, m
     if (len < sizeof h)
         return 0;
     memcpy(&h, buf, sizeof h);
-    if (memcmp(h.magic, ENTRY_MAGIC, 8) != 0 || memcmp(h.key, key->bytes, 16) != 0 ||
-        h.size == 0 || h.size != len - sizeof h)
+    if (memcmp(h.magic, ENTRY_MAGIC, 8) != 0 || memcmp(h.key, key->bytes, 16) != 0 || h.size == 0 ||
+        h.size != len - sizeof h)
         return 0;
     const unsigned char *payload = (const unsigned char *)buf + sizeof h;
     unsigned char sum[16];
@@ -151,8 +151,7 @@ static int publish(const char *path, const memra_cache_key *key, const memra_ima
     checksum_of(img->data, img->size, h.checksum);
     FILE *f = fdopen(fd, "wb");
     int ok = f && fwrite(&h, sizeof h, 1, f) == 1 &&
-             fwrite(img->data, 1, img->size, f) == img->size && fflush(f) == 0 &&
-             fsync(fd) == 0;
+             fwrite(img->data, 1, img->size, f) == img->size && fflush(f) == 0 && fsync(fd) == 0;
     if (f)
         ok = (fclose(f) == 0) && ok;
     else
@@ -240,8 +239,8 @@ static void print_warning(void)
     fprintf(stderr, "memra: warning: %s\n", warn_text);
 }
 
-static memra_status compile_in_memory(const memra_driver *d, int arch, int is_ptx,
-                                      memra_image *img, const char *why)
+static memra_status compile_in_memory(const memra_driver *d, int arch, int is_ptx, memra_image *img,
+                                      const char *why)
 {
     if (why) {
         snprintf(warn_text, sizeof warn_text, "%s; compiling in memory", why);
@@ -256,8 +255,14 @@ static void entry_for(const memra_driver *d, const char *dir, int arch, int is_p
 {
     int maj = 0, min = 0;
     d->nvrtcVersion(&maj, &min);
-    memra_cache_key_in in = {memra_kernel_vrows_src, memra_kernel_vrows_src_len,
-                             memra_jit_options, maj, min, arch, is_ptx, MEMRA_VERSION_STRING};
+    memra_cache_key_in in = {memra_kernel_vrows_src,
+                             memra_kernel_vrows_src_len,
+                             memra_jit_options,
+                             maj,
+                             min,
+                             arch,
+                             is_ptx,
+                             MEMRA_VERSION_STRING};
     memra_cache_key_of(&in, key);
     memra_cache_entry_path(dir, key, is_ptx, path, len);
 }

@@ -21,10 +21,10 @@ typedef struct proc_lookup {
 
 /* ISO C has no cast from void * to a function pointer; POSIX guarantees the
  * representation is the same, so copy the bytes. */
-#define set_fn(slot, sym)                   \
-    do {                                    \
-        void *sym_ = (sym);                 \
-        memcpy((slot), &sym_, sizeof sym_); \
+#define set_fn(slot, sym)                                                                          \
+    do {                                                                                           \
+        void *sym_ = (sym);                                                                        \
+        memcpy((slot), &sym_, sizeof sym_);                                                        \
     } while (0)
 
 static void *lookup(const proc_lookup *pl, const char *name, int version)
@@ -60,13 +60,13 @@ static void load_cuda(memra_driver *d)
                  "libcuda.so.1 has no cuGetProcAddress: the driver predates CUDA 11.3");
         return;
     }
-#define MEMRA_X(name, ver, req)                                                               \
-    set_fn(&d->name, lookup(&pl, #name, ver));                                                \
-    if (req && !d->name) {                                                                    \
-        snprintf(d->cuda_error, sizeof d->cuda_error,                                         \
-                 "libcuda.so.1 lacks %s (CUDA %d.%d ABI): the driver is too old", #name,      \
-                 ver / 1000, ver % 1000 / 10);                                                \
-        return;                                                                               \
+#define MEMRA_X(name, ver, req)                                                                    \
+    set_fn(&d->name, lookup(&pl, #name, ver));                                                     \
+    if (req && !d->name) {                                                                         \
+        snprintf(d->cuda_error, sizeof d->cuda_error,                                              \
+                 "libcuda.so.1 lacks %s (CUDA %d.%d ABI): the driver is too old", #name,           \
+                 ver / 1000, ver % 1000 / 10);                                                     \
+        return;                                                                                    \
     }
     MEMRA_CU_ENTRY_POINTS(MEMRA_X)
 #undef MEMRA_X
@@ -74,8 +74,8 @@ static void load_cuda(memra_driver *d)
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NO_DEVICE) {
         const char *name = NULL;
         d->cuGetErrorName(r, &name);
-        snprintf(d->cuda_error, sizeof d->cuda_error, "cuInit failed: %s (%d)",
-                 name ? name : "?", (int)r);
+        snprintf(d->cuda_error, sizeof d->cuda_error, "cuInit failed: %s (%d)", name ? name : "?",
+                 (int)r);
         return;
     }
     /* No device is not a missing driver: the device count is then 0. */
@@ -99,11 +99,11 @@ static void load_nvrtc(memra_driver *d)
                  "NVRTC could not be loaded (tried libnvrtc.so.13, .12, .11.2): %s", dlerror());
         return;
     }
-#define MEMRA_X(name)                                                                      \
-    set_fn(&d->name, dlsym(h, #name));                                                     \
-    if (!d->name) {                                                                        \
-        snprintf(d->nvrtc_error, sizeof d->nvrtc_error, "%s lacks %s", d->nvrtc_path, #name); \
-        return;                                                                            \
+#define MEMRA_X(name)                                                                              \
+    set_fn(&d->name, dlsym(h, #name));                                                             \
+    if (!d->name) {                                                                                \
+        snprintf(d->nvrtc_error, sizeof d->nvrtc_error, "%s lacks %s", d->nvrtc_path, #name);      \
+        return;                                                                                    \
     }
     MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
 #undef MEMRA_X
@@ -148,8 +148,8 @@ memra_status memra_driver_nvrtc(const char *fn, const memra_driver **out)
     return MEMRA_OK;
 }
 
-memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status status,
-                           const char *fn, const char *call)
+memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status status, const char *fn,
+                           const char *call)
 {
     const char *name = NULL, *desc = NULL;
     if (d->cuGetErrorName)

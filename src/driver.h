@@ -15,64 +15,64 @@
  * cuda_version) and typed PFN_name_v<cuda_version>, which pins the ABI (the
  * versioned _v2 symbols) to the version asked for. Optional entries may be
  * NULL on an older driver; only tests and the benchmark use them. */
-#define MEMRA_CU_ENTRY_POINTS(X)             \
-    X(cuInit, 2000, 1)                       \
-    X(cuDriverGetVersion, 2020, 1)           \
-    X(cuDeviceGetCount, 2000, 1)             \
-    X(cuDeviceGet, 2000, 1)                  \
-    X(cuDeviceGetName, 2000, 1)              \
-    X(cuDeviceGetAttribute, 2000, 1)         \
-    X(cuDevicePrimaryCtxRetain, 7000, 1)     \
-    X(cuDevicePrimaryCtxRelease, 11000, 1)   \
-    X(cuCtxGetCurrent, 4000, 1)              \
-    X(cuCtxPushCurrent, 4000, 1)             \
-    X(cuCtxPopCurrent, 4000, 1)              \
-    X(cuStreamCreate, 2000, 1)               \
-    X(cuStreamDestroy, 4000, 1)              \
-    X(cuStreamSynchronize, 2000, 1)          \
-    X(cuStreamIsCapturing, 10000, 1)         \
-    X(cuMemAlloc, 3020, 1)                   \
-    X(cuMemFree, 3020, 1)                    \
-    X(cuMemcpyHtoDAsync, 3020, 1)            \
-    X(cuMemcpyDtoHAsync, 3020, 1)            \
-    X(cuMemsetD32Async, 3020, 1)             \
-    X(cuModuleLoadData, 2000, 1)             \
-    X(cuModuleUnload, 2000, 1)               \
-    X(cuModuleGetFunction, 2000, 1)          \
-    X(cuLaunchKernel, 4000, 1)               \
-    X(cuGetErrorName, 6000, 1)               \
-    X(cuGetErrorString, 6000, 1)             \
-    X(cuCtxSynchronize, 2000, 0)             \
-    X(cuMemcpyDtoDAsync, 3020, 0)            \
-    X(cuMemAllocHost, 3020, 0)               \
-    X(cuMemFreeHost, 2000, 0)                \
-    X(cuStreamBeginCapture, 10010, 0)        \
-    X(cuStreamEndCapture, 10000, 0)          \
-    X(cuGraphInstantiateWithFlags, 11040, 0) \
-    X(cuGraphLaunch, 10000, 0)               \
-    X(cuGraphDestroy, 10000, 0)              \
-    X(cuGraphExecDestroy, 10000, 0)          \
-    X(cuEventCreate, 2000, 0)                \
-    X(cuEventRecord, 2000, 0)                \
-    X(cuEventSynchronize, 2000, 0)           \
-    X(cuEventElapsedTime, 2000, 0)           \
-    X(cuEventDestroy, 4000, 0)               \
+#define MEMRA_CU_ENTRY_POINTS(X)                                                                   \
+    X(cuInit, 2000, 1)                                                                             \
+    X(cuDriverGetVersion, 2020, 1)                                                                 \
+    X(cuDeviceGetCount, 2000, 1)                                                                   \
+    X(cuDeviceGet, 2000, 1)                                                                        \
+    X(cuDeviceGetName, 2000, 1)                                                                    \
+    X(cuDeviceGetAttribute, 2000, 1)                                                               \
+    X(cuDevicePrimaryCtxRetain, 7000, 1)                                                           \
+    X(cuDevicePrimaryCtxRelease, 11000, 1)                                                         \
+    X(cuCtxGetCurrent, 4000, 1)                                                                    \
+    X(cuCtxPushCurrent, 4000, 1)                                                                   \
+    X(cuCtxPopCurrent, 4000, 1)                                                                    \
+    X(cuStreamCreate, 2000, 1)                                                                     \
+    X(cuStreamDestroy, 4000, 1)                                                                    \
+    X(cuStreamSynchronize, 2000, 1)                                                                \
+    X(cuStreamIsCapturing, 10000, 1)                                                               \
+    X(cuMemAlloc, 3020, 1)                                                                         \
+    X(cuMemFree, 3020, 1)                                                                          \
+    X(cuMemcpyHtoDAsync, 3020, 1)                                                                  \
+    X(cuMemcpyDtoHAsync, 3020, 1)                                                                  \
+    X(cuMemsetD32Async, 3020, 1)                                                                   \
+    X(cuModuleLoadData, 2000, 1)                                                                   \
+    X(cuModuleUnload, 2000, 1)                                                                     \
+    X(cuModuleGetFunction, 2000, 1)                                                                \
+    X(cuLaunchKernel, 4000, 1)                                                                     \
+    X(cuGetErrorName, 6000, 1)                                                                     \
+    X(cuGetErrorString, 6000, 1)                                                                   \
+    X(cuCtxSynchronize, 2000, 0)                                                                   \
+    X(cuMemcpyDtoDAsync, 3020, 0)                                                                  \
+    X(cuMemAllocHost, 3020, 0)                                                                     \
+    X(cuMemFreeHost, 2000, 0)                                                                      \
+    X(cuStreamBeginCapture, 10010, 0)                                                              \
+    X(cuStreamEndCapture, 10000, 0)                                                                \
+    X(cuGraphInstantiateWithFlags, 11040, 0)                                                       \
+    X(cuGraphLaunch, 10000, 0)                                                                     \
+    X(cuGraphDestroy, 10000, 0)                                                                    \
+    X(cuGraphExecDestroy, 10000, 0)                                                                \
+    X(cuEventCreate, 2000, 0)                                                                      \
+    X(cuEventRecord, 2000, 0)                                                                      \
+    X(cuEventSynchronize, 2000, 0)                                                                 \
+    X(cuEventElapsedTime, 2000, 0)                                                                 \
+    X(cuEventDestroy, 4000, 0)                                                                     \
     X(cuFuncGetParamInfo, 12040, 0)
 
 /* X(name): resolved with dlsym from the NVRTC library. */
-#define MEMRA_NVRTC_ENTRY_POINTS(X) \
-    X(nvrtcVersion)                 \
-    X(nvrtcGetErrorString)          \
-    X(nvrtcGetNumSupportedArchs)    \
-    X(nvrtcGetSupportedArchs)       \
-    X(nvrtcCreateProgram)           \
-    X(nvrtcDestroyProgram)          \
-    X(nvrtcCompileProgram)          \
-    X(nvrtcGetProgramLogSize)       \
-    X(nvrtcGetProgramLog)           \
-    X(nvrtcGetPTXSize)              \
-    X(nvrtcGetPTX)                  \
-    X(nvrtcGetCUBINSize)            \
+#define MEMRA_NVRTC_ENTRY_POINTS(X)                                                                \
+    X(nvrtcVersion)                                                                                \
+    X(nvrtcGetErrorString)                                                                         \
+    X(nvrtcGetNumSupportedArchs)                                                                   \
+    X(nvrtcGetSupportedArchs)                                                                      \
+    X(nvrtcCreateProgram)                                                                          \
+    X(nvrtcDestroyProgram)                                                                         \
+    X(nvrtcCompileProgram)                                                                         \
+    X(nvrtcGetProgramLogSize)                                                                      \
+    X(nvrtcGetProgramLog)                                                                          \
+    X(nvrtcGetPTXSize)                                                                             \
+    X(nvrtcGetPTX)                                                                                 \
+    X(nvrtcGetCUBINSize)                                                                           \
     X(nvrtcGetCUBIN)
 
 typedef struct memra_driver {
@@ -104,8 +104,8 @@ memra_status memra_driver_nvrtc(const char *fn, const memra_driver **out);
 
 /* Turns a failed CUresult into `status` with a message naming the call and
  * the driver's own name and description of the error. */
-memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status status,
-                           const char *fn, const char *call);
+memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status status, const char *fn,
+                           const char *call);
 
 /* The test seam: install a table (NULL restores the real one). Not exported. */
 void memra_driver_install(const memra_driver *table);

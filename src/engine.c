@@ -110,8 +110,8 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
     if (st)
         return st;
     if (ordinal < 0 || ordinal >= count)
-        return memra_fail(MEMRA_ERR_NO_DEVICE, "%s: ordinal %d, but %d CUDA device(s) present",
-                          fn, ordinal, count);
+        return memra_fail(MEMRA_ERR_NO_DEVICE, "%s: ordinal %d, but %d CUDA device(s) present", fn,
+                          ordinal, count);
 
     memra_engine *eng = calloc(1, sizeof *eng);
     if (!eng)
@@ -128,8 +128,7 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         call = "cuDeviceGet";
         goto fail;
     }
-    if ((r = d->cuDeviceGetName(eng->info.name, sizeof eng->info.name, eng->dev)) !=
-        CUDA_SUCCESS) {
+    if ((r = d->cuDeviceGetName(eng->info.name, sizeof eng->info.name, eng->dev)) != CUDA_SUCCESS) {
         call = "cuDeviceGetName";
         goto fail;
     }
@@ -181,8 +180,8 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
 fail_pop:
     memra_ctx_leave(eng, pushed);
 fail:
-    st = memra_cu_fail(d, r, r == CUDA_ERROR_INVALID_DEVICE ? MEMRA_ERR_NO_DEVICE : MEMRA_ERR_DRIVER,
-                       fn, call);
+    st = memra_cu_fail(
+        d, r, r == CUDA_ERROR_INVALID_DEVICE ? MEMRA_ERR_NO_DEVICE : MEMRA_ERR_DRIVER, fn, call);
 fail_st:
     engine_release(eng);
     return st;
@@ -239,7 +238,8 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     if ((r = d->cuModuleGetFunction(&f, mod, MEMRA_VROWS_KERNEL_X1)) != CUDA_SUCCESS ||
         (r = d->cuModuleGetFunction(&f2, mod, MEMRA_VROWS_KERNEL_X2)) != CUDA_SUCCESS) {
         d->cuModuleUnload(mod);
-        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleGetFunction(memra_vrows_tables*)");
+        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn,
+                             "cuModuleGetFunction(memra_vrows_tables*)");
     }
     eng->module = mod;
     eng->fn_x2 = f2;

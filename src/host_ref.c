@@ -52,10 +52,9 @@ memra_status memra_vrows_tables_host(const int32_t *sel, const float *selw, uint
                                      memra_faults *faults)
 {
     static const char fn[] = "memra_vrows_tables_host";
-    memra_status st = memra_vrows_validate(fn, (uint64_t)(uintptr_t)sel,
-                                           (uint64_t)(uintptr_t)selw, n_pairs, n_expert, macros,
-                                           slabs, (uint64_t)(uintptr_t)ptrs,
-                                           (uint64_t)(uintptr_t)scl);
+    memra_status st = memra_vrows_validate(fn, (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
+                                           n_pairs, n_expert, macros, slabs,
+                                           (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl);
     if (st)
         return st;
     int have_macros;
@@ -117,7 +116,7 @@ memra_status memra_vrows_tables_host(const int32_t *sel, const float *selw, uint
                           fn, f.bad_expert, n_expert, first_bad, (int)sel[first_bad]);
     if (f.nonfinite)
         return memra_fail(MEMRA_ERR_NONFINITE_SCALE,
-                          "%s: %u pair(s) produced a NaN or infinite scale; first is pair %u",
-                          fn, f.nonfinite, f.first_pair);
+                          "%s: %u pair(s) produced a NaN or infinite scale; first is pair %u", fn,
+                          f.nonfinite, f.first_pair);
     return MEMRA_OK;
 }

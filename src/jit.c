@@ -73,11 +73,11 @@ memra_status memra_jit_compile(const memra_driver *d, int arch, int is_ptx, memr
         char *log = NULL;
         if (d->nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0 &&
             (log = malloc(log_size)) && d->nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
-            st = memra_fail(MEMRA_ERR_NVRTC, "NVRTC compile for %s failed: %s; log:\n%s",
-                            arch_opt, d->nvrtcGetErrorString(r), log);
+            st = memra_fail(MEMRA_ERR_NVRTC, "NVRTC compile for %s failed: %s; log:\n%s", arch_opt,
+                            d->nvrtcGetErrorString(r), log);
         else
-            st = memra_fail(MEMRA_ERR_NVRTC, "NVRTC compile for %s failed: %s (no log)",
-                            arch_opt, d->nvrtcGetErrorString(r));
+            st = memra_fail(MEMRA_ERR_NVRTC, "NVRTC compile for %s failed: %s (no log)", arch_opt,
+                            d->nvrtcGetErrorString(r));
         free(log);
         d->nvrtcDestroyProgram(&prog);
         return st;

@@ -16,7 +16,9 @@ static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void 
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
     if ((op == OP_HTOD && !chost) || (op == OP_DTOH && !host) || (op == OP_ALLOC && !out))
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn,
-                          op == OP_ALLOC ? "out" : op == OP_HTOD ? "src" : "dst");
+                          op == OP_ALLOC  ? "out"
+                          : op == OP_HTOD ? "src"
+                                          : "dst");
     if ((op == OP_HTOD || op == OP_DTOH) && !dptr && bytes)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: the device address is 0", fn);
     if (op == OP_ALLOC && bytes == 0)
@@ -63,8 +65,8 @@ static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void 
 memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out)
 {
     CUdeviceptr p = 0;
-    memra_status st = mem_call("memra_alloc", eng, OP_ALLOC, NULL, NULL, 0, out ? &p : NULL,
-                               bytes, NULL, 0);
+    memra_status st =
+        mem_call("memra_alloc", eng, OP_ALLOC, NULL, NULL, 0, out ? &p : NULL, bytes, NULL, 0);
     if (st == MEMRA_OK)
         *out = p;
     return st;
@@ -93,52 +95,48 @@ memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src, siz
 memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
                                    size_t bytes, memra_stream stream)
 {
-    return mem_call("memra_copy_htod_async", eng, OP_HTOD, NULL, src, dst, NULL, bytes, stream,
-                    0);
+    return mem_call("memra_copy_htod_async", eng, OP_HTOD, NULL, src, dst, NULL, bytes, stream, 0);
 }
 
 memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src, size_t bytes,
                                    memra_stream stream)
 {
-    return mem_call("memra_copy_dtoh_async", eng, OP_DTOH, dst, NULL, src, NULL, bytes, stream,
-                    0);
+    return mem_call("memra_copy_dtoh_async", eng, OP_DTOH, dst, NULL, src, NULL, bytes, stream, 0);
 }
 
 /* Element counts are checked against size_t overflow before becoming bytes. */
-#define MEMRA_DEFINE_TYPED_COPY(sfx, T)                                                        \
-    memra_status memra_upload_##sfx(memra_engine *eng, memra_devptr dst, const T *src,         \
-                                    size_t count)                                              \
-    {                                                                                          \
-        if (count > SIZE_MAX / sizeof(T))                                                      \
-            return memra_fail(MEMRA_ERR_INVALID_ARG, "memra_upload_" #sfx ": count too large"); \
-        return mem_call("memra_upload_" #sfx, eng, OP_HTOD, NULL, src, dst, NULL,             \
-                        count * sizeof(T), NULL, 1);                                           \
-    }                                                                                          \
-    memra_status memra_download_##sfx(memra_engine *eng, T *dst, memra_devptr src,             \
-                                      size_t count)                                            \
-    {                                                                                          \
-        if (count > SIZE_MAX / sizeof(T))                                                      \
-            return memra_fail(MEMRA_ERR_INVALID_ARG,                                           \
-                              "memra_download_" #sfx ": count too large");                    \
-        return mem_call("memra_download_" #sfx, eng, OP_DTOH, dst, NULL, src, NULL,           \
-                        count * sizeof(T), NULL, 1);                                           \
-    }                                                                                          \
-    memra_status memra_upload_##sfx##_async(memra_engine *eng, memra_devptr dst, const T *src, \
-                                            size_t count, memra_stream stream)                 \
-    {                                                                                          \
-        if (count > SIZE_MAX / sizeof(T))                                                      \
-            return memra_fail(MEMRA_ERR_INVALID_ARG,                                           \
-                              "memra_upload_" #sfx "_async: count too large");                \
-        return mem_call("memra_upload_" #sfx "_async", eng, OP_HTOD, NULL, src, dst, NULL,    \
-                        count * sizeof(T), stream, 0);                                         \
-    }                                                                                          \
-    memra_status memra_download_##sfx##_async(memra_engine *eng, T *dst, memra_devptr src,     \
-                                              size_t count, memra_stream stream)               \
-    {                                                                                          \
-        if (count > SIZE_MAX / sizeof(T))                                                      \
-            return memra_fail(MEMRA_ERR_INVALID_ARG,                                           \
-                              "memra_download_" #sfx "_async: count too large");              \
-        return mem_call("memra_download_" #sfx "_async", eng, OP_DTOH, dst, NULL, src, NULL,  \
-                        count * sizeof(T), stream, 0);                                         \
+#define MEMRA_DEFINE_TYPED_COPY(sfx, T)                                                            \
+    memra_status memra_upload_##sfx(memra_engine *eng, memra_devptr dst, const T *src,             \
+                                    size_t count)                                                  \
+    {                                                                                              \
+        if (count > SIZE_MAX / sizeof(T))                                                          \
+            return memra_fail(MEMRA_ERR_INVALID_ARG, "memra_upload_" #sfx ": count too large");    \
+        return mem_call("memra_upload_" #sfx, eng, OP_HTOD, NULL, src, dst, NULL,                  \
+                        count * sizeof(T), NULL, 1);                                               \
+    }                                                                                              \
+    memra_status memra_download_##sfx(memra_engine *eng, T *dst, memra_devptr src, size_t count)   \
+    {                                                                                              \
+        if (count > SIZE_MAX / sizeof(T))                                                          \
+            return memra_fail(MEMRA_ERR_INVALID_ARG, "memra_download_" #sfx ": count too large");  \
+        return mem_call("memra_download_" #sfx, eng, OP_DTOH, dst, NULL, src, NULL,                \
+                        count * sizeof(T), NULL, 1);                                               \
+    }                                                                                              \
+    memra_status memra_upload_##sfx##_async(memra_engine *eng, memra_devptr dst, const T *src,     \
+                                            size_t count, memra_stream stream)                     \
+    {                                                                                              \
+        if (count > SIZE_MAX / sizeof(T))                                                          \
+            return memra_fail(MEMRA_ERR_INVALID_ARG,                                               \
+                              "memra_upload_" #sfx "_async: count too large");                     \
+        return mem_call("memra_upload_" #sfx "_async", eng, OP_HTOD, NULL, src, dst, NULL,         \
+                        count * sizeof(T), stream, 0);                                             \
+    }                                                                                              \
+    memra_status memra_download_##sfx##_async(memra_engine *eng, T *dst, memra_devptr src,         \
+                                              size_t count, memra_stream stream)                   \
+    {                                                                                              \
+        if (count > SIZE_MAX / sizeof(T))                                                          \
+            return memra_fail(MEMRA_ERR_INVALID_ARG,                                               \
+                              "memra_download_" #sfx "_async: count too large");                   \
+        return mem_call("memra_download_" #sfx "_async", eng, OP_DTOH, dst, NULL, src, NULL,       \
+                        count * sizeof(T), stream, 0);                                             \
     }
 MEMRA_TYPED_COPIES(MEMRA_DEFINE_TYPED_COPY)

@@ -47,16 +47,15 @@ memra_status memra_vrows_validate(const char *fn, uint64_t sel, uint64_t selw, u
         return st;
 
     if (n_pairs == 0 || n_pairs > MEMRA_MAX_PAIRS)
-        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: n_pairs = %u is outside [1, %u]", fn,
-                          n_pairs, MEMRA_MAX_PAIRS);
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: n_pairs = %u is outside [1, %u]", fn, n_pairs,
+                          MEMRA_MAX_PAIRS);
     if (n_expert == 0)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: n_expert is 0", fn);
 
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i].addr % bufs[i].align)
-            return memra_fail(MEMRA_ERR_MISALIGNED,
-                              "%s: %s = 0x%llx is not aligned to %llu bytes", fn, bufs[i].name,
-                              (unsigned long long)bufs[i].addr,
+            return memra_fail(MEMRA_ERR_MISALIGNED, "%s: %s = 0x%llx is not aligned to %llu bytes",
+                              fn, bufs[i].name, (unsigned long long)bufs[i].addr,
                               (unsigned long long)bufs[i].align);
 
     /* The last expert's row must be addressable: a slab that wraps past 2^64

@@ -66,8 +66,8 @@ static memra_status mirror_get(memra_engine *eng, const char *fn, int il, uint32
         free(m->shadow);
         m->n_expert = 0;
         if (!(m->shadow = malloc(bytes)))
-            return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: layer %d shadow of %zu bytes", fn,
-                              il, bytes);
+            return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: layer %d shadow of %zu bytes", fn, il,
+                              bytes);
         CUresult r = d->cuMemAlloc(&m->dev, bytes);
         if (r != CUDA_SUCCESS) {
             m->dev = 0;
@@ -129,9 +129,8 @@ done:
     return st;
 }
 
-memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel,
-                                             memra_devptr selw, uint32_t n_pairs,
-                                             uint32_t n_expert, int il,
+memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                             uint32_t n_pairs, uint32_t n_expert, int il,
                                              const memra_vrows_macros *macros,
                                              const memra_vrows_slabs *slabs, memra_devptr ptrs,
                                              memra_devptr scl, memra_stream stream)
@@ -139,8 +138,8 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
     static const char fn[] = "memra_moe_vrows_tables_from_sel";
     if (!eng)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
-    memra_status st = memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs,
-                                           scl);
+    memra_status st =
+        memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl);
     if (st)
         return st;
     int present;

@@ -24,14 +24,14 @@ typedef struct dcase {
     int check_faults; /* 0 when other threads share the engine's fault word */
 } dcase;
 
-#define DC_TRY(call)                                                                        \
-    do {                                                                                    \
-        memra_status st_ = (call);                                                          \
-        if (st_) {                                                                          \
-            snprintf(why, why_len, "%s: %s (%s)", #call, memra_status_string(st_),          \
-                     memra_last_error());                                                   \
-            goto out;                                                                       \
-        }                                                                                   \
+#define DC_TRY(call)                                                                               \
+    do {                                                                                           \
+        memra_status st_ = (call);                                                                 \
+        if (st_) {                                                                                 \
+            snprintf(why, why_len, "%s: %s (%s)", #call, memra_status_string(st_),                 \
+                     memra_last_error());                                                          \
+            goto out;                                                                              \
+        }                                                                                          \
     } while (0)
 
 /* Returns 0 when the device tables equal the host arm's, else 1 with `why`. */
@@ -108,8 +108,8 @@ static inline int gate_case_check(memra_engine *eng, size_t i, char *why, size_t
     float selw[GATE_MAX_PAIRS], planes[3][GATE_MAX_EXPERT];
     gate_inputs(g, selw, planes);
     memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
-    dcase c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL, &g->slabs,
-               (int)i, NULL, 1};
+    dcase c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL,
+               &g->slabs,  (int)i,      NULL,   1};
     return device_case_check(eng, &c, why, why_len);
 }
 

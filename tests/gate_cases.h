@@ -20,23 +20,31 @@ typedef struct gate_case {
 
 static const gate_case gate_cases[] = {
     /* Fixture-scale strides: the control, far below 4 GiB. */
-    {"fixture", 64, 8,
+    {"fixture",
+     64,
+     8,
      {{0x7f1200000000ull, 0x7f1300000000ull, 0x7f1400000000ull}, {860160, 860160, 1114112}},
      {0, 5, 9, 17, 33, 41, 62, 63},
      1},
     /* Serving strides: the last expert sits ~6 GiB into gate/up and ~12 GiB
      * into down, where a 32-bit step wraps. */
-    {"serving", 256, 8,
+    {"serving",
+     256,
+     8,
      {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}},
      {0, 1, 17, 63, 128, 200, 254, 255},
      1},
     /* The macro-free bank: every gate/up scale 1.0f, down scale = selw. */
-    {"macro_free", 256, 8,
+    {"macro_free",
+     256,
+     8,
      {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}},
      {0, 1, 17, 63, 128, 200, 254, 255},
      0},
     /* An evenly spread selection, j*32+31. */
-    {"spread", 256, 8,
+    {"spread",
+     256,
+     8,
      {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}},
      {31, 63, 95, 127, 159, 191, 223, 255},
      1},

@@ -9,20 +9,20 @@
 
 #include <memra/memra.h>
 
-#define FAIL(...)                                 \
-    do {                                          \
-        fprintf(stderr, "harness: " __VA_ARGS__); \
-        fputc('\n', stderr);                      \
-        return 1;                                 \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "harness: " __VA_ARGS__);                                                  \
+        fputc('\n', stderr);                                                                       \
+        return 1;                                                                                  \
     } while (0)
 
-#define RESOLVE(name)                                                     \
-    __typeof__(&name) p_##name;                                           \
-    do {                                                                  \
-        void *s_ = dlsym(h, #name);                                       \
-        if (!s_)                                                          \
-            FAIL("dlsym(%s): %s", #name, dlerror());                      \
-        memcpy(&p_##name, &s_, sizeof s_);                                \
+#define RESOLVE(name)                                                                              \
+    __typeof__(&name) p_##name;                                                                    \
+    do {                                                                                           \
+        void *s_ = dlsym(h, #name);                                                                \
+        if (!s_)                                                                                   \
+            FAIL("dlsym(%s): %s", #name, dlerror());                                               \
+        memcpy(&p_##name, &s_, sizeof s_);                                                         \
     } while (0)
 
 int main(int argc, char **argv)

@@ -14,7 +14,6 @@
 #include "kernel_on_host.h"
 #include "vrows_abi.h"
 
-
 mock_state mock;
 memra_driver mock_table;
 
@@ -37,15 +36,15 @@ static int failing(int idx)
     int n = ++mock.calls[idx];
     return mock.fail_result && mock.fail_call == idx && mock.fail_nth == n;
 }
-#define ENTER_CU(name)                    \
-    do {                                  \
-        if (failing(MOCK_##name))         \
-            return (CUresult)mock.fail_result; \
+#define ENTER_CU(name)                                                                             \
+    do {                                                                                           \
+        if (failing(MOCK_##name))                                                                  \
+            return (CUresult)mock.fail_result;                                                     \
     } while (0)
-#define ENTER_NV(name)                        \
-    do {                                      \
-        if (failing(MOCK_##name))             \
-            return (nvrtcResult)mock.fail_result; \
+#define ENTER_NV(name)                                                                             \
+    do {                                                                                           \
+        if (failing(MOCK_##name))                                                                  \
+            return (nvrtcResult)mock.fail_result;                                                  \
     } while (0)
 
 static void note_capture_violation(void)
@@ -272,8 +271,8 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     assert_int_equal(by, 1);
     assert_int_equal(bz, 1);
     assert_int_equal(shmem, 0);
-    mock_launch l = {{gx, gy, gz}, {bx, by, bz}, {0}, *size, s,
-                     f == (CUfunction)&fake_function_x2 ? 2 : 1};
+    mock_launch l = {
+        {gx, gy, gz}, {bx, by, bz}, {0}, *size, s, f == (CUfunction)&fake_function_x2 ? 2 : 1};
     memcpy(l.args, buf, 120);
     pthread_mutex_lock(&launch_lock);
     mock.last = l;
@@ -290,10 +289,18 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
 static CUresult m_cuGetErrorName(CUresult r, const char **s)
 {
     switch (r) {
-    case CUDA_ERROR_OUT_OF_MEMORY: *s = "CUDA_ERROR_OUT_OF_MEMORY"; break;
-    case CUDA_ERROR_INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
-    case CUDA_ERROR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; break;
-    default: *s = "CUDA_ERROR_MOCK"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+        *s = "CUDA_ERROR_OUT_OF_MEMORY";
+        break;
+    case CUDA_ERROR_INVALID_IMAGE:
+        *s = "CUDA_ERROR_INVALID_IMAGE";
+        break;
+    case CUDA_ERROR_LAUNCH_FAILED:
+        *s = "CUDA_ERROR_LAUNCH_FAILED";
+        break;
+    default:
+        *s = "CUDA_ERROR_MOCK";
+        break;
     }
     return CUDA_SUCCESS;
 }
@@ -332,8 +339,8 @@ static nvrtcResult m_nvrtcGetSupportedArchs(int *a)
     memcpy(a, mock.archs, sizeof(int) * (size_t)mock.n_archs);
     return NVRTC_SUCCESS;
 }
-static nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *name,
-                                        int nh, const char *const *h, const char *const *hn)
+static nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *name, int nh,
+                                        const char *const *h, const char *const *hn)
 {
     (void)name, (void)nh, (void)h, (void)hn;
     ENTER_NV(nvrtcCreateProgram);
@@ -443,19 +450,49 @@ void mock_install(void)
     d->nvrtc_status = MEMRA_OK;
     snprintf(d->nvrtc_path, sizeof d->nvrtc_path, "mock");
 #define SET(name) d->name = m_##name;
-    SET(cuInit) SET(cuDriverGetVersion) SET(cuDeviceGetCount) SET(cuDeviceGet)
-    SET(cuDeviceGetName) SET(cuDeviceGetAttribute) SET(cuDevicePrimaryCtxRetain)
-    SET(cuDevicePrimaryCtxRelease) SET(cuCtxGetCurrent) SET(cuCtxPushCurrent)
-    SET(cuCtxPopCurrent) SET(cuStreamCreate) SET(cuStreamDestroy) SET(cuStreamSynchronize)
-    SET(cuStreamIsCapturing) SET(cuMemAlloc) SET(cuMemFree) SET(cuMemcpyHtoDAsync)
-    SET(cuMemcpyDtoHAsync) SET(cuMemsetD32Async) SET(cuModuleLoadData) SET(cuModuleUnload)
-    SET(cuModuleGetFunction) SET(cuLaunchKernel) SET(cuGetErrorName) SET(cuGetErrorString)
-    SET(nvrtcVersion) SET(nvrtcGetErrorString) SET(nvrtcGetNumSupportedArchs)
-    SET(nvrtcGetSupportedArchs) SET(nvrtcCreateProgram) SET(nvrtcDestroyProgram)
-    SET(nvrtcCompileProgram) SET(nvrtcGetProgramLogSize) SET(nvrtcGetProgramLog)
-    SET(nvrtcGetPTXSize) SET(nvrtcGetPTX) SET(nvrtcGetCUBINSize) SET(nvrtcGetCUBIN)
+    /* clang-format off */
+    SET(cuInit)
+    SET(cuDriverGetVersion)
+    SET(cuDeviceGetCount)
+    SET(cuDeviceGet)
+    SET(cuDeviceGetName)
+    SET(cuDeviceGetAttribute)
+    SET(cuDevicePrimaryCtxRetain)
+    SET(cuDevicePrimaryCtxRelease)
+    SET(cuCtxGetCurrent)
+    SET(cuCtxPushCurrent)
+    SET(cuCtxPopCurrent)
+    SET(cuStreamCreate)
+    SET(cuStreamDestroy)
+    SET(cuStreamSynchronize)
+    SET(cuStreamIsCapturing)
+    SET(cuMemAlloc)
+    SET(cuMemFree)
+    SET(cuMemcpyHtoDAsync)
+    SET(cuMemcpyDtoHAsync)
+    SET(cuMemsetD32Async)
+    SET(cuModuleLoadData)
+    SET(cuModuleUnload)
+    SET(cuModuleGetFunction)
+    SET(cuLaunchKernel)
+    SET(cuGetErrorName)
+    SET(cuGetErrorString)
+    SET(nvrtcVersion)
+    SET(nvrtcGetErrorString)
+    SET(nvrtcGetNumSupportedArchs)
+    SET(nvrtcGetSupportedArchs)
+    SET(nvrtcCreateProgram)
+    SET(nvrtcDestroyProgram)
+    SET(nvrtcCompileProgram)
+    SET(nvrtcGetProgramLogSize)
+    SET(nvrtcGetProgramLog)
+    SET(nvrtcGetPTXSize)
+    SET(nvrtcGetPTX)
+    SET(nvrtcGetCUBINSize)
+    SET(nvrtcGetCUBIN)
+    /* clang-format on */
 #undef SET
-    memra_driver_install(d);
+                                                            memra_driver_install(d);
 }
 
 void mock_uninstall(void)

@@ -13,9 +13,9 @@ enum {
     MEMRA_CU_ENTRY_POINTS(MEMRA_X)
 #undef MEMRA_X
 #define MEMRA_X(name) MOCK_##name,
-    MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
+        MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
 #undef MEMRA_X
-    MOCK_N_CALLS
+            MOCK_N_CALLS
 };
 
 #define MOCK_MAX_CAPTURED 64
@@ -35,11 +35,11 @@ typedef struct mock_state {
     int archs[16], n_archs;
     const char *compile_log; /* non-NULL: nvrtcCompileProgram fails with it */
     int compile_delay_ms;    /* widens the window for racing processes */
-    int fail_call, fail_nth;  /* the fail_nth'th call of fail_call fails */
+    int fail_call, fail_nth; /* the fail_nth'th call of fail_call fails */
     int fail_result;
     /* observations (atomic: the thread tests call in from many threads) */
     _Atomic int calls[MOCK_N_CALLS];
-    char options[512];  /* the last compile's options, space separated */
+    char options[512]; /* the last compile's options, space separated */
     _Atomic int live_allocs;
     _Atomic int ctx_refs;
     _Atomic int streams_live;

@@ -43,8 +43,9 @@ static int compiles(void)
 
 static void entry_path(int arch, int is_ptx, char *buf, size_t len)
 {
-    memra_cache_key_in in = {memra_kernel_vrows_src, memra_kernel_vrows_src_len,
-                             memra_jit_options, 13, 0, arch, is_ptx, MEMRA_VERSION_STRING};
+    memra_cache_key_in in = {
+        memra_kernel_vrows_src, memra_kernel_vrows_src_len, memra_jit_options, 13, 0, arch, is_ptx,
+        MEMRA_VERSION_STRING};
     memra_cache_key key;
     memra_cache_key_of(&in, &key);
     char dir[512];
@@ -132,8 +133,9 @@ static void test_corrupt_entries_are_rebuilt(void **state)
     const char *hows[] = {"flip", "truncate", "empty"};
     for (int i = 0; i < 3; i++) {
         rewrite(p, hows[i]);
-        memra_cache_key_in in = {memra_kernel_vrows_src, memra_kernel_vrows_src_len,
-                                 memra_jit_options, 13, 0, 90, 0, MEMRA_VERSION_STRING};
+        memra_cache_key_in in = {
+            memra_kernel_vrows_src, memra_kernel_vrows_src_len, memra_jit_options, 13, 0, 90, 0,
+            MEMRA_VERSION_STRING};
         memra_cache_key key;
         memra_cache_key_of(&in, &key);
         memra_image img;

@@ -14,11 +14,11 @@
 static memra_engine *eng;
 static const memra_driver *drv;
 
-#define CHECK_CASE(e, c)                                        \
-    do {                                                        \
-        char why_[512];                                         \
-        if (device_case_check((e), (c), why_, sizeof why_))     \
-            fail_msg("%s", why_);                               \
+#define CHECK_CASE(e, c)                                                                           \
+    do {                                                                                           \
+        char why_[512];                                                                            \
+        if (device_case_check((e), (c), why_, sizeof why_))                                        \
+            fail_msg("%s", why_);                                                                  \
     } while (0)
 
 static int group_setup(void **state)
@@ -33,8 +33,8 @@ static int group_setup(void **state)
     assert_int_equal(drv->cuCtxPushCurrent(eng->ctx), CUDA_SUCCESS);
     memra_engine_info info;
     memra_engine_get_info(eng, &info);
-    printf("device 0: %s, sm_%d, driver %d, NVRTC %d\n", info.name, info.sm,
-           info.driver_version, info.nvrtc_version);
+    printf("device 0: %s, sm_%d, driver %d, NVRTC %d\n", info.name, info.sm, info.driver_version,
+           info.nvrtc_version);
     return 0;
 }
 
@@ -99,9 +99,23 @@ static void test_gate_cases(void **state)
 static void test_random_sizes_special_floats(void **state)
 {
     (void)state;
-    static const uint32_t sizes[] = {1, 2, 7, 31, 255, 256, 257, 1000, 4097, 65535, 65536,
-                                     65537, 300001, (1u << 20) - 3, 1u << 20,
-                                     (1u << 21) - 1, (1u << 21) + 3};
+    static const uint32_t sizes[] = {1,
+                                     2,
+                                     7,
+                                     31,
+                                     255,
+                                     256,
+                                     257,
+                                     1000,
+                                     4097,
+                                     65535,
+                                     65536,
+                                     65537,
+                                     300001,
+                                     (1u << 20) - 3,
+                                     1u << 20,
+                                     (1u << 21) - 1,
+                                     (1u << 21) + 3};
     uint64_t s = 0xC0FFEE;
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const uint32_t n = sizes[si];
@@ -174,10 +188,10 @@ static void test_graph_capture_and_replay(void **state)
 
     assert_int_equal(drv->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     /* A layer that was never prepared: refused, capture left intact. */
-    memra_status miss = memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 8, &mac,
-                                                        &g->slabs, dptrs, dscl, s);
-    memra_status hit = memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 7, &mac,
-                                                       &g->slabs, dptrs, dscl, s);
+    memra_status miss =
+        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 8, &mac, &g->slabs, dptrs, dscl, s);
+    memra_status hit =
+        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 7, &mac, &g->slabs, dptrs, dscl, s);
     CUgraph graph = NULL;
     assert_int_equal(drv->cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
     assert_int_equal(miss, MEMRA_ERR_CAPTURE);

@@ -7,9 +7,8 @@
 
 #include "gate_cases.h"
 
-static void check_against_ref(const int32_t *sel, const float *selw, uint32_t n,
-                              uint32_t n_expert, const memra_vrows_macros *mac,
-                              const memra_vrows_slabs *sl)
+static void check_against_ref(const int32_t *sel, const float *selw, uint32_t n, uint32_t n_expert,
+                              const memra_vrows_macros *mac, const memra_vrows_slabs *sl)
 {
     uint64_t *ptrs = malloc(3 * n * sizeof *ptrs), *eptrs = malloc(3 * n * sizeof *eptrs);
     float *scl = malloc(3 * n * sizeof *scl);
@@ -18,7 +17,7 @@ static void check_against_ref(const int32_t *sel, const float *selw, uint32_t n,
     memra_faults f, ef;
     ref_tables(sel, selw, n, n_expert, mac, sl, eptrs, escl, &ef);
     memra_status st = memra_vrows_tables_host(sel, selw, n, n_expert, mac, sl, ptrs, scl, &f);
-    memra_status want = ef.bad_expert ? MEMRA_ERR_EXPERT_RANGE
+    memra_status want = ef.bad_expert  ? MEMRA_ERR_EXPERT_RANGE
                         : ef.nonfinite ? MEMRA_ERR_NONFINITE_SCALE
                                        : MEMRA_OK;
     assert_int_equal(st, want);
@@ -57,8 +56,8 @@ static void test_serving_hand_constants(void **state)
     memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
     uint64_t ptrs[24];
     float scl[24];
-    assert_int_equal(memra_vrows_tables_host(c->sel, selw, 8, 256, &mac, &c->slabs, ptrs, scl, NULL),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_vrows_tables_host(c->sel, selw, 8, 256, &mac, &c->slabs, ptrs, scl, NULL), MEMRA_OK);
     /* 255 * 25165824 = 6417285120 = 0x17E800000 (5.98 GiB) */
     assert_true(ptrs[7] == 0x7e0000000000ull + 6417285120ull);
     assert_true(ptrs[8 + 7] == 0x7e4000000000ull + 6417285120ull);
@@ -120,15 +119,15 @@ static void test_special_floats(void **state)
     const float w[] = {sub, -0.0f, 0.0f, 1.0f, big, INFINITY, 2.0f, nanp, 0.5f};
     const float mdv[] = {1.0f, 1.0f, -1.0f, u2f(0x00400000u), 2.0f, 1.0f, big, 1.0f, sub};
     const uint32_t want[] = {
-        0x00000001u,               /* subnormal * 1 survives (no FTZ) */
-        0x80000000u,               /* -0 * 1 = -0 */
-        0x80000000u,               /* +0 * -1 = -0 */
-        0x00400000u,               /* 1 * subnormal survives */
-        0x7f800000u,               /* overflow to +inf */
-        0x7f800000u,               /* inf */
-        0x7f800000u,               /* 2 * FLT_MAX overflows */
-        0x7fc00000u,               /* NaN is canonical whatever its payload */
-        0x00000000u,               /* 0.5 * smallest subnormal rounds to even: +0 */
+        0x00000001u, /* subnormal * 1 survives (no FTZ) */
+        0x80000000u, /* -0 * 1 = -0 */
+        0x80000000u, /* +0 * -1 = -0 */
+        0x00400000u, /* 1 * subnormal survives */
+        0x7f800000u, /* overflow to +inf */
+        0x7f800000u, /* inf */
+        0x7f800000u, /* 2 * FLT_MAX overflows */
+        0x7fc00000u, /* NaN is canonical whatever its payload */
+        0x00000000u, /* 0.5 * smallest subnormal rounds to even: +0 */
     };
     enum { N = sizeof w / sizeof w[0] };
     int32_t sel[N];
@@ -177,7 +176,9 @@ static void test_ignores_caller_fp_environment(void **state)
     _mm_setcsr(saved);
     fesetround(FE_TONEAREST);
     assert_int_equal(st, MEMRA_OK);
-    assert_int_equal(f2u(scl[4]), 0x00000002u); /* 5 ulp * 0.5 = 2.5: nearest-even 2 (upward would give 3, DAZ 0) */
+    assert_int_equal(
+        f2u(scl[4]),
+        0x00000002u); /* 5 ulp * 0.5 = 2.5: nearest-even 2 (upward would give 3, DAZ 0) */
     assert_int_equal(f2u(scl[5]), 0x3f800001u);
     assert_int_equal(after & 0x8040u, 0x8040u);
     assert_int_equal(round_after, FE_UPWARD);
@@ -275,7 +276,8 @@ static void test_slab_edge_is_exact(void **state)
     memra_vrows_slabs sl = {{~0ull - 3 * 1000, 0, 0}, {1000, 1ull << 61, 1}};
     uint64_t ptrs[6];
     float scl[6];
-    assert_int_equal(memra_vrows_tables_host(sel, selw, 2, 4, NULL, &sl, ptrs, scl, NULL), MEMRA_OK);
+    assert_int_equal(memra_vrows_tables_host(sel, selw, 2, 4, NULL, &sl, ptrs, scl, NULL),
+                     MEMRA_OK);
     assert_true(ptrs[1] == ~0ull);
     assert_true(ptrs[3] == 3ull << 61);
     sl.base[0]++;

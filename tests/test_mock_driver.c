@@ -160,9 +160,9 @@ static void test_launch_argument_widths(void **state)
     assert_int_equal(memra_upload_f32(eng, b + 4, selw, 1), MEMRA_OK);
     memra_vrows_slabs sl = {{0x1122334455667788ull, 0x0000000100000000ull, 0xA0ull << 56},
                             {0x0000000300000001ull, 1ull << 40, 0xFFFFFFFFull + 2}};
-    assert_int_equal(memra_moe_vrows_tables_from_sel(eng, b, b + 4, 1, 3, 0, NULL, &sl, b + 64,
-                                                     b + 128, NULL),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_moe_vrows_tables_from_sel(eng, b, b + 4, 1, 3, 0, NULL, &sl, b + 64, b + 128, NULL),
+        MEMRA_OK);
     const unsigned char *a = mock.last.args;
     uint64_t v;
     uint32_t w;
@@ -255,9 +255,9 @@ static void test_capture_and_replay(void **state)
 
     /* Not prepared: the kernel is not compiled yet, so capture is refused. */
     mock_set_capturing(s, 1);
-    assert_int_equal(memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs,
-                                                     dscl, s),
-                     MEMRA_ERR_CAPTURE);
+    assert_int_equal(
+        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
+        MEMRA_ERR_CAPTURE);
     assert_non_null(strstr(memra_last_error(), "memra_vrows_prepare_layer"));
     assert_int_equal(memra_vrows_prepare_layer(eng, 2, E, &mac, s), MEMRA_ERR_CAPTURE);
     mock_set_capturing(s, 0);
@@ -266,13 +266,13 @@ static void test_capture_and_replay(void **state)
     assert_int_equal(memra_vrows_prepare_layer(eng, 2, E, &mac, s), MEMRA_OK);
     mock_set_capturing(s, 1);
     /* Layer 3 was never prepared: a clear error, nothing captured. */
-    assert_int_equal(memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 3, &mac, &sl, dptrs,
-                                                     dscl, s),
-                     MEMRA_ERR_CAPTURE);
+    assert_int_equal(
+        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 3, &mac, &sl, dptrs, dscl, s),
+        MEMRA_ERR_CAPTURE);
     assert_int_equal(mock.n_captured, 0);
-    assert_int_equal(memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs,
-                                                     dscl, s),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
+        MEMRA_OK);
     mock_set_capturing(s, 0);
     assert_int_equal(mock.n_captured, 1);
     assert_int_equal(mock.capture_violations, 0);
@@ -401,14 +401,22 @@ static void test_device_bad_input_touches_nothing(void **state)
         memra_status want;
         memra_status got;
     } r[] = {
-        {MEMRA_ERR_NULL_ARG, memra_moe_vrows_tables_from_sel(NULL, d, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_NULL_ARG, memra_moe_vrows_tables_from_sel(eng, 0, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_NULL_ARG, memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, NULL, d, d, NULL)},
-        {MEMRA_ERR_INVALID_ARG, memra_moe_vrows_tables_from_sel(eng, d, d, 0, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_INVALID_ARG, memra_moe_vrows_tables_from_sel(eng, d, d, 1, 0, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_MISALIGNED, memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, &sl, d + 4, d, NULL)},
-        {MEMRA_ERR_MISALIGNED, memra_moe_vrows_tables_from_sel(eng, d + 2, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_SLAB_OVERFLOW, memra_moe_vrows_tables_from_sel(eng, d, d, 1, 2, 0, NULL, &wrap, d, d, NULL)},
+        {MEMRA_ERR_NULL_ARG,
+         memra_moe_vrows_tables_from_sel(NULL, d, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_NULL_ARG,
+         memra_moe_vrows_tables_from_sel(eng, 0, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_NULL_ARG,
+         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, NULL, d, d, NULL)},
+        {MEMRA_ERR_INVALID_ARG,
+         memra_moe_vrows_tables_from_sel(eng, d, d, 0, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_INVALID_ARG,
+         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 0, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_MISALIGNED,
+         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, &sl, d + 4, d, NULL)},
+        {MEMRA_ERR_MISALIGNED,
+         memra_moe_vrows_tables_from_sel(eng, d + 2, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_SLAB_OVERFLOW,
+         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 2, 0, NULL, &wrap, d, d, NULL)},
     };
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
         if (r[i].got != r[i].want)
@@ -439,9 +447,9 @@ static void test_no_context_push_when_current(void **state)
     memra_vrows_slabs sl = {{0, 0, 0}, {1, 1, 1}};
     const int32_t z = 0;
     assert_int_equal(memra_upload_i32(eng, d, &z, 1), MEMRA_OK);
-    assert_int_equal(memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, &sl, d + 64,
-                                                     d + 128, NULL),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, &sl, d + 64, d + 128, NULL),
+        MEMRA_OK);
     assert_int_equal(mock.calls[MOCK_cuCtxPushCurrent], pushes);
     memra_free(eng, d);
     mock_table.cuCtxPopCurrent(&ctx);
@@ -461,8 +469,8 @@ static void test_fault_injection_sweep(void **state)
         for (int nth = 1; nth <= 4; nth++) {
             mock_install();
             mock.fail_call = call, mock.fail_nth = nth;
-            mock.fail_result = call >= MOCK_nvrtcVersion ? NVRTC_ERROR_INTERNAL_ERROR
-                                                         : CUDA_ERROR_UNKNOWN;
+            mock.fail_result =
+                call >= MOCK_nvrtcVersion ? NVRTC_ERROR_INTERNAL_ERROR : CUDA_ERROR_UNKNOWN;
             memra_engine *eng = NULL;
             memra_status st = memra_engine_create(0, &eng);
             if (st == MEMRA_OK) {

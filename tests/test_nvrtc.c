@@ -28,7 +28,10 @@ static void test_every_arch_cubin_and_ptx(void **state)
         if (st)
             fail_msg("sm_%d CUBIN: %s", archs[i], memra_last_error());
         assert_true(img.size > 64);
-        assert_memory_equal(img.data, "\x7f" "ELF", 4);
+        assert_memory_equal(img.data,
+                            "\x7f"
+                            "ELF",
+                            4);
         assert_int_equal(img.is_ptx, 0);
         memra_image_free(&img);
 

@@ -43,13 +43,20 @@ static inline float rng_special_float(uint64_t *s)
     uint64_t r = rng_next(s);
     uint32_t sign = (uint32_t)(r >> 63) << 31;
     switch (r % 10) {
-    case 0: return u2f(sign | ((uint32_t)(r >> 8) % 0x7fffff + 1));        /* subnormal */
-    case 1: return u2f(sign);                                              /* +/-0 */
-    case 2: return u2f(sign | 0x7f800000u);                                /* +/-inf */
-    case 3: return u2f(sign | 0x7f800000u | ((uint32_t)(r >> 9) % 0x7fffff + 1)); /* NaN */
-    case 4: return u2f(sign | (uint32_t)(0x00800000u + (r >> 11) % 0x02000000u)); /* tiny */
-    case 5: return u2f(sign | (uint32_t)(0x7e000000u + (r >> 11) % 0x017fffffu)); /* huge */
-    default: return u2f(sign | (uint32_t)(0x3a000000u + (r >> 11) % 0x0a000000u)); /* ordinary */
+    case 0:
+        return u2f(sign | ((uint32_t)(r >> 8) % 0x7fffff + 1)); /* subnormal */
+    case 1:
+        return u2f(sign); /* +/-0 */
+    case 2:
+        return u2f(sign | 0x7f800000u); /* +/-inf */
+    case 3:
+        return u2f(sign | 0x7f800000u | ((uint32_t)(r >> 9) % 0x7fffff + 1)); /* NaN */
+    case 4:
+        return u2f(sign | (uint32_t)(0x00800000u + (r >> 11) % 0x02000000u)); /* tiny */
+    case 5:
+        return u2f(sign | (uint32_t)(0x7e000000u + (r >> 11) % 0x017fffffu)); /* huge */
+    default:
+        return u2f(sign | (uint32_t)(0x3a000000u + (r >> 11) % 0x0a000000u)); /* ordinary */
     }
 }
 
@@ -96,8 +103,7 @@ static inline void ref_tables(const int32_t *sel, const float *selw, uint32_t n,
         int32_t ex = sel[p];
         int ok = ex >= 0 && (int64_t)ex < (int64_t)n_expert;
         for (int k = 0; k < 3; k++) {
-            u128 a = (u128)sl->base[k] +
-                                  (u128)(ok ? (uint64_t)ex : 0) * sl->stride[k];
+            u128 a = (u128)sl->base[k] + (u128)(ok ? (uint64_t)ex : 0) * sl->stride[k];
             assert_true(a < ((u128)1 << 64));
             ptrs[(size_t)k * n + p] = (uint64_t)a;
         }

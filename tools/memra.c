@@ -92,9 +92,9 @@ static int check_host_arm(void)
         memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
         uint64_t ptrs[3 * GATE_MAX_PAIRS];
         float scl[3 * GATE_MAX_PAIRS];
-        memra_status st = memra_vrows_tables_host(g->sel, selw, g->n_pairs, g->n_expert,
-                                                  g->with_macros ? &mac : NULL, &g->slabs, ptrs,
-                                                  scl, NULL);
+        memra_status st =
+            memra_vrows_tables_host(g->sel, selw, g->n_pairs, g->n_expert,
+                                    g->with_macros ? &mac : NULL, &g->slabs, ptrs, scl, NULL);
         int ok = st == MEMRA_OK;
         for (uint32_t p = 0; ok && p < g->n_pairs; p++)
             for (int k = 0; k < 3; k++) {

@@ -33,19 +33,19 @@ extern "C" {
 
 typedef enum memra_status {
     MEMRA_OK = 0,
-    MEMRA_ERR_NULL_ARG,          /* a required pointer was NULL */
-    MEMRA_ERR_INVALID_ARG,       /* a count, index or flag out of its range */
-    MEMRA_ERR_MISALIGNED,        /* a buffer not aligned to its element */
-    MEMRA_ERR_SLAB_OVERFLOW,     /* base + (n_expert-1)*stride passes 2^64 */
-    MEMRA_ERR_EXPERT_RANGE,      /* an expert id outside [0, n_expert) (host arm) */
-    MEMRA_ERR_NONFINITE_SCALE,   /* a NaN or infinite scale was produced (host arm) */
-    MEMRA_ERR_NO_DRIVER,         /* libcuda could not be loaded or initialised */
-    MEMRA_ERR_NO_DEVICE,         /* no CUDA device at that ordinal */
-    MEMRA_ERR_NVRTC,             /* NVRTC missing, or the kernel failed to compile */
-    MEMRA_ERR_MODULE_LOAD,       /* cuModuleLoadData/cuModuleGetFunction failed */
-    MEMRA_ERR_OUT_OF_MEMORY,     /* host or device allocation failed */
-    MEMRA_ERR_CAPTURE,           /* the call would allocate/copy/sync under capture */
-    MEMRA_ERR_DRIVER,            /* any other CUDA driver failure */
+    MEMRA_ERR_NULL_ARG,        /* a required pointer was NULL */
+    MEMRA_ERR_INVALID_ARG,     /* a count, index or flag out of its range */
+    MEMRA_ERR_MISALIGNED,      /* a buffer not aligned to its element */
+    MEMRA_ERR_SLAB_OVERFLOW,   /* base + (n_expert-1)*stride passes 2^64 */
+    MEMRA_ERR_EXPERT_RANGE,    /* an expert id outside [0, n_expert) (host arm) */
+    MEMRA_ERR_NONFINITE_SCALE, /* a NaN or infinite scale was produced (host arm) */
+    MEMRA_ERR_NO_DRIVER,       /* libcuda could not be loaded or initialised */
+    MEMRA_ERR_NO_DEVICE,       /* no CUDA device at that ordinal */
+    MEMRA_ERR_NVRTC,           /* NVRTC missing, or the kernel failed to compile */
+    MEMRA_ERR_MODULE_LOAD,     /* cuModuleLoadData/cuModuleGetFunction failed */
+    MEMRA_ERR_OUT_OF_MEMORY,   /* host or device allocation failed */
+    MEMRA_ERR_CAPTURE,         /* the call would allocate/copy/sync under capture */
+    MEMRA_ERR_DRIVER,          /* any other CUDA driver failure */
     MEMRA_STATUS_COUNT
 } memra_status;
 
@@ -77,9 +77,9 @@ typedef struct memra_vrows_macros {
 
 /* Faults seen by the kernel (or the host arm). Counts wrap at 2^32. */
 typedef struct memra_faults {
-    uint32_t bad_expert;  /* pairs whose expert id was outside [0, n_expert) */
-    uint32_t nonfinite;   /* pairs that produced a NaN or infinite scale */
-    uint32_t first_pair;  /* lowest faulting pair index, or MEMRA_NO_FAULT */
+    uint32_t bad_expert; /* pairs whose expert id was outside [0, n_expert) */
+    uint32_t nonfinite;  /* pairs that produced a NaN or infinite scale */
+    uint32_t first_pair; /* lowest faulting pair index, or MEMRA_NO_FAULT */
 } memra_faults;
 
 /* ---- version and errors ------------------------------------------------ */
@@ -103,21 +103,22 @@ MEMRA_API const char *memra_last_error(void);
  * scales. Argument errors write nothing. Expert-range and non-finite faults
  * write the full tables, fill *faults (optional) and return
  * MEMRA_ERR_EXPERT_RANGE (takes precedence) or MEMRA_ERR_NONFINITE_SCALE. */
-MEMRA_API memra_status memra_vrows_tables_host(
-    const int32_t *sel, const float *selw, uint32_t n_pairs, uint32_t n_expert,
-    const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
-    uint64_t *ptrs, float *scl, memra_faults *faults);
+MEMRA_API memra_status memra_vrows_tables_host(const int32_t *sel, const float *selw,
+                                               uint32_t n_pairs, uint32_t n_expert,
+                                               const memra_vrows_macros *macros,
+                                               const memra_vrows_slabs *slabs, uint64_t *ptrs,
+                                               float *scl, memra_faults *faults);
 
 /* ---- engine ------------------------------------------------------------ */
 
 typedef struct memra_engine_info {
     int ordinal;
     char name[256];
-    int sm;              /* 10*major + minor, e.g. 90 */
-    int driver_version;  /* cuDriverGetVersion, e.g. 13000 */
-    int nvrtc_version;   /* 1000*major + 10*minor, 0 if NVRTC is absent */
-    int kernel_ready;    /* 1 once the table kernel is compiled and loaded */
-    int kernel_is_ptx;   /* 1 if the loaded image is PTX (driver JIT) */
+    int sm;                /* 10*major + minor, e.g. 90 */
+    int driver_version;    /* cuDriverGetVersion, e.g. 13000 */
+    int nvrtc_version;     /* 1000*major + 10*minor, 0 if NVRTC is absent */
+    int kernel_ready;      /* 1 once the table kernel is compiled and loaded */
+    int kernel_is_ptx;     /* 1 if the loaded image is PTX (driver JIT) */
     int kernel_from_cache; /* 1 if the image came from the disk cache (no NVRTC compile) */
 } memra_engine_info;
 
@@ -146,25 +147,22 @@ MEMRA_API memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, cons
                                        size_t bytes);
 MEMRA_API memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src,
                                        size_t bytes);
-MEMRA_API memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst,
-                                             const void *src, size_t bytes,
-                                             memra_stream stream);
+MEMRA_API memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
+                                             size_t bytes, memra_stream stream);
 MEMRA_API memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src,
                                              size_t bytes, memra_stream stream);
 
 /* Typed conveniences: counts are elements. */
 #define MEMRA_TYPED_COPIES(X) X(i32, int32_t) X(f32, float) X(u64, uint64_t)
-#define MEMRA_DECLARE_TYPED_COPY(sfx, T)                                                   \
-    MEMRA_API memra_status memra_upload_##sfx(memra_engine *eng, memra_devptr dst,         \
-                                              const T *src, size_t count);                 \
-    MEMRA_API memra_status memra_download_##sfx(memra_engine *eng, T *dst,                 \
-                                                memra_devptr src, size_t count);           \
-    MEMRA_API memra_status memra_upload_##sfx##_async(memra_engine *eng, memra_devptr dst, \
-                                                      const T *src, size_t count,          \
-                                                      memra_stream stream);                \
-    MEMRA_API memra_status memra_download_##sfx##_async(memra_engine *eng, T *dst,         \
-                                                        memra_devptr src, size_t count,    \
-                                                        memra_stream stream);
+#define MEMRA_DECLARE_TYPED_COPY(sfx, T)                                                           \
+    MEMRA_API memra_status memra_upload_##sfx(memra_engine *eng, memra_devptr dst, const T *src,   \
+                                              size_t count);                                       \
+    MEMRA_API memra_status memra_download_##sfx(memra_engine *eng, T *dst, memra_devptr src,       \
+                                                size_t count);                                     \
+    MEMRA_API memra_status memra_upload_##sfx##_async(                                             \
+        memra_engine *eng, memra_devptr dst, const T *src, size_t count, memra_stream stream);     \
+    MEMRA_API memra_status memra_download_##sfx##_async(                                           \
+        memra_engine *eng, T *dst, memra_devptr src, size_t count, memra_stream stream);
 MEMRA_TYPED_COPIES(MEMRA_DECLARE_TYPED_COPY)
 #undef MEMRA_DECLARE_TYPED_COPY
 
@@ -181,9 +179,9 @@ MEMRA_TYPED_COPIES(MEMRA_DECLARE_TYPED_COPY)
  * mirror that is missing or stale returns MEMRA_ERR_CAPTURE (the capture is
  * left intact); call memra_vrows_prepare_layer() before capturing. */
 MEMRA_API memra_status memra_moe_vrows_tables_from_sel(
-    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs,
-    uint32_t n_expert, int il, const memra_vrows_macros *macros,
-    const memra_vrows_slabs *slabs, memra_devptr ptrs, memra_devptr scl, memra_stream stream);
+    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
+    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs, memra_devptr ptrs,
+    memra_devptr scl, memra_stream stream);
 
 /* Mirrors layer il's macro planes to the device (upload on `stream` if missing
  * or changed; the device buffer keeps its address, so captured graphs see the
