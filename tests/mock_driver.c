@@ -492,7 +492,7 @@ void mock_install(void)
     SET(nvrtcGetCUBIN)
     /* clang-format on */
 #undef SET
-                                                            memra_driver_install(d);
+    memra_driver_install(d);
 }
 
 void mock_uninstall(void)
