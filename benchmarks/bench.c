@@ -285,16 +285,39 @@ static CUfunction compile_empty(int sm, CUmodule *mod)
                          sm, NULL, mod);
 }
 
-/* The table kernel with another pairs-per-thread, for the variant sweep. */
-static CUfunction compile_variant(int sm, int per_thread, CUmodule *mod)
+/* The table kernel's source with extra -D options, for the variant sweep:
+ * "memra_vrows_tables_var" with -DMEMRA_VROWS_VARIANT=k (k pairs per thread,
+ * plus -DMEMRA_VROWS_STREAMING for streaming stores), or
+ * "memra_vrows_tables_vec2" with -DMEMRA_VROWS_VEC2. */
+static CUfunction compile_variant(int sm, const char *entry, const char *def1, const char *def2,
+                                  CUmodule *mod)
 {
-    char def[48];
-    snprintf(def, sizeof def, "-DMEMRA_VROWS_VARIANT=%d", per_thread);
-    const char *opts[16] = {def};
+    const char *opts[16] = {def1};
     int n = 1;
+    if (def2)
+        opts[n++] = def2;
     for (int i = 0; memra_jit_options[i]; i++)
         opts[n++] = memra_jit_options[i];
-    return compile_cubin(memra_kernel_vrows_src, "memra_vrows_tables_var", sm, opts, mod);
+    return compile_cubin(memra_kernel_vrows_src, entry, sm, opts, mod);
+}
+
+/* GPU time per launch of `f` over `grid` x `block`, runs of 10. */
+static double variant_us(CUfunction f, unsigned grid, unsigned block, void **extra, CUstream s,
+                         CUevent e0, CUevent e1)
+{
+    double v[30];
+    for (int r = -3; r < 30; r++) {
+        CK(d->cuEventRecord(e0, s));
+        for (int k = 0; k < 10; k++)
+            CK(d->cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, NULL, extra));
+        CK(d->cuEventRecord(e1, s));
+        CK(d->cuEventSynchronize(e1));
+        float ms;
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        if (r >= 0)
+            v[r] = (double)ms * 1e3 / 10;
+    }
+    return median(v, 30);
 }
 
 /* GPU time per replay of a graph holding `nodes` table builds. */
@@ -577,33 +600,28 @@ static void bench_device(int ordinal)
         snprintf(what, sizeof what, "n=%u memset of the tables (36 B/pair): %.2f us", n, mt);
         row("variants", what, 36.0 * n / (mt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
         static const int pts[] = {1, 2, 4, 8};
-        static const unsigned blocks[] = {128, 256, 512};
-        for (int a = 0; a < 4; a++) {
+        for (int a = 0; a < 8; a++) {
+            const int pt = pts[a % 4], streaming = a >= 4;
+            char def[48];
+            snprintf(def, sizeof def, "-DMEMRA_VROWS_VARIANT=%d", pt);
             CUmodule vm;
-            CUfunction vf = compile_variant(info.sm, pts[a], &vm);
-            for (int bi = 0; bi < 3; bi++) {
-                double vv[30];
-                for (int r = -3; r < 30; r++) {
-                    CK(d->cuEventRecord(e0, s));
-                    const unsigned grid =
-                        (n + blocks[bi] * (unsigned)pts[a] - 1) / (blocks[bi] * (unsigned)pts[a]);
-                    for (int k = 0; k < 10; k++)
-                        CK(d->cuLaunchKernel(vf, grid, 1, 1, blocks[bi], 1, 1, 0, s, NULL,
-                                             bb.extra));
-                    CK(d->cuEventRecord(e1, s));
-                    CK(d->cuEventSynchronize(e1));
-                    float ms;
-                    CK(d->cuEventElapsedTime(&ms, e0, e1));
-                    if (r >= 0)
-                        vv[r] = (double)ms * 1e3 / 10;
-                }
-                double vt = median(vv, 30);
-                snprintf(what, sizeof what, "n=%u kernel %d pairs/thread, block %u: %.2f us", n,
-                         pts[a], blocks[bi], vt);
-                row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
-            }
+            CUfunction vf = compile_variant(info.sm, "memra_vrows_tables_var", def,
+                                            streaming ? "-DMEMRA_VROWS_STREAMING" : NULL, &vm);
+            const unsigned grid = (n + 256u * (unsigned)pt - 1) / (256u * (unsigned)pt);
+            double vt = variant_us(vf, grid, 256, bb.extra, s, e0, e1);
+            snprintf(what, sizeof what, "n=%u kernel %d pairs/thread%s: %.2f us", n, pt,
+                     streaming ? ", streaming stores" : "", vt);
+            row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
             d->cuModuleUnload(vm);
         }
+        CUmodule vm;
+        CUfunction vf =
+            compile_variant(info.sm, "memra_vrows_tables_vec2", "-DMEMRA_VROWS_VEC2", NULL, &vm);
+        double vt = variant_us(vf, (n / 2 + 255) / 256, 256, bb.extra, s, e0, e1);
+        snprintf(what, sizeof what, "n=%u kernel 2 adjacent pairs/thread, 16 B stores: %.2f us", n,
+                 vt);
+        row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
+        d->cuModuleUnload(vm);
         work_free(eng, &w);
     }
 

@@ -39,6 +39,64 @@ typedef unsigned int memra_u32;
  * Launch with ceil(n_pairs / (blockDim.x * per_thread)) blocks. */
 #define MEMRA_VROWS_MAX_PER_THREAD 8
 
+/* One pair's tables: three pointers, three scales, and its faults. */
+typedef struct memra_vrows_out {
+    memra_u64 g, u, d;
+    float s0, s1, s2;
+} memra_vrows_out;
+
+MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p, const float *mg,
+                                              const float *mu, const float *md, memra_u64 pg,
+                                              memra_u64 pu, memra_u64 pd, memra_u64 sg,
+                                              memra_u64 su, memra_u64 sd, memra_u32 n_expert,
+                                              memra_u32 *faults)
+{
+    memra_vrows_out o;
+    o.g = pg, o.u = pu, o.d = pd;
+    o.s0 = 0.0f, o.s1 = 0.0f, o.s2 = 0.0f;
+
+    /* Unsigned compare catches negative ids too. An out-of-range pair keeps
+     * expert 0's pointers (never outside the slab) and +0 scales, so it adds
+     * nothing to the GEMV; the fault word tells the host. */
+    if ((memra_u32)ex >= n_expert) {
+        atomicAdd(&faults[MEMRA_FAULT_BAD_EXPERT], 1u);
+        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+        return o;
+    }
+    /* Widen before multiplying: stride * ex passes 4 GiB in serving slabs,
+     * and a 32-bit product here is the field failure memra exists to
+     * prevent. */
+    const memra_u64 e = (memra_u64)(memra_u32)ex;
+    o.g = pg + e * sg;
+    o.u = pu + e * su;
+    o.d = pd + e * sd;
+    const float m2 = md ? md[ex] : 1.0f;
+    o.s0 = mg ? mg[ex] : 1.0f;
+    o.s1 = mu ? mu[ex] : 1.0f;
+    o.s2 = memra_mul_rn(w, m2);
+
+    const memra_u32 b0 = memra_as_bits(o.s0), b1 = memra_as_bits(o.s1), b2 = memra_as_bits(o.s2);
+    if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK || (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
+        (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
+        atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
+        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+        if ((b0 << 1) > (MEMRA_EXP_MASK << 1))
+            o.s0 = memra_from_bits(MEMRA_QNAN_BITS);
+        if ((b1 << 1) > (MEMRA_EXP_MASK << 1))
+            o.s1 = memra_from_bits(MEMRA_QNAN_BITS);
+        if ((b2 << 1) > (MEMRA_EXP_MASK << 1))
+            o.s2 = memra_from_bits(MEMRA_QNAN_BITS);
+    }
+    return o;
+}
+
+/* Stores of the tables (the benchmark tries streaming stores with -D). */
+#ifdef MEMRA_VROWS_STREAMING
+#define MEMRA_ST(ptr, v) __stcs((ptr), (v))
+#else
+#define MEMRA_ST(ptr, v) (*(ptr) = (v))
+#endif
+
 MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRICT sel,
                                    const float *MEMRA_RESTRICT selw, const float *MEMRA_RESTRICT mg,
                                    const float *MEMRA_RESTRICT mu, const float *MEMRA_RESTRICT md,
@@ -67,49 +125,14 @@ MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRI
         const memra_u32 p = p0 + (memra_u32)k * stride;
         if (p >= n_pairs)
             break;
-        memra_u64 g = pg, u = pu, d = pd;
-        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-
-        /* Unsigned compare catches negative ids too. An out-of-range pair
-         * keeps expert 0's pointers (never outside the slab) and +0 scales,
-         * so it adds nothing to the GEMV; the fault word tells the host. */
-        if ((memra_u32)ex[k] < n_expert) {
-            /* Widen before multiplying: stride * ex passes 4 GiB in serving
-             * slabs, and a 32-bit product here is the field failure memra
-             * exists to prevent. */
-            const memra_u64 e = (memra_u64)(memra_u32)ex[k];
-            g = pg + e * sg;
-            u = pu + e * su;
-            d = pd + e * sd;
-            const float m2 = md ? md[ex[k]] : 1.0f;
-            s0 = mg ? mg[ex[k]] : 1.0f;
-            s1 = mu ? mu[ex[k]] : 1.0f;
-            s2 = memra_mul_rn(w[k], m2);
-
-            const memra_u32 b0 = memra_as_bits(s0), b1 = memra_as_bits(s1), b2 = memra_as_bits(s2);
-            if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
-                (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
-                (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
-                atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
-                atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
-                if ((b0 << 1) > (MEMRA_EXP_MASK << 1))
-                    s0 = memra_from_bits(MEMRA_QNAN_BITS);
-                if ((b1 << 1) > (MEMRA_EXP_MASK << 1))
-                    s1 = memra_from_bits(MEMRA_QNAN_BITS);
-                if ((b2 << 1) > (MEMRA_EXP_MASK << 1))
-                    s2 = memra_from_bits(MEMRA_QNAN_BITS);
-            }
-        } else {
-            atomicAdd(&faults[MEMRA_FAULT_BAD_EXPERT], 1u);
-            atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
-        }
-
-        ptrs[p] = g;
-        ptrs[n_pairs + p] = u;
-        ptrs[2u * n_pairs + p] = d;
-        scl[p] = s0;
-        scl[n_pairs + p] = s1;
-        scl[2u * n_pairs + p] = s2;
+        const memra_vrows_out o =
+            memra_vrows_pair(ex[k], w[k], p, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
+        MEMRA_ST(&ptrs[p], o.g);
+        MEMRA_ST(&ptrs[n_pairs + p], o.u);
+        MEMRA_ST(&ptrs[2u * n_pairs + p], o.d);
+        MEMRA_ST(&scl[p], o.s0);
+        MEMRA_ST(&scl[n_pairs + p], o.s1);
+        MEMRA_ST(&scl[2u * n_pairs + p], o.s2);
     }
 }
 
@@ -130,6 +153,29 @@ MEMRA_KERNEL memra_vrows_tables_x2(MEMRA_VROWS_PARAMS)
 {
     memra_vrows_body(2, MEMRA_VROWS_ARGS);
 }
+
+#ifdef MEMRA_VROWS_VEC2
+/* Benchmark experiment: two adjacent pairs per thread with 8- and 16-byte
+ * loads and stores. Needs an even n_pairs and 16-byte-aligned buffers. */
+extern "C" __global__ void memra_vrows_tables_vec2(MEMRA_VROWS_PARAMS)
+{
+    const memra_u32 p = 2u * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (p >= n_pairs)
+        return;
+    const int2 e2 = *(const int2 *)(sel + p);
+    const float2 w2 = *(const float2 *)(selw + p);
+    const memra_vrows_out a =
+        memra_vrows_pair(e2.x, w2.x, p, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
+    const memra_vrows_out b =
+        memra_vrows_pair(e2.y, w2.y, p + 1, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
+    *(ulonglong2 *)(ptrs + p) = make_ulonglong2(a.g, b.g);
+    *(ulonglong2 *)(ptrs + n_pairs + p) = make_ulonglong2(a.u, b.u);
+    *(ulonglong2 *)(ptrs + 2u * n_pairs + p) = make_ulonglong2(a.d, b.d);
+    *(float2 *)(scl + p) = make_float2(a.s0, b.s0);
+    *(float2 *)(scl + n_pairs + p) = make_float2(a.s1, b.s1);
+    *(float2 *)(scl + 2u * n_pairs + p) = make_float2(a.s2, b.s2);
+}
+#endif
 
 #ifdef MEMRA_VROWS_VARIANT /* the benchmark's sweep compiles other widths */
 MEMRA_KERNEL memra_vrows_tables_var(MEMRA_VROWS_PARAMS)
