@@ -132,7 +132,7 @@ typedef struct bare {
 
 static void bare_init(bare *b, memra_engine *eng, const work *w, CUdeviceptr planes)
 {
-    b->fn = memra_vrows_per_thread(w->n) == 2 ? eng->fn_x2 : atomic_load(&eng->fn);
+    b->fn = atomic_load(&eng->fn);
     b->a = (memra_vrows_args){w->sel,
                               w->selw,
                               planes,
@@ -285,12 +285,10 @@ static CUfunction compile_empty(int sm, CUmodule *mod)
                          sm, NULL, mod);
 }
 
-/* The table kernel's source with extra -D options, for the variant sweep:
- * "memra_vrows_tables_var" with -DMEMRA_VROWS_VARIANT=k (k pairs per thread,
- * plus -DMEMRA_VROWS_STREAMING for streaming stores), or
- * "memra_vrows_tables_vec2" with -DMEMRA_VROWS_VEC2. */
-static CUfunction compile_variant(int sm, const char *entry, const char *def1, const char *def2,
-                                  CUmodule *mod)
+/* The table kernel's source as "memra_vrows_tables_var", with
+ * -DMEMRA_VROWS_VARIANT=k (k pairs per thread) and optionally
+ * -DMEMRA_VROWS_PLAIN_STORES (no streaming stores), for the variant sweep. */
+static CUfunction compile_variant(int sm, const char *def1, const char *def2, CUmodule *mod)
 {
     const char *opts[16] = {def1};
     int n = 1;
@@ -298,7 +296,7 @@ static CUfunction compile_variant(int sm, const char *entry, const char *def1, c
         opts[n++] = def2;
     for (int i = 0; memra_jit_options[i]; i++)
         opts[n++] = memra_jit_options[i];
-    return compile_cubin(memra_kernel_vrows_src, entry, sm, opts, mod);
+    return compile_cubin(memra_kernel_vrows_src, "memra_vrows_tables_var", sm, opts, mod);
 }
 
 /* GPU time per launch of `f` over `grid` x `block`, runs of 10. */
@@ -601,27 +599,19 @@ static void bench_device(int ordinal)
         row("variants", what, 36.0 * n / (mt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
         static const int pts[] = {1, 2, 4, 8};
         for (int a = 0; a < 8; a++) {
-            const int pt = pts[a % 4], streaming = a >= 4;
+            const int pt = pts[a % 4], plain = a >= 4;
             char def[48];
             snprintf(def, sizeof def, "-DMEMRA_VROWS_VARIANT=%d", pt);
             CUmodule vm;
-            CUfunction vf = compile_variant(info.sm, "memra_vrows_tables_var", def,
-                                            streaming ? "-DMEMRA_VROWS_STREAMING" : NULL, &vm);
+            CUfunction vf =
+                compile_variant(info.sm, def, plain ? "-DMEMRA_VROWS_PLAIN_STORES" : NULL, &vm);
             const unsigned grid = (n + 256u * (unsigned)pt - 1) / (256u * (unsigned)pt);
             double vt = variant_us(vf, grid, 256, bb.extra, s, e0, e1);
-            snprintf(what, sizeof what, "n=%u kernel %d pairs/thread%s: %.2f us", n, pt,
-                     streaming ? ", streaming stores" : "", vt);
+            snprintf(what, sizeof what, "n=%u kernel %d pairs/thread, %s stores: %.2f us", n, pt,
+                     plain ? "plain" : "streaming", vt);
             row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
             d->cuModuleUnload(vm);
         }
-        CUmodule vm;
-        CUfunction vf =
-            compile_variant(info.sm, "memra_vrows_tables_vec2", "-DMEMRA_VROWS_VEC2", NULL, &vm);
-        double vt = variant_us(vf, (n / 2 + 255) / 256, 256, bb.extra, s, e0, e1);
-        snprintf(what, sizeof what, "n=%u kernel 2 adjacent pairs/thread, 16 B stores: %.2f us", n,
-                 vt);
-        row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
-        d->cuModuleUnload(vm);
         work_free(eng, &w);
     }
 

@@ -32,11 +32,10 @@ typedef unsigned int memra_u32;
 #define MEMRA_FAULT_NONFINITE 1
 #define MEMRA_FAULT_FIRST_PAIR 2
 
-/* Pairs per thread. Each thread issues the loads of all its pairs before
- * using any, keeping several reads in flight. Measured on an H200 (BENCHMARKS.md):
- * two pairs per thread is fastest up to ~2^21 pairs, one pair per thread
- * beyond, so the module carries both and the launcher picks by n_pairs.
- * Launch with ceil(n_pairs / (blockDim.x * per_thread)) blocks. */
+/* One pair per thread (the launcher's grid is ceil(n_pairs / blockDim.x)).
+ * The benchmark compiles other widths (MEMRA_VROWS_VARIANT: k pairs per
+ * thread, each thread issuing all its loads first); on an H200 none beat one
+ * pair per thread once the stores stream (BENCHMARKS.md). */
 #define MEMRA_VROWS_MAX_PER_THREAD 8
 
 /* One pair's tables: three pointers, three scales, and its faults. */
@@ -90,8 +89,12 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p, cons
     return o;
 }
 
-/* Stores of the tables (the benchmark tries streaming stores with -D). */
-#ifdef MEMRA_VROWS_STREAMING
+/* The tables are written once per step and read once by the GEMV: stream
+ * them (st.global.cs, evict-first) rather than let 36 bytes a pair of dirty
+ * lines crowd L2. Measured on an H200 at 2^20 pairs: 11.2 us streaming
+ * against 13.6 us with plain stores (BENCHMARKS.md). The benchmark builds
+ * the plain variant with -DMEMRA_VROWS_PLAIN_STORES to keep that honest. */
+#if defined(__CUDACC_RTC__) && !defined(MEMRA_VROWS_PLAIN_STORES)
 #define MEMRA_ST(ptr, v) __stcs((ptr), (v))
 #else
 #define MEMRA_ST(ptr, v) (*(ptr) = (v))
@@ -148,34 +151,6 @@ MEMRA_KERNEL memra_vrows_tables(MEMRA_VROWS_PARAMS)
 {
     memra_vrows_body(1, MEMRA_VROWS_ARGS);
 }
-
-MEMRA_KERNEL memra_vrows_tables_x2(MEMRA_VROWS_PARAMS)
-{
-    memra_vrows_body(2, MEMRA_VROWS_ARGS);
-}
-
-#ifdef MEMRA_VROWS_VEC2
-/* Benchmark experiment: two adjacent pairs per thread with 8- and 16-byte
- * loads and stores. Needs an even n_pairs and 16-byte-aligned buffers. */
-extern "C" __global__ void memra_vrows_tables_vec2(MEMRA_VROWS_PARAMS)
-{
-    const memra_u32 p = 2u * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (p >= n_pairs)
-        return;
-    const int2 e2 = *(const int2 *)(sel + p);
-    const float2 w2 = *(const float2 *)(selw + p);
-    const memra_vrows_out a =
-        memra_vrows_pair(e2.x, w2.x, p, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
-    const memra_vrows_out b =
-        memra_vrows_pair(e2.y, w2.y, p + 1, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
-    *(ulonglong2 *)(ptrs + p) = make_ulonglong2(a.g, b.g);
-    *(ulonglong2 *)(ptrs + n_pairs + p) = make_ulonglong2(a.u, b.u);
-    *(ulonglong2 *)(ptrs + 2u * n_pairs + p) = make_ulonglong2(a.d, b.d);
-    *(float2 *)(scl + p) = make_float2(a.s0, b.s0);
-    *(float2 *)(scl + n_pairs + p) = make_float2(a.s1, b.s1);
-    *(float2 *)(scl + 2u * n_pairs + p) = make_float2(a.s2, b.s2);
-}
-#endif
 
 #ifdef MEMRA_VROWS_VARIANT /* the benchmark's sweep compiles other widths */
 MEMRA_KERNEL memra_vrows_tables_var(MEMRA_VROWS_PARAMS)

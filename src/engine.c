@@ -234,15 +234,13 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     }
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleLoadData");
-    CUfunction f, f2;
-    if ((r = d->cuModuleGetFunction(&f, mod, MEMRA_VROWS_KERNEL_X1)) != CUDA_SUCCESS ||
-        (r = d->cuModuleGetFunction(&f2, mod, MEMRA_VROWS_KERNEL_X2)) != CUDA_SUCCESS) {
+    CUfunction f;
+    if ((r = d->cuModuleGetFunction(&f, mod, MEMRA_VROWS_KERNEL)) != CUDA_SUCCESS) {
         d->cuModuleUnload(mod);
         return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn,
-                             "cuModuleGetFunction(memra_vrows_tables*)");
+                             "cuModuleGetFunction(" MEMRA_VROWS_KERNEL ")");
     }
     eng->module = mod;
-    eng->fn_x2 = f2;
     eng->info.kernel_ready = 1;
     eng->info.kernel_is_ptx = is_ptx;
     eng->info.kernel_from_cache = from_cache;

@@ -24,11 +24,8 @@ struct memra_engine {
     CUdeviceptr faults; /* 4 x u32, see kernels_src/vrows.cu */
     memra_engine_info info;
 
-    pthread_mutex_t lock; /* guards the kernel's first load and the mirrors */
-    /* One pair per thread (large n_pairs); set, with fn_x2, before it is
-     * published, so a non-NULL fn means both are ready. */
-    _Atomic(CUfunction) fn;
-    CUfunction fn_x2; /* two pairs per thread (smaller n_pairs) */
+    pthread_mutex_t lock;   /* guards the kernel's first load and the mirrors */
+    _Atomic(CUfunction) fn; /* non-NULL once loaded */
     CUmodule module;
 
     memra_layer_mirror *layers;

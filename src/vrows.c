@@ -189,8 +189,6 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &a, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
     const unsigned grid = memra_vrows_grid(n_pairs);
-    if (memra_vrows_per_thread(n_pairs) == 2)
-        f = eng->fn_x2;
     CUresult r = d->cuLaunchKernel(f, grid, 1, 1, MEMRA_VROWS_BLOCK, 1, 1, 0, s, NULL, extra);
     if (r != CUDA_SUCCESS)
         st = memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuLaunchKernel");

@@ -22,22 +22,12 @@ _Static_assert(offsetof(memra_vrows_args, ptrs) == 96, "ptrs at 96");
 
 #define MEMRA_VROWS_BLOCK 256u
 #define MEMRA_VROWS_NPARAMS 16
-/* Two entry points of one kernel (kernels_src/vrows.cu): one pair per
- * thread from MEMRA_VROWS_X1_MIN pairs up, two pairs per thread below
- * (the faster of each on an H200: BENCHMARKS.md). */
-#define MEMRA_VROWS_KERNEL_X1 "memra_vrows_tables"
-#define MEMRA_VROWS_KERNEL_X2 "memra_vrows_tables_x2"
-#define MEMRA_VROWS_X1_MIN (1u << 21)
+#define MEMRA_VROWS_KERNEL "memra_vrows_tables"
 
-static inline unsigned memra_vrows_per_thread(uint32_t n_pairs)
-{
-    return n_pairs >= MEMRA_VROWS_X1_MIN ? 1u : 2u;
-}
-
+/* One pair per thread. */
 static inline unsigned memra_vrows_grid(uint32_t n_pairs)
 {
-    const uint32_t per_block = MEMRA_VROWS_BLOCK * memra_vrows_per_thread(n_pairs);
-    return (unsigned)((n_pairs + per_block - 1) / per_block);
+    return (unsigned)((n_pairs + MEMRA_VROWS_BLOCK - 1) / MEMRA_VROWS_BLOCK);
 }
 
 #endif /* MEMRA_VROWS_ABI_H */

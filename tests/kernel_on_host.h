@@ -57,8 +57,7 @@ static inline memra_u32 atomicMin(memra_u32 *a, memra_u32 v)
 
 /* Executes a grid of the kernel with arguments decoded from the raw
  * parameter buffer at the offsets NVRTC assigns (natural alignment). */
-static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, host_dim3 block,
-                                     int per_thread)
+static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, host_dim3 block)
 {
     uint64_t q[11], ptrs, scl, faults;
     uint32_t n_pairs, n_expert;
@@ -72,12 +71,11 @@ static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, h
     gridDim = grid;
     for (blockIdx.x = 0; blockIdx.x < grid.x; blockIdx.x++)
         for (threadIdx.x = 0; threadIdx.x < block.x; threadIdx.x++)
-            (per_thread == 2 ? memra_vrows_tables_x2 : memra_vrows_tables)(
-                (const int *)(uintptr_t)q[0], (const float *)(uintptr_t)q[1],
-                (const float *)(uintptr_t)q[2], (const float *)(uintptr_t)q[3],
-                (const float *)(uintptr_t)q[4], q[5], q[6], q[7], q[8], q[9], q[10], n_pairs,
-                n_expert, (memra_u64 *)(uintptr_t)ptrs, (float *)(uintptr_t)scl,
-                (memra_u32 *)(uintptr_t)faults);
+            memra_vrows_tables((const int *)(uintptr_t)q[0], (const float *)(uintptr_t)q[1],
+                               (const float *)(uintptr_t)q[2], (const float *)(uintptr_t)q[3],
+                               (const float *)(uintptr_t)q[4], q[5], q[6], q[7], q[8], q[9], q[10],
+                               n_pairs, n_expert, (memra_u64 *)(uintptr_t)ptrs,
+                               (float *)(uintptr_t)scl, (memra_u32 *)(uintptr_t)faults);
 }
 
 #endif /* MEMRA_KERNEL_ON_HOST_H */

@@ -24,7 +24,7 @@ typedef struct fake_stream {
 static int fake_ctx[8];
 static _Thread_local CUcontext ctx_stack[16];
 static _Thread_local int ctx_depth;
-static int fake_module, fake_function, fake_function_x2;
+static int fake_module, fake_function;
 static _Atomic int any_capturing;
 /* Launches run one at a time: the host shim's atomics are plain
  * read-modify-writes, and mock.last is one record. */
@@ -228,19 +228,16 @@ static CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
 {
     (void)m;
     ENTER_CU(cuModuleGetFunction);
-    if (strcmp(name, MEMRA_VROWS_KERNEL_X1) == 0)
-        *f = (CUfunction)&fake_function;
-    else if (strcmp(name, MEMRA_VROWS_KERNEL_X2) == 0)
-        *f = (CUfunction)&fake_function_x2;
-    else
+    if (strcmp(name, MEMRA_VROWS_KERNEL) != 0)
         return CUDA_ERROR_NOT_FOUND;
+    *f = (CUfunction)&fake_function;
     return CUDA_SUCCESS;
 }
 
 static void execute(const mock_launch *l)
 {
     host_dim3 g = {l->grid[0], l->grid[1], l->grid[2]}, b = {l->block[0], l->block[1], l->block[2]};
-    run_vrows_on_host(l->args, g, b, l->per_thread);
+    run_vrows_on_host(l->args, g, b);
 }
 
 static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -248,7 +245,7 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
                                  void **params, void **extra)
 {
     ENTER_CU(cuLaunchKernel);
-    assert_true(f == (CUfunction)&fake_function || f == (CUfunction)&fake_function_x2);
+    assert_ptr_equal(f, &fake_function);
     assert_null(params);
     assert_non_null(extra);
     /* The parameter block must be exactly the kernel's: a narrowed field
@@ -271,8 +268,7 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     assert_int_equal(by, 1);
     assert_int_equal(bz, 1);
     assert_int_equal(shmem, 0);
-    mock_launch l = {
-        {gx, gy, gz}, {bx, by, bz}, {0}, *size, s, f == (CUfunction)&fake_function_x2 ? 2 : 1};
+    mock_launch l = {{gx, gy, gz}, {bx, by, bz}, {0}, *size, s};
     memcpy(l.args, buf, 120);
     pthread_mutex_lock(&launch_lock);
     mock.last = l;

@@ -25,7 +25,6 @@ typedef struct mock_launch {
     unsigned char args[120];
     size_t args_size;
     CUstream stream;
-    int per_thread; /* which entry point: 1 or 2 pairs per thread */
 } mock_launch;
 
 typedef struct mock_state {
