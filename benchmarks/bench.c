@@ -299,15 +299,16 @@ static CUfunction compile_variant(int sm, const char *def1, const char *def2, CU
     return compile_cubin(memra_kernel_vrows_src, "memra_vrows_tables_var", sm, opts, mod);
 }
 
-/* GPU time per launch of `f` over `grid` x `block`, runs of 10. */
-static double variant_us(CUfunction f, unsigned grid, unsigned block, void **extra, CUstream s,
-                         CUevent e0, CUevent e1)
+/* GPU time per launch of `f` over `grid` x `block`, runs of 10 rotating
+ * over the parameter blocks of `sets` buffer sets. */
+static double variant_us(CUfunction f, unsigned grid, unsigned block, bare *bb, int sets,
+                         CUstream s, CUevent e0, CUevent e1)
 {
     double v[30];
     for (int r = -3; r < 30; r++) {
         CK(d->cuEventRecord(e0, s));
         for (int k = 0; k < 10; k++)
-            CK(d->cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, NULL, extra));
+            CK(d->cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, NULL, bb[k % sets].extra));
         CK(d->cuEventRecord(e1, s));
         CK(d->cuEventSynchronize(e1));
         float ms;
@@ -354,9 +355,12 @@ static double graph_us(const launcher *l, int nodes, CUstream s)
 
 /* GPU time of one launch: events around each single launch (includes the
  * launch's fixed GPU-side overhead), and around runs of back-to-back
- * launches (how a decode step issues them), per launch. */
-static double gpu_us(const launcher *l, double *single)
+ * launches (how a decode step issues them), per launch. The runs rotate
+ * over `nl` launchers with their own buffers, so that what they touch
+ * together is several times the L2 and the time is DRAM's, not the cache's. */
+static double gpu_us(const launcher *ls, int nl, double *single)
 {
+    const launcher *l = &ls[0];
     CUevent e0, e1;
     CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
@@ -374,7 +378,7 @@ static double gpu_us(const launcher *l, double *single)
         v1[r] = (double)ms * 1e3;
         CK(d->cuEventRecord(e0, l->s));
         for (int i = 0; i < per; i++)
-            launch(l);
+            launch(&ls[i % nl]);
         CK(d->cuEventRecord(e1, l->s));
         CK(d->cuEventSynchronize(e1));
         CK(d->cuEventElapsedTime(&ms, e0, e1));
@@ -528,8 +532,9 @@ static void bench_device(int ordinal)
         work_free(eng, &w);
     }
 
-    printf("\ntable build bandwidth (GPU time per launch, runs of 20 back-to-back launches;\n"
-           " 44 bytes of table traffic per pair: sel+selw read, ptrs+scl written)\n");
+    printf("\ntable build bandwidth (GPU time per launch, runs of 20 back-to-back launches\n"
+           " rotating over buffer sets >= 4x L2; 44 bytes of table traffic per pair:\n"
+           " sel+selw read, ptrs+scl written)\n");
     /* The ceiling: a device-to-device copy, bytes read + written. */
     const size_t cbytes = 512ull << 20;
     CUdeviceptr c0, c1;
@@ -552,39 +557,52 @@ static void bench_device(int ordinal)
     d->cuMemFree(c0), d->cuMemFree(c1);
     const double copy_gbs = median(cv, 20);
     row("bandwidth", "device-to-device copy (read+write)", copy_gbs, "GB/s", 0, "");
+    enum { MAX_SETS = 16 };
     for (uint32_t n = 8; n <= (1u << 22); n *= (n < 4096 ? 8 : 4)) {
-        work w;
-        work_init(eng, &w, n);
-        launcher l = {L_MEMRA, eng, NULL, &w, empty, s};
-        bare bb;
-        MK(memra_vrows_prepare_layer(eng, 0, w.n_expert, &w.mac, s));
-        bare_init(&bb, eng, &w, eng->layers[0].dev);
-        launcher lbb = {L_BARE, eng, &bb, &w, empty, s};
+        /* Buffer sets to rotate over: together at least 4x the H200's 60 MB L2. */
+        int sets = (int)((240e6 + 44.0 * n - 1) / (44.0 * n));
+        sets = sets < 1 ? 1 : sets > MAX_SETS ? MAX_SETS : sets;
+        work w[MAX_SETS];
+        bare bb[MAX_SETS];
+        launcher l[MAX_SETS], lbb[MAX_SETS];
+        for (int k = 0; k < sets; k++) {
+            work_init(eng, &w[k], n);
+            MK(memra_vrows_prepare_layer(eng, 0, w[k].n_expert, &w[k].mac, s));
+            bare_init(&bb[k], eng, &w[k], eng->layers[0].dev);
+            l[k] = (launcher){L_MEMRA, eng, NULL, &w[k], empty, s};
+            lbb[k] = (launcher){L_BARE, eng, &bb[k], &w[k], empty, s};
+        }
         double t1, tb1;
-        double t = gpu_us(&l, &t1), tb = gpu_us(&lbb, &tb1);
+        double t = gpu_us(l, sets, &t1), tb = gpu_us(lbb, sets, &tb1);
         double gbs = 44.0 * n / (t * 1e-6) / 1e9;
         char what[128];
-        snprintf(what, sizeof what, "n=%u: %.2f us/launch (bare %.2f; single %.2f)", n, t, tb, t1);
+        snprintf(what, sizeof what, "n=%u x%d sets: %.2f us/launch (bare %.2f; single %.2f)", n,
+                 sets, t, tb, t1);
         row("bandwidth", what, gbs, "GB/s", copy_gbs, "copy");
-        work_free(eng, &w);
+        for (int k = 0; k < sets; k++)
+            work_free(eng, &w[k]);
     }
 
-    printf("\nwhere the bandwidth goes (GPU time per launch, back-to-back runs)\n");
+    printf("\nwhere the bandwidth goes (GPU time per launch, back-to-back runs over buffer sets >= "
+           "4x L2)\n");
     static const uint32_t vn[] = {1u << 20, 1u << 22};
     for (int i = 0; i < 2; i++) {
         const uint32_t n = vn[i];
-        work w;
-        work_init(eng, &w, n);
-        MK(memra_vrows_prepare_layer(eng, 0, w.n_expert, &w.mac, s));
-        bare bb;
-        bare_init(&bb, eng, &w, eng->layers[0].dev);
+        const int sets = n < (1u << 22) ? 6 : 2; /* >= 4x L2 together */
+        work ws[6];
+        bare bbs[6];
+        for (int k = 0; k < sets; k++) {
+            work_init(eng, &ws[k], n);
+            MK(memra_vrows_prepare_layer(eng, 0, ws[k].n_expert, &ws[k].mac, s));
+            bare_init(&bbs[k], eng, &ws[k], eng->layers[0].dev);
+        }
         /* Write-only floor: memset of the same output tables (36 bytes/pair). */
         double mv[30];
         for (int r = -3; r < 30; r++) {
             CK(d->cuEventRecord(e0, s));
             for (int k = 0; k < 10; k++) {
-                CK(d->cuMemsetD32Async(w.ptrs, 0x11111111u, (size_t)n * 6, s));
-                CK(d->cuMemsetD32Async(w.scl, 0x3f800000u, (size_t)n * 3, s));
+                CK(d->cuMemsetD32Async(ws[k % sets].ptrs, 0x11111111u, (size_t)n * 6, s));
+                CK(d->cuMemsetD32Async(ws[k % sets].scl, 0x3f800000u, (size_t)n * 3, s));
             }
             CK(d->cuEventRecord(e1, s));
             CK(d->cuEventSynchronize(e1));
@@ -606,13 +624,14 @@ static void bench_device(int ordinal)
             CUfunction vf =
                 compile_variant(info.sm, def, plain ? "-DMEMRA_VROWS_PLAIN_STORES" : NULL, &vm);
             const unsigned grid = (n + 256u * (unsigned)pt - 1) / (256u * (unsigned)pt);
-            double vt = variant_us(vf, grid, 256, bb.extra, s, e0, e1);
+            double vt = variant_us(vf, grid, 256, bbs, sets, s, e0, e1);
             snprintf(what, sizeof what, "n=%u kernel %d pairs/thread, %s stores: %.2f us", n, pt,
                      plain ? "plain" : "streaming", vt);
             row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
             d->cuModuleUnload(vm);
         }
-        work_free(eng, &w);
+        for (int k = 0; k < sets; k++)
+            work_free(eng, &ws[k]);
     }
 
     d->cuEventDestroy(e0), d->cuEventDestroy(e1);
