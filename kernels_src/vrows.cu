@@ -34,8 +34,9 @@ typedef unsigned int memra_u32;
 
 /* One pair per thread (the launcher's grid is ceil(n_pairs / blockDim.x)).
  * The benchmark compiles other widths (MEMRA_VROWS_VARIANT: k pairs per
- * thread, each thread issuing all its loads first); on an H200 none beat one
- * pair per thread once the stores stream (BENCHMARKS.md). */
+ * thread, each thread issuing all its loads first). On an H200 one pair per
+ * thread is the fastest at 2^22 pairs and when the tables stay in L2, and
+ * within 7% of the best (8 per thread) at 2^20 from DRAM (BENCHMARKS.md). */
 #define MEMRA_VROWS_MAX_PER_THREAD 8
 
 /* One pair's tables: three pointers, three scales, and its faults. */
@@ -91,9 +92,9 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p, cons
 
 /* The tables are written once per step and read once by the GEMV: stream
  * them (st.global.cs, evict-first) rather than let 36 bytes a pair of dirty
- * lines crowd L2. Measured on an H200 at 2^20 pairs: 11.2 us streaming
- * against 13.6 us with plain stores (BENCHMARKS.md). The benchmark builds
- * the plain variant with -DMEMRA_VROWS_PLAIN_STORES to keep that honest. */
+ * lines crowd L2. Measured on an H200 at 2^20 pairs: 11.2 vs 13.6 us when
+ * the tables stay in L2, 15.5 vs 16.3 us when they do not (BENCHMARKS.md).
+ * The benchmark builds the plain variant with -DMEMRA_VROWS_PLAIN_STORES. */
 #if defined(__CUDACC_RTC__) && !defined(MEMRA_VROWS_PLAIN_STORES)
 #define MEMRA_ST(ptr, v) __stcs((ptr), (v))
 #else
