@@ -299,16 +299,15 @@ static CUfunction compile_variant(int sm, const char *def1, const char *def2, CU
     return compile_cubin(memra_kernel_vrows_src, "memra_vrows_tables_var", sm, opts, mod);
 }
 
-/* GPU time per launch of `f` over `grid` x `block`, runs of 10 rotating
- * over the parameter blocks of `sets` buffer sets. */
-static double variant_us(CUfunction f, unsigned grid, unsigned block, bare *bb, int sets,
-                         CUstream s, CUevent e0, CUevent e1)
+/* Median GPU time of one call of `run(ctx, k)`, from events around runs of
+ * 10 calls (k = 0..9), after 3 warm-up runs. */
+static double events_us(CUstream s, CUevent e0, CUevent e1, void (*run)(void *, int), void *ctx)
 {
     double v[30];
     for (int r = -3; r < 30; r++) {
         CK(d->cuEventRecord(e0, s));
         for (int k = 0; k < 10; k++)
-            CK(d->cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, NULL, bb[k % sets].extra));
+            run(ctx, k);
         CK(d->cuEventRecord(e1, s));
         CK(d->cuEventSynchronize(e1));
         float ms;
@@ -317,6 +316,30 @@ static double variant_us(CUfunction f, unsigned grid, unsigned block, bare *bb, 
             v[r] = (double)ms * 1e3 / 10;
     }
     return median(v, 30);
+}
+
+/* A sweep variant or the memset floor over `sets` rotating buffer sets. */
+typedef struct sweep {
+    CUfunction f;
+    unsigned grid;
+    bare *bb;
+    work *ws;
+    int sets;
+    CUstream s;
+} sweep;
+
+static void run_variant(void *ctx, int k)
+{
+    const sweep *v = ctx;
+    CK(d->cuLaunchKernel(v->f, v->grid, 1, 1, 256, 1, 1, 0, v->s, NULL, v->bb[k % v->sets].extra));
+}
+
+static void run_memset(void *ctx, int k)
+{
+    const sweep *v = ctx;
+    const work *w = &v->ws[k % v->sets];
+    CK(d->cuMemsetD32Async(w->ptrs, 0x11111111u, (size_t)w->n * 6, v->s));
+    CK(d->cuMemsetD32Async(w->scl, 0x3f800000u, (size_t)w->n * 3, v->s));
 }
 
 /* GPU time per replay of a graph holding `nodes` table builds. */
@@ -597,21 +620,8 @@ static void bench_device(int ordinal)
             bare_init(&bbs[k], eng, &ws[k], eng->layers[0].dev);
         }
         /* Write-only floor: memset of the same output tables (36 bytes/pair). */
-        double mv[30];
-        for (int r = -3; r < 30; r++) {
-            CK(d->cuEventRecord(e0, s));
-            for (int k = 0; k < 10; k++) {
-                CK(d->cuMemsetD32Async(ws[k % sets].ptrs, 0x11111111u, (size_t)n * 6, s));
-                CK(d->cuMemsetD32Async(ws[k % sets].scl, 0x3f800000u, (size_t)n * 3, s));
-            }
-            CK(d->cuEventRecord(e1, s));
-            CK(d->cuEventSynchronize(e1));
-            float ms;
-            CK(d->cuEventElapsedTime(&ms, e0, e1));
-            if (r >= 0)
-                mv[r] = (double)ms * 1e3 / 10;
-        }
-        double mt = median(mv, 30);
+        sweep sw = {NULL, 0, bbs, ws, sets, s};
+        double mt = events_us(s, e0, e1, run_memset, &sw);
         char what[128];
         snprintf(what, sizeof what, "n=%u memset of the tables (36 B/pair): %.2f us", n, mt);
         row("variants", what, 36.0 * n / (mt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
@@ -624,7 +634,9 @@ static void bench_device(int ordinal)
             CUfunction vf =
                 compile_variant(info.sm, def, plain ? "-DMEMRA_VROWS_PLAIN_STORES" : NULL, &vm);
             const unsigned grid = (n + 256u * (unsigned)pt - 1) / (256u * (unsigned)pt);
-            double vt = variant_us(vf, grid, 256, bbs, sets, s, e0, e1);
+            sw.f = vf;
+            sw.grid = grid;
+            double vt = events_us(s, e0, e1, run_variant, &sw);
             snprintf(what, sizeof what, "n=%u kernel %d pairs/thread, %s stores: %.2f us", n, pt,
                      plain ? "plain" : "streaming", vt);
             row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");

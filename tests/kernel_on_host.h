@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "testutil.h"
+
 typedef uint64_t memra_u64;
 typedef uint32_t memra_u32;
 typedef struct host_dim3 {
@@ -14,18 +16,6 @@ typedef struct host_dim3 {
 } host_dim3;
 static host_dim3 blockIdx, blockDim, threadIdx, gridDim;
 
-static inline memra_u32 host_as_bits(float x)
-{
-    memra_u32 b;
-    memcpy(&b, &x, 4);
-    return b;
-}
-static inline float host_from_bits(memra_u32 b)
-{
-    float x;
-    memcpy(&x, &b, 4);
-    return x;
-}
 static inline float host_mul_rn(float a, float b)
 {
     volatile float r = a * b;
@@ -50,8 +40,8 @@ static inline memra_u32 atomicMin(memra_u32 *a, memra_u32 v)
 #define MEMRA_DEVICE static inline
 #define MEMRA_RESTRICT restrict
 #define MEMRA_UNROLL
-#define memra_as_bits(x) host_as_bits(x)
-#define memra_from_bits(x) host_from_bits(x)
+#define memra_as_bits(x) f2u(x)
+#define memra_from_bits(x) u2f(x)
 #define memra_mul_rn(a, b) host_mul_rn((a), (b))
 #include "vrows.cu"
 
