@@ -187,34 +187,60 @@ uint64_t memra_cache_size(const char *dir)
     return total;
 }
 
+typedef struct cache_entry {
+    char path[1300];
+    uint64_t size;
+    struct timespec mtime;
+} cache_entry;
+
+static int older_first(const void *a, const void *b)
+{
+    const struct timespec *x = &((const cache_entry *)a)->mtime;
+    const struct timespec *y = &((const cache_entry *)b)->mtime;
+    if (x->tv_sec != y->tv_sec)
+        return x->tv_sec < y->tv_sec ? -1 : 1;
+    return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
 /* Oldest entries (by modification time, refreshed on every hit) go first
- * until the folder is under its cap; `keep` is never evicted. */
+ * until the folder is under its cap; `keep` is never evicted. One scan of the
+ * folder, then deletions in age order. */
 static void evict(const char *dir, const char *keep, uint64_t cap)
 {
-    for (;;) {
-        if (memra_cache_size(dir) <= cap)
-            return;
-        DIR *dp = opendir(dir);
-        if (!dp)
-            return;
-        char oldest[1300] = "", p[1300];
-        struct timespec t_old = {0, 0};
-        struct dirent *e;
-        while ((e = readdir(dp))) {
-            struct stat sb;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            if (!is_entry(e->d_name) || strcmp(p, keep) == 0 || stat(p, &sb) != 0)
-                continue;
-            if (!oldest[0] || sb.st_mtim.tv_sec < t_old.tv_sec ||
-                (sb.st_mtim.tv_sec == t_old.tv_sec && sb.st_mtim.tv_nsec < t_old.tv_nsec)) {
-                snprintf(oldest, sizeof oldest, "%s", p);
-                t_old = sb.st_mtim;
-            }
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    cache_entry *v = NULL;
+    size_t n = 0, room = 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        struct stat sb;
+        char p[1300];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (!is_entry(e->d_name) || stat(p, &sb) != 0)
+            continue;
+        total += (uint64_t)sb.st_size;
+        if (strcmp(p, keep) == 0)
+            continue;
+        if (n == room) {
+            cache_entry *grown = realloc(v, (room = room ? 2 * room : 16) * sizeof *v);
+            if (!grown)
+                break;
+            v = grown;
         }
-        closedir(dp);
-        if (!oldest[0] || unlink(oldest) != 0)
-            return;
+        snprintf(v[n].path, sizeof v[n].path, "%s", p);
+        v[n].size = (uint64_t)sb.st_size;
+        v[n].mtime = sb.st_mtim;
+        n++;
     }
+    closedir(dp);
+    if (n > 1) /* qsort's array may not be NULL, even for 0 elements */
+        qsort(v, n, sizeof *v, older_first);
+    for (size_t i = 0; i < n && total > cap; i++)
+        if (unlink(v[i].path) == 0)
+            total -= v[i].size;
+    free(v);
 }
 
 static int mkdir_p(const char *dir)

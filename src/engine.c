@@ -248,13 +248,16 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     return MEMRA_OK;
 }
 
-memra_status memra_engine_kernel(memra_engine *eng, const char *fn, CUfunction *out)
+memra_status memra_engine_kernel(memra_engine *eng, CUstream s, const char *fn, CUfunction *out)
 {
     CUfunction f = atomic_load_explicit(&eng->fn, memory_order_acquire);
     if (f) {
         *out = f;
         return MEMRA_OK;
     }
+    memra_status cst = memra_check_not_capturing(eng, s, fn, "compile and load the kernel");
+    if (cst)
+        return cst;
     pthread_mutex_lock(&eng->lock);
     memra_status st = MEMRA_OK;
     if (!atomic_load_explicit(&eng->fn, memory_order_relaxed))
@@ -274,7 +277,7 @@ memra_status memra_engine_warmup(memra_engine *eng)
     if (st)
         return st;
     CUfunction f;
-    st = memra_engine_kernel(eng, fn, &f);
+    st = memra_engine_kernel(eng, eng->stream, fn, &f);
     memra_ctx_leave(eng, pushed);
     return st;
 }

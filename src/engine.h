@@ -44,8 +44,9 @@ static inline CUstream memra_stream_of(memra_engine *eng, memra_stream s)
 }
 
 /* The loaded table kernel, compiling and loading it on first use (once, even
- * with racing threads). Caller holds the context. */
-memra_status memra_engine_kernel(memra_engine *eng, const char *fn, CUfunction *out);
+ * with racing threads). Loading allocates, so while `s` is capturing a first
+ * use is MEMRA_ERR_CAPTURE instead. Caller holds the context. */
+memra_status memra_engine_kernel(memra_engine *eng, CUstream s, const char *fn, CUfunction *out);
 
 /* MEMRA_ERR_CAPTURE if `s` is capturing, naming `what` would have happened. */
 memra_status memra_check_not_capturing(memra_engine *eng, CUstream s, const char *fn,

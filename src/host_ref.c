@@ -52,13 +52,12 @@ memra_status memra_vrows_tables_host(const int32_t *sel, const float *selw, uint
                                      memra_faults *faults)
 {
     static const char fn[] = "memra_vrows_tables_host";
-    memra_status st = memra_vrows_validate(fn, (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
-                                           n_pairs, n_expert, macros, slabs,
-                                           (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl);
+    int have_macros;
+    memra_status st = memra_vrows_validate(
+        fn, (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw, n_pairs, n_expert, macros, slabs,
+        (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl, &have_macros);
     if (st)
         return st;
-    int have_macros;
-    memra_macros_check(fn, macros, &have_macros);
     const float *mg = have_macros ? macros->plane[MEMRA_GATE] : NULL;
     const float *mu = have_macros ? macros->plane[MEMRA_UP] : NULL;
     const float *md = have_macros ? macros->plane[MEMRA_DOWN] : NULL;

@@ -104,39 +104,39 @@ memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr sr
     return mem_call("memra_copy_dtoh_async", eng, OP_DTOH, dst, NULL, src, NULL, bytes, stream, 0);
 }
 
-/* Element counts are checked against size_t overflow before becoming bytes. */
+/* Typed copies: element counts are checked against size_t overflow before
+ * they become bytes. */
+static memra_status typed_call(const char *fn, memra_engine *eng, mem_op op, void *host,
+                               const void *chost, CUdeviceptr dptr, size_t count, size_t elem,
+                               memra_stream stream, int wait)
+{
+    if (count > SIZE_MAX / elem)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: count %zu is too large", fn, count);
+    return mem_call(fn, eng, op, host, chost, dptr, NULL, count * elem, stream, wait);
+}
+
 #define MEMRA_DEFINE_TYPED_COPY(sfx, T)                                                            \
     memra_status memra_upload_##sfx(memra_engine *eng, memra_devptr dst, const T *src,             \
                                     size_t count)                                                  \
     {                                                                                              \
-        if (count > SIZE_MAX / sizeof(T))                                                          \
-            return memra_fail(MEMRA_ERR_INVALID_ARG, "memra_upload_" #sfx ": count too large");    \
-        return mem_call("memra_upload_" #sfx, eng, OP_HTOD, NULL, src, dst, NULL,                  \
-                        count * sizeof(T), NULL, 1);                                               \
+        return typed_call("memra_upload_" #sfx, eng, OP_HTOD, NULL, src, dst, count, sizeof(T),    \
+                          NULL, 1);                                                                \
     }                                                                                              \
     memra_status memra_download_##sfx(memra_engine *eng, T *dst, memra_devptr src, size_t count)   \
     {                                                                                              \
-        if (count > SIZE_MAX / sizeof(T))                                                          \
-            return memra_fail(MEMRA_ERR_INVALID_ARG, "memra_download_" #sfx ": count too large");  \
-        return mem_call("memra_download_" #sfx, eng, OP_DTOH, dst, NULL, src, NULL,                \
-                        count * sizeof(T), NULL, 1);                                               \
+        return typed_call("memra_download_" #sfx, eng, OP_DTOH, dst, NULL, src, count, sizeof(T),  \
+                          NULL, 1);                                                                \
     }                                                                                              \
     memra_status memra_upload_##sfx##_async(memra_engine *eng, memra_devptr dst, const T *src,     \
                                             size_t count, memra_stream stream)                     \
     {                                                                                              \
-        if (count > SIZE_MAX / sizeof(T))                                                          \
-            return memra_fail(MEMRA_ERR_INVALID_ARG,                                               \
-                              "memra_upload_" #sfx "_async: count too large");                     \
-        return mem_call("memra_upload_" #sfx "_async", eng, OP_HTOD, NULL, src, dst, NULL,         \
-                        count * sizeof(T), stream, 0);                                             \
+        return typed_call("memra_upload_" #sfx "_async", eng, OP_HTOD, NULL, src, dst, count,      \
+                          sizeof(T), stream, 0);                                                   \
     }                                                                                              \
     memra_status memra_download_##sfx##_async(memra_engine *eng, T *dst, memra_devptr src,         \
                                               size_t count, memra_stream stream)                   \
     {                                                                                              \
-        if (count > SIZE_MAX / sizeof(T))                                                          \
-            return memra_fail(MEMRA_ERR_INVALID_ARG,                                               \
-                              "memra_download_" #sfx "_async: count too large");                   \
-        return mem_call("memra_download_" #sfx "_async", eng, OP_DTOH, dst, NULL, src, NULL,       \
-                        count * sizeof(T), stream, 0);                                             \
+        return typed_call("memra_download_" #sfx "_async", eng, OP_DTOH, dst, NULL, src, count,    \
+                          sizeof(T), stream, 0);                                                   \
     }
 MEMRA_TYPED_COPIES(MEMRA_DEFINE_TYPED_COPY)

@@ -28,7 +28,8 @@ memra_status memra_macros_check(const char *fn, const memra_vrows_macros *macros
 
 memra_status memra_vrows_validate(const char *fn, uint64_t sel, uint64_t selw, uint32_t n_pairs,
                                   uint32_t n_expert, const memra_vrows_macros *macros,
-                                  const memra_vrows_slabs *slabs, uint64_t ptrs, uint64_t scl)
+                                  const memra_vrows_slabs *slabs, uint64_t ptrs, uint64_t scl,
+                                  int *have_macros)
 {
     const struct {
         const char *name;
@@ -41,8 +42,7 @@ memra_status memra_vrows_validate(const char *fn, uint64_t sel, uint64_t selw, u
             return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn, bufs[i].name);
     if (!slabs)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: slabs is NULL", fn);
-    int present;
-    memra_status st = memra_macros_check(fn, macros, &present);
+    memra_status st = memra_macros_check(fn, macros, have_macros);
     if (st)
         return st;
 

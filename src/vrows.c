@@ -113,10 +113,7 @@ memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_exp
     if ((st = memra_ctx_enter(eng, fn, &pushed)))
         return st;
     CUfunction f;
-    if (!atomic_load_explicit(&eng->fn, memory_order_acquire) &&
-        (st = memra_check_not_capturing(eng, s, fn, "compile and load the kernel")))
-        goto done;
-    if ((st = memra_engine_kernel(eng, fn, &f)))
+    if ((st = memra_engine_kernel(eng, s, fn, &f)))
         goto done;
     if (present) {
         CUdeviceptr dev;
@@ -138,12 +135,11 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
     static const char fn[] = "memra_moe_vrows_tables_from_sel";
     if (!eng)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    int present;
     memra_status st =
-        memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl);
+        memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl, &present);
     if (st)
         return st;
-    int present;
-    memra_macros_check(fn, macros, &present);
     if (present && (st = check_layer(fn, il)))
         return st;
 
@@ -153,9 +149,8 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
     if ((st = memra_ctx_enter(eng, fn, &pushed)))
         return st;
 
-    CUfunction f = atomic_load_explicit(&eng->fn, memory_order_acquire);
-    if (!f && ((st = memra_check_not_capturing(eng, s, fn, "compile and load the kernel")) ||
-               (st = memra_engine_kernel(eng, fn, &f))))
+    CUfunction f;
+    if ((st = memra_engine_kernel(eng, s, fn, &f)))
         goto done;
 
     memra_vrows_args a = {
