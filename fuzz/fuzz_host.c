@@ -99,8 +99,12 @@ static void fuzz_validate(reader *r)
     memra_vrows_slabs sl;
     for (int k = 0; k < 3; k++)
         sl.base[k] = take(r, 8), sl.stride[k] = take(r, 8);
-    memra_status st = memra_vrows_validate("fuzz", a[0], a[1], n, n_expert, NULL, &sl, a[2], a[3]);
+    int have_macros = -1;
+    memra_status st =
+        memra_vrows_validate("fuzz", a[0], a[1], n, n_expert, NULL, &sl, a[2], a[3], &have_macros);
     if (st == MEMRA_OK) {
+        if (have_macros != 0)
+            abort();
         /* Accepted means the whole slab is addressable. */
         for (int k = 0; k < 3; k++) {
             uint64_t span;

@@ -10,16 +10,19 @@ cd "$(dirname "$0")/.."
 source tools/deps.sh
 jobs=$(nproc)
 
+# Quiet when it works; on failure the whole setup or compile log is printed,
+# since ninja writes compiler errors to stdout.
 setup() { # dir, options...
   local dir=$1
   shift
-  if [ -f "$dir/build.ninja" ]; then
-    meson setup --reconfigure "$dir" "$@" >/dev/null
-  else
-    local log="${TMPDIR:-/tmp}/memra-setup-$(basename "$dir").log"
-    meson setup "$dir" "$@" >"$log" 2>&1 || { cat "$log"; return 1; }
-  fi
-  meson compile -C "$dir" >/dev/null
+  local log="${TMPDIR:-/tmp}/memra-setup-$(basename "$dir").log"
+  local reconf=()
+  [ -f "$dir/build.ninja" ] && reconf=(--reconfigure)
+  { meson setup "${reconf[@]}" "$dir" "$@" && meson compile -C "$dir"; } >"$log" 2>&1 || {
+    cat "$log"
+    echo "== FAILED: setup/compile of $dir (log above)" >&2
+    return 1
+  }
 }
 
 builddir=${MEMRA_BUILDDIR:-build}
