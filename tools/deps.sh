@@ -14,7 +14,20 @@ command -v flock >/dev/null 2>&1 || missing+=(util-linux)
 dpkg -s libcmocka-dev >/dev/null 2>&1 || missing+=(libcmocka-dev)
 dpkg -s libxxhash-dev >/dev/null 2>&1 || missing+=(libxxhash-dev)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+# clang alone is not enough for the fuzz stage: libFuzzer's runtime is in
+# libclang-rt-14-dev, which apt only pulls in as a Recommends.
+memra_fuzzer_links() {
+  command -v clang >/dev/null 2>&1 || return 1
+  local d
+  d=$(mktemp -d) || return 1
+  printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' >"$d/f.c"
+  clang -fsanitize=fuzzer,address,undefined "$d/f.c" -o "$d/f" >/dev/null 2>&1
+  local rc=$?
+  rm -rf "$d"
+  return $rc
+}
 command -v clang >/dev/null 2>&1 || missing+=(clang)
+memra_fuzzer_links || missing+=(libclang-rt-14-dev)
 if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "deps: installing ${missing[*]} with apt-get"
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"; } \

@@ -46,11 +46,11 @@ else
   echo "== valgrind: not installed, skipped"
 fi
 
-if command -v clang >/dev/null 2>&1; then
+if memra_fuzzer_links; then
   echo "== libFuzzer over the host entry points (${FUZZ_SECONDS:-60} s)"
   CC=clang setup "$builddir-fuzz" -Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false \
     -Dfuzz_seconds="${FUZZ_SECONDS:-60}"
   meson test -C "$builddir-fuzz" --suite fuzz --print-errorlogs
 else
-  echo "== fuzzing: clang not installed, skipped"
+  echo "== fuzzing SKIPPED: clang with libFuzzer (clang, libclang-rt-14-dev) could not be installed"
 fi
