@@ -10,7 +10,7 @@ rm -rf "$out"; mkdir -p "$out" "$dest"
 trap 'tar czf "$dest/logs.tgz" -C "$out" . && cp "$out/bench.json" "$dest/" 2>/dev/null' EXIT
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: ${MEMRA_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+  echo "commit: ${MEMRA_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   echo "kernel: $(uname -r)"
 } | tee "$out/env.txt"
