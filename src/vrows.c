@@ -37,10 +37,11 @@ static int mirror_matches(const memra_layer_mirror *m, uint32_t n_expert,
 
 /* Returns layer il's device planes, uploading on `s` if they are missing or
  * their contents changed. A hit touches no driver call. Under capture a miss
- * is MEMRA_ERR_CAPTURE: nothing is allocated or copied. Caller holds the lock
+ * is MEMRA_ERR_CAPTURE: nothing is allocated or copied. Caller holds eng->lock
  * and the context. */
-static memra_status mirror_get(memra_engine *eng, const char *fn, int il, uint32_t n_expert,
-                               const memra_vrows_macros *macros, CUstream s, CUdeviceptr *dev)
+static memra_status mirror_get_locked(memra_engine *eng, const char *fn, int il, uint32_t n_expert,
+                                      const memra_vrows_macros *macros, CUstream s,
+                                      CUdeviceptr *dev)
 {
     const memra_driver *d = eng->d;
     memra_layer_mirror *m = mirror_slot(eng, il);
@@ -86,6 +87,15 @@ static memra_status mirror_get(memra_engine *eng, const char *fn, int il, uint32
     return MEMRA_OK;
 }
 
+static memra_status mirror_get(memra_engine *eng, const char *fn, int il, uint32_t n_expert,
+                               const memra_vrows_macros *macros, CUstream s, CUdeviceptr *dev)
+{
+    pthread_mutex_lock(&eng->lock);
+    memra_status st = mirror_get_locked(eng, fn, il, n_expert, macros, s, dev);
+    pthread_mutex_unlock(&eng->lock);
+    return st;
+}
+
 static memra_status check_layer(const char *fn, int il)
 {
     if (il < 0 || il >= MEMRA_MAX_LAYERS)
@@ -117,9 +127,7 @@ memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_exp
         goto done;
     if (present) {
         CUdeviceptr dev;
-        pthread_mutex_lock(&eng->lock);
         st = mirror_get(eng, fn, il, n_expert, macros, s, &dev);
-        pthread_mutex_unlock(&eng->lock);
     }
 done:
     memra_ctx_leave(eng, pushed);
@@ -170,10 +178,7 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
     };
     if (present) {
         CUdeviceptr planes;
-        pthread_mutex_lock(&eng->lock);
-        st = mirror_get(eng, fn, il, n_expert, macros, s, &planes);
-        pthread_mutex_unlock(&eng->lock);
-        if (st)
+        if ((st = mirror_get(eng, fn, il, n_expert, macros, s, &planes)))
             goto done;
         a.mg = planes;
         a.mu = planes + (uint64_t)n_expert * sizeof(float);
