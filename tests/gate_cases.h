@@ -18,6 +18,20 @@ typedef struct gate_case {
     int with_macros;
 } gate_case;
 
+/* The serving rig's slabs (24/24/48 MiB per expert, 256 experts) and its
+ * selection, shared by three of the four cases. */
+#define GATE_SERVING_SLABS                                                                         \
+    {                                                                                              \
+        {0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull},                                 \
+        {                                                                                          \
+            24 * MiB, 24 * MiB, 48 * MiB                                                           \
+        }                                                                                          \
+    }
+#define GATE_SERVING_SEL                                                                           \
+    {                                                                                              \
+        0, 1, 17, 63, 128, 200, 254, 255                                                           \
+    }
+
 static const gate_case gate_cases[] = {
     /* Fixture-scale strides: the control, far below 4 GiB. */
     {"fixture",
@@ -28,26 +42,11 @@ static const gate_case gate_cases[] = {
      1},
     /* Serving strides: the last expert sits ~6 GiB into gate/up and ~12 GiB
      * into down, where a 32-bit step wraps. */
-    {"serving",
-     256,
-     8,
-     {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}},
-     {0, 1, 17, 63, 128, 200, 254, 255},
-     1},
+    {"serving", 256, 8, GATE_SERVING_SLABS, GATE_SERVING_SEL, 1},
     /* The macro-free bank: every gate/up scale 1.0f, down scale = selw. */
-    {"macro_free",
-     256,
-     8,
-     {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}},
-     {0, 1, 17, 63, 128, 200, 254, 255},
-     0},
+    {"macro_free", 256, 8, GATE_SERVING_SLABS, GATE_SERVING_SEL, 0},
     /* An evenly spread selection, j*32+31. */
-    {"spread",
-     256,
-     8,
-     {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}},
-     {31, 63, 95, 127, 159, 191, 223, 255},
-     1},
+    {"spread", 256, 8, GATE_SERVING_SLABS, {31, 63, 95, 127, 159, 191, 223, 255}, 1},
 };
 #define N_GATE_CASES (sizeof gate_cases / sizeof gate_cases[0])
 

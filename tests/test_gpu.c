@@ -120,23 +120,11 @@ static void test_random_sizes_special_floats(void **state)
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const uint32_t n = sizes[si];
         const uint32_t n_expert = 1 + (uint32_t)(rng_next(&s) % 512);
-        int32_t *sel = malloc(n * 4);
-        float *selw = malloc(n * 4), *pl = malloc(3 * n_expert * 4);
-        for (uint32_t p = 0; p < n; p++) {
-            sel[p] = (int32_t)(rng_next(&s) % n_expert);
-            if (si % 3 == 2 && rng_next(&s) % 64 == 0)
-                sel[p] = (rng_next(&s) & 1) ? -(int32_t)(1 + rng_next(&s) % 5)
-                                            : (int32_t)(n_expert + rng_next(&s) % 5);
-            selw[p] = rng_special_float(&s);
-        }
-        for (uint32_t e = 0; e < 3 * n_expert; e++)
-            pl[e] = rng_special_float(&s);
-        memra_vrows_macros mac = {{pl, pl + n_expert, pl + 2 * n_expert}};
-        memra_vrows_slabs sl;
-        rng_high_slabs(&s, n_expert, 32, &sl);
-        dcase c = {n, n_expert, sel, selw, (si & 1) ? NULL : &mac, &sl, 100 + (int)si, NULL, 1};
-        CHECK_CASE(eng, &c);
-        free(sel), free(selw), free(pl);
+        random_case r;
+        assert_int_equal(
+            random_case_make(&r, &s, n, n_expert, si % 3 == 2, !(si & 1), 32, 100 + (int)si), 0);
+        CHECK_CASE(eng, &r.c);
+        random_case_free(&r);
     }
 }
 

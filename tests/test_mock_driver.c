@@ -126,20 +126,11 @@ static void test_random_launches_match_host_arm(void **state)
     static const uint32_t sizes[] = {1, 3, 255, 256, 257, 511, 513, 4099, 70001};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         const uint32_t n = sizes[si], n_expert = 1 + (uint32_t)(rng_next(&s) % 300);
-        int32_t *sel = malloc(n * 4);
-        float *selw = malloc(n * 4), *pl = malloc(3 * n_expert * 4);
-        for (uint32_t p = 0; p < n; p++) {
-            sel[p] = (int32_t)(rng_next(&s) % (n_expert + 3)) - (si & 1 ? 1 : 0);
-            selw[p] = rng_special_float(&s);
-        }
-        for (uint32_t e = 0; e < 3 * n_expert; e++)
-            pl[e] = rng_special_float(&s);
-        memra_vrows_macros mac = {{pl, pl + n_expert, pl + 2 * n_expert}};
-        memra_vrows_slabs sl;
-        rng_high_slabs(&s, n_expert, 33, &sl);
-        dcase c = {n, n_expert, sel, selw, (si % 3) ? &mac : NULL, &sl, (int)si, NULL, 1};
-        run_device_case(eng, &c);
-        free(sel), free(selw), free(pl);
+        random_case r;
+        assert_int_equal(random_case_make(&r, &s, n, n_expert, si & 1, si % 3 != 0, 33, (int)si),
+                         0);
+        run_device_case(eng, &r.c);
+        random_case_free(&r);
     }
     memra_engine_destroy(eng);
 }
@@ -241,8 +232,7 @@ static void test_capture_and_replay(void **state)
         for (int e = 0; e < E; e++)
             pl[k][e] = 1.0f / (float)(e + k + 1);
     memra_vrows_macros mac = {{pl[0], pl[1], pl[2]}};
-    memra_vrows_slabs sl = {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull},
-                            {24 * MiB, 24 * MiB, 48 * MiB}};
+    memra_vrows_slabs sl = GATE_SERVING_SLABS;
     CUstream s;
     assert_int_equal(mock_table.cuStreamCreate(&s, 0), CUDA_SUCCESS);
     memra_devptr dsel, dselw, dptrs, dscl;
