@@ -20,17 +20,11 @@ typedef struct gate_case {
 
 /* The serving rig's slabs (24/24/48 MiB per expert, 256 experts) and its
  * selection, shared by three of the four cases. */
-#define GATE_SERVING_SLABS                                                                         \
-    {                                                                                              \
-        {0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull},                                 \
-        {                                                                                          \
-            24 * MiB, 24 * MiB, 48 * MiB                                                           \
-        }                                                                                          \
-    }
-#define GATE_SERVING_SEL                                                                           \
-    {                                                                                              \
-        0, 1, 17, 63, 128, 200, 254, 255                                                           \
-    }
+// clang-format off
+#define GATE_SERVING_SLABS \
+    {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}}
+#define GATE_SERVING_SEL {0, 1, 17, 63, 128, 200, 254, 255}
+// clang-format on
 
 static const gate_case gate_cases[] = {
     /* Fixture-scale strides: the control, far below 4 GiB. */
