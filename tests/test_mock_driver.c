@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include "device_case.h"
+#include "random_case.h"
 #include "gate_cases.h"
 #include "mock_driver.h"
 #include "vrows_abi.h"

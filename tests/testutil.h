@@ -10,6 +10,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef MEMRA_NO_CMOCKA
+/* Installed programs (the memra tool) share device_case.h but run where no
+ * cmocka is installed: only system headers with system cmocka would hide it. */
+#error "testutil.h needs cmocka; the installed memra tool must not include it"
+#endif
 #include <cmocka.h>
 #include <memra/memra.h>
 
