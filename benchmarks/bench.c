@@ -2,8 +2,9 @@
  * process, one table. Host costs are medians of per-batch means taken with a
  * monotonic clock; GPU times come from CUDA events; warm-up is excluded.
  *
- *   memra-bench [--json FILE] [--quick]
+ *   memra bench [--json FILE] [--quick]
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -681,29 +682,44 @@ static void bench_device(int ordinal)
 
 int memra_bench_main(int argc, char **argv)
 {
+    static const char usage[] = "usage: memra bench [--json FILE] [--quick]\n";
     const char *json_path = "memra-bench.json";
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--json") == 0) {
+            /* "--json --quick" means a forgotten file name, not a file. */
+            if (i + 1 >= argc || argv[i + 1][0] == '\0' || strncmp(argv[i + 1], "--", 2) == 0) {
+                fprintf(stderr, "memra bench: --json needs a file name\n%s", usage);
+                return 2;
+            }
             json_path = argv[++i];
-        else if (strcmp(argv[i], "--quick") == 0)
+        } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
+        } else {
+            fprintf(stderr, "memra bench: unknown argument '%s'\n%s", argv[i], usage);
+            return 2;
+        }
     }
+    /* Opened before anything is measured: a bad path is said at once, not
+     * after minutes of measuring. */
+    json = fopen(json_path, "w");
+    if (!json) {
+        fprintf(stderr, "memra bench: cannot write %s: %s\n", json_path, strerror(errno));
+        return 1;
+    }
+    fprintf(json, "{\"memra\": \"%s\", \"rows\": [", memra_version_string());
     int n = 0;
-    if (memra_device_count(&n) != MEMRA_OK || n == 0) {
+    if (memra_device_count(&n) != MEMRA_OK || n == 0)
         printf("memra bench: no GPU found (%s); nothing to measure\n",
                n == 0 ? memra_last_error() : "");
-        return 0;
-    }
     d = memra_driver_get();
-    json = fopen(json_path, "w");
-    if (json)
-        fprintf(json, "{\"memra\": \"%s\", \"rows\": [", memra_version_string());
     for (int i = 0; i < n; i++)
         bench_device(i);
-    if (json) {
-        fprintf(json, "\n]}\n");
-        fclose(json);
-        printf("\nJSON: %s\n", json_path);
+    fprintf(json, "\n]}\n");
+    const int bad = ferror(json);
+    if (fclose(json) != 0 || bad) {
+        fprintf(stderr, "memra bench: writing %s failed: %s\n", json_path, strerror(errno));
+        return 1;
     }
+    printf("\nJSON: %s\n", json_path);
     return 0;
 }

@@ -4,21 +4,29 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "error.h"
+#include "warn.h"
+
+int memra_cache_lock_timeout_ms = MEMRA_CACHE_LOCK_TIMEOUT_MS;
 
 /* Entry layout: header, then the image. The checksum covers the image, so a
  * torn or bit-flipped file is detected and rebuilt rather than handed to
- * cuModuleLoadData (PyTorch's kernel cache has no such check). */
+ * cuModuleLoadData (PyTorch's kernel cache has no such check). It is not a
+ * signature: what keeps planted images out is that nobody but the owner can
+ * write the folder (see cache.h). */
 #define ENTRY_MAGIC "MEMRAK01"
 typedef struct entry_header {
     char magic[8];
@@ -26,6 +34,9 @@ typedef struct entry_header {
     unsigned char key[16];
     unsigned char checksum[16];
 } entry_header;
+
+/* Entries are a few hundred KiB; anything past this is not ours. */
+#define ENTRY_MAX_BYTES (64 << 20)
 
 static void hash_field(XXH3_state_t *st, const void *p, size_t n)
 {
@@ -58,41 +69,12 @@ static void checksum_of(const void *p, size_t n, unsigned char out[16])
     memcpy(out, c.digest, 16);
 }
 
-int memra_cache_dir(char *buf, size_t len)
-{
-    const char *env = getenv("MEMRA_CACHE_DIR");
-    if (env && strcmp(env, "off") == 0)
-        return 0;
-    if (env && *env)
-        return snprintf(buf, len, "%s", env) < (int)len;
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && *xdg)
-        return snprintf(buf, len, "%s/memra", xdg) < (int)len;
-    const char *home = getenv("HOME");
-    if (home && *home)
-        return snprintf(buf, len, "%s/.cache/memra", home) < (int)len;
-    return 0;
-}
-
-uint64_t memra_cache_cap(void)
-{
-    const char *env = getenv("MEMRA_CACHE_MAX_BYTES");
-    if (env && *env) {
-        char *end;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (*end == '\0')
-            return v;
-    }
-    return 256ull << 20;
-}
-
-void memra_cache_entry_path(const char *dir, const memra_cache_key *key, int is_ptx, char *buf,
-                            size_t len)
+void memra_cache_entry_name(const memra_cache_key *key, int is_ptx, char *buf, size_t len)
 {
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", key->bytes[i]);
-    snprintf(buf, len, "%s/%s.%s", dir, hex, is_ptx ? "ptx" : "cubin");
+    snprintf(buf, len, "%s.%s", hex, is_ptx ? "ptx" : "cubin");
 }
 
 int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, memra_image *img)
@@ -117,31 +99,284 @@ int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, m
     return 1;
 }
 
-int memra_cache_read(const char *path, const memra_cache_key *key, memra_image *img)
+/* ---- names ---------------------------------------------------------------
+ * <32 hex>.cubin|.ptx        an entry
+ * <entry>.lock               its lock file
+ * <entry>.tmp.<pid>[.<hex>]  a temp file being written (the bare .<pid> form
+ *                            is what older versions left behind)
+ * Nothing else in the folder is memra's, whatever its extension. */
+typedef enum { NAME_OTHER, NAME_ENTRY, NAME_LOCK, NAME_TEMP } name_kind;
+
+static size_t hex_run(const char *s)
+{
+    size_t n = 0;
+    while ((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f'))
+        n++;
+    return n;
+}
+
+static name_kind classify(const char *name, long *pid)
+{
+    if (hex_run(name) != 32 || name[32] != '.')
+        return NAME_OTHER;
+    const char *ext = name + 33;
+    size_t elen = strncmp(ext, "cubin", 5) == 0 ? 5 : strncmp(ext, "ptx", 3) == 0 ? 3 : 0;
+    if (!elen)
+        return NAME_OTHER;
+    const char *rest = ext + elen;
+    if (*rest == '\0')
+        return NAME_ENTRY;
+    if (strcmp(rest, ".lock") == 0)
+        return NAME_LOCK;
+    if (strncmp(rest, ".tmp.", 5) != 0 || rest[5] < '1' || rest[5] > '9')
+        return NAME_OTHER;
+    char *end;
+    errno = 0;
+    *pid = strtol(rest + 5, &end, 10);
+    if (errno || *pid <= 0)
+        return NAME_OTHER;
+    if (*end == '\0' || (*end == '.' && hex_run(end + 1) == 16 && end[17] == '\0'))
+        return NAME_TEMP;
+    return NAME_OTHER;
+}
+
+/* ---- trust ---------------------------------------------------------------- */
+
+/* Ours: the right type, owned by the effective uid, writable by nobody else. */
+static int owned(const struct stat *sb, mode_t type, char *why, size_t n)
+{
+    if ((sb->st_mode & S_IFMT) != type) {
+        snprintf(why, n, "is not a %s", type == S_IFDIR ? "folder" : "regular file");
+        return 0;
+    }
+    if (sb->st_uid != geteuid()) {
+        snprintf(why, n, "is owned by uid %u, not by this process's uid %u", (unsigned)sb->st_uid,
+                 (unsigned)geteuid());
+        return 0;
+    }
+    if (sb->st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, n, "is writable by group or others (mode %03o)",
+                 (unsigned)(sb->st_mode & 0777));
+        return 0;
+    }
+    return 1;
+}
+
+/* Folders found untrusted once stay unused for the process's life. */
+static pthread_mutex_t distrust_lock = PTHREAD_MUTEX_INITIALIZER;
+static char distrusted[MEMRA_CACHE_PATH_MAX];
+
+static int is_distrusted(const char *dir)
+{
+    pthread_mutex_lock(&distrust_lock);
+    int r = strcmp(distrusted, dir) == 0;
+    pthread_mutex_unlock(&distrust_lock);
+    return r;
+}
+
+static void distrust(const char *dir, const char *what, const char *why)
+{
+    pthread_mutex_lock(&distrust_lock);
+    snprintf(distrusted, sizeof distrusted, "%s", dir);
+    pthread_mutex_unlock(&distrust_lock);
+    memra_warn(MEMRA_WARN_CACHE_FOLDER,
+               "kernel cache %s%s%s %s: the disk cache is not used by this process; compiling in "
+               "memory",
+               dir, what ? "/" : "", what ? what : "", why);
+}
+
+/* mkdir -p with 0700 for what it creates (the XDG spec's mode for cache
+ * folders); existing components are left as they are. */
+static int mkdir_p(const char *dir)
+{
+    char p[MEMRA_CACHE_PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0700) != 0 && errno != EEXIST)
+                return -1;
+            *s = '/';
+        }
+    }
+    return mkdir(p, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+enum { OPEN_OK = 0, OPEN_ABSENT = -1, OPEN_FAILED = -2, OPEN_UNTRUSTED = -3 };
+
+/* The cache folder as a descriptor that every later call is relative to, so
+ * a path swapped after the check cannot redirect a read or a write. */
+static int open_folder(const char *dir, int create, int *fd, char *why, size_t n)
+{
+    if (create && mkdir_p(dir) != 0) {
+        snprintf(why, n, "cannot be created (%s)", strerror(errno));
+        return OPEN_FAILED;
+    }
+    *fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) {
+        if (errno == ENOENT)
+            return OPEN_ABSENT;
+        /* O_NOFOLLOW|O_DIRECTORY on a link gives ELOOP or ENOTDIR. */
+        struct stat lsb;
+        if (errno == ELOOP || (errno == ENOTDIR && lstat(dir, &lsb) == 0 && S_ISLNK(lsb.st_mode))) {
+            snprintf(why, n, "is a symbolic link, which memra does not follow");
+            return OPEN_UNTRUSTED;
+        }
+        if (errno == ENOTDIR) {
+            snprintf(why, n, "is not a folder");
+            return OPEN_UNTRUSTED;
+        }
+        snprintf(why, n, "cannot be opened (%s)", strerror(errno));
+        return OPEN_FAILED;
+    }
+    struct stat sb;
+    if (fstat(*fd, &sb) != 0 || !owned(&sb, S_IFDIR, why, n)) {
+        close(*fd);
+        *fd = -1;
+        return OPEN_UNTRUSTED;
+    }
+    return OPEN_OK;
+}
+
+/* A file in the folder: never through a symlink, never blocking on a FIFO or
+ * device, only a regular file of ours. */
+static int open_file(int dfd, const char *name, int flags, struct stat *sb, char *why, size_t n)
+{
+    int fd = openat(dfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return OPEN_ABSENT;
+        if (errno == ELOOP) {
+            snprintf(why, n, "is a symbolic link, which memra does not follow");
+            return OPEN_UNTRUSTED;
+        }
+        snprintf(why, n, "cannot be opened (%s)", strerror(errno));
+        return errno == EISDIR || errno == ENXIO ? OPEN_UNTRUSTED : OPEN_FAILED;
+    }
+    if (fstat(fd, sb) != 0 || !owned(sb, S_IFREG, why, n)) {
+        close(fd);
+        return OPEN_UNTRUSTED;
+    }
+    return fd;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r, len -= (size_t)r;
+    }
+    return 0;
+}
+
+/* 1 = a valid entry (img filled), 0 = absent or corrupt (rebuild it),
+ * OPEN_UNTRUSTED or OPEN_FAILED with why. */
+static int read_entry(int dfd, const char *name, const memra_cache_key *key, memra_image *img,
+                      char *why, size_t n)
 {
     memset(img, 0, sizeof *img);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
     struct stat sb;
+    int fd = open_file(dfd, name, O_RDONLY, &sb, why, n);
+    if (fd == OPEN_ABSENT)
+        return 0;
+    if (fd < 0)
+        return fd;
     char *buf = NULL;
-    /* Entries are a few hundred KiB; anything past 64 MiB is not ours. */
-    int ok = fstat(fileno(f), &sb) == 0 && sb.st_size > 0 && sb.st_size < (64 << 20) &&
-             (buf = malloc((size_t)sb.st_size)) &&
-             fread(buf, 1, (size_t)sb.st_size, f) == (size_t)sb.st_size;
-    fclose(f);
-    ok = ok && memra_cache_parse(buf, (size_t)sb.st_size, key, img);
+    int ok = sb.st_size > 0 && sb.st_size < ENTRY_MAX_BYTES && (buf = malloc((size_t)sb.st_size)) &&
+             read_all(fd, buf, (size_t)sb.st_size) == 0 &&
+             memra_cache_parse(buf, (size_t)sb.st_size, key, img);
     free(buf);
+    close(fd);
     return ok;
 }
 
-/* Temp file in the same folder, then rename: readers see the whole entry or
- * none of it. */
-static int publish(const char *path, const memra_cache_key *key, const memra_image *img)
+/* Does the file start with memra's magic? Only such files are ever evicted. */
+static int has_magic(int dfd, const char *name)
 {
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    struct stat sb;
+    char why[160], magic[8];
+    int fd = open_file(dfd, name, O_RDONLY, &sb, why, sizeof why);
+    if (fd < 0)
+        return 0;
+    int ok = read_all(fd, magic, sizeof magic) == 0 && memcmp(magic, ENTRY_MAGIC, 8) == 0;
+    close(fd);
+    return ok;
+}
+
+/* ---- publishing ------------------------------------------------------------ */
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w, len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the
+ * process: a serving process must lose its cache entry, not its life. The
+ * signal is held for this thread during the write and a SIGXFSZ that the
+ * write raised is taken off again (one already pending is left alone). */
+static int write_guarded(int fd, const entry_header *h, const memra_image *img)
+{
+    sigset_t xfsz, old, pending;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    sigpending(&pending);
+    const int was_pending = sigismember(&pending, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+    int r = write_all(fd, h, sizeof *h) == 0 && write_all(fd, img->data, img->size) == 0 &&
+                    fsync(fd) == 0
+                ? 0
+                : -1;
+    const int err = errno;
+    if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ)) {
+        const struct timespec zero = {0, 0};
+        sigtimedwait(&xfsz, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = err;
+    return r;
+}
+
+/* A name nobody else can predict, so a planted file or link under it cannot
+ * exist already (O_EXCL refuses it if it does). */
+static void temp_name(const char *entry, char *buf, size_t len)
+{
+    static _Atomic unsigned long long counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const unsigned long long seed[4] = {(unsigned long long)getpid(),
+                                        (unsigned long long)ts.tv_nsec,
+                                        (unsigned long long)ts.tv_sec, ++counter};
+    snprintf(buf, len, "%s.tmp.%ld.%016llx", entry, (long)getpid(),
+             (unsigned long long)XXH3_64bits_withSeed(seed, sizeof seed, (uintptr_t)buf));
+}
+
+/* Temp file in the folder, then renameat: readers see the whole entry or
+ * none of it, and a link planted at the entry's name is replaced, never
+ * followed. Returns 0, or -1 with errno. */
+static int publish(int dfd, const char *name, const memra_cache_key *key, const memra_image *img)
+{
+    char tmp[MEMRA_CACHE_NAME_MAX + 48];
+    int fd = -1;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        temp_name(name, tmp, sizeof tmp);
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            return -1;
+    }
     if (fd < 0)
         return -1;
     entry_header h;
@@ -149,87 +384,94 @@ static int publish(const char *path, const memra_cache_key *key, const memra_ima
     h.size = img->size;
     memcpy(h.key, key->bytes, 16);
     checksum_of(img->data, img->size, h.checksum);
-    FILE *f = fdopen(fd, "wb");
-    int ok = f && fwrite(&h, sizeof h, 1, f) == 1 &&
-             fwrite(img->data, 1, img->size, f) == img->size && fflush(f) == 0 && fsync(fd) == 0;
-    if (f)
-        ok = (fclose(f) == 0) && ok;
-    else
-        close(fd);
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    int r = write_guarded(fd, &h, img);
+    int err = errno;
+    if (close(fd) != 0 && r == 0)
+        r = -1, err = errno;
+    if (r == 0 && renameat(dfd, tmp, dfd, name) != 0)
+        r = -1, err = errno;
+    if (r != 0)
+        unlinkat(dfd, tmp, 0);
+    errno = err;
+    return r;
 }
 
-static int is_entry(const char *name)
-{
-    const char *dot = strrchr(name, '.');
-    return dot && strlen(name) > 32 && (strcmp(dot, ".cubin") == 0 || strcmp(dot, ".ptx") == 0);
-}
+/* ---- the folder's contents --------------------------------------------------- */
 
-uint64_t memra_cache_size(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return 0;
-    uint64_t total = 0;
-    struct dirent *e;
-    char p[1300];
-    while ((e = readdir(dp))) {
-        struct stat sb;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (is_entry(e->d_name) && stat(p, &sb) == 0)
-            total += (uint64_t)sb.st_size;
-    }
-    closedir(dp);
-    return total;
-}
-
-typedef struct cache_entry {
-    char path[1300];
+typedef struct scan_item {
+    char name[MEMRA_CACHE_NAME_MAX + 48];
     uint64_t size;
     struct timespec mtime;
-} cache_entry;
+} scan_item;
 
 static int older_first(const void *a, const void *b)
 {
-    const struct timespec *x = &((const cache_entry *)a)->mtime;
-    const struct timespec *y = &((const cache_entry *)b)->mtime;
+    const struct timespec *x = &((const scan_item *)a)->mtime;
+    const struct timespec *y = &((const scan_item *)b)->mtime;
     if (x->tv_sec != y->tv_sec)
         return x->tv_sec < y->tv_sec ? -1 : 1;
     return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
 }
 
-/* Oldest entries (by modification time, refreshed on every hit) go first
- * until the folder is under its cap; `keep` is never evicted. One scan of the
- * folder, then deletions in age order. */
-static void evict(const char *dir, const char *keep, uint64_t cap)
+/* A temp file whose writer is gone, or that no live writer would take so
+ * long over. */
+static int stale_temp(long pid, const struct stat *sb)
 {
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    cache_entry *v = NULL;
+    const time_t age = time(NULL) - sb->st_mtim.tv_sec;
+    if (age > MEMRA_CACHE_STALE_TEMP_S)
+        return 1;
+    return age > 10 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* One pass over the folder: the bytes of memra's entries and live temp
+ * files; with `evict`, stale temp files are removed and the oldest entries
+ * (by modification time, refreshed on every hit) go until the folder is
+ * under `cap`. `keep` is never evicted. */
+static uint64_t scan(int dfd, int evict, const char *keep, uint64_t cap)
+{
+    int dup_fd = dup(dfd);
+    DIR *dp = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!dp) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return 0;
+    }
+    scan_item *v = NULL;
     size_t n = 0, room = 0;
     uint64_t total = 0;
     struct dirent *e;
     while ((e = readdir(dp))) {
+        long pid = 0;
+        const name_kind kind = classify(e->d_name, &pid);
         struct stat sb;
-        char p[1300];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (!is_entry(e->d_name) || stat(p, &sb) != 0)
+        char why[160];
+        if ((kind != NAME_ENTRY && kind != NAME_TEMP) ||
+            fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !owned(&sb, S_IFREG, why, sizeof why))
+            continue;
+        if (kind == NAME_TEMP) {
+            if (stale_temp(pid, &sb)) {
+                if (evict)
+                    unlinkat(dfd, e->d_name, 0);
+                else
+                    total += (uint64_t)sb.st_size; /* debris still takes room */
+            } else {
+                total += (uint64_t)sb.st_size;
+            }
+            continue;
+        }
+        if (!has_magic(dfd, e->d_name))
             continue;
         total += (uint64_t)sb.st_size;
-        if (strcmp(p, keep) == 0)
+        if (!evict || (keep && strcmp(e->d_name, keep) == 0))
             continue;
         if (n == room) {
-            cache_entry *grown = realloc(v, (room = room ? 2 * room : 16) * sizeof *v);
+            scan_item *grown = realloc(v, (room = room ? 2 * room : 16) * sizeof *v);
             if (!grown)
                 break;
             v = grown;
         }
-        snprintf(v[n].path, sizeof v[n].path, "%s", p);
+        snprintf(v[n].name, sizeof v[n].name, "%.47s", e->d_name); /* classify() bounds it */
         v[n].size = (uint64_t)sb.st_size;
         v[n].mtime = sb.st_mtim;
         n++;
@@ -238,46 +480,66 @@ static void evict(const char *dir, const char *keep, uint64_t cap)
     if (n > 1) /* qsort's array may not be NULL, even for 0 elements */
         qsort(v, n, sizeof *v, older_first);
     for (size_t i = 0; i < n && total > cap; i++)
-        if (unlink(v[i].path) == 0)
+        if (unlinkat(dfd, v[i].name, 0) == 0)
             total -= v[i].size;
     free(v);
+    return total;
 }
 
-static int mkdir_p(const char *dir)
+uint64_t memra_cache_size(const char *dir)
 {
-    char p[1024];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++) {
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
+    int dfd;
+    char why[256];
+    if (open_folder(dir, 0, &dfd, why, sizeof why) != OPEN_OK)
+        return 0;
+    uint64_t total = scan(dfd, 0, NULL, 0);
+    close(dfd);
+    return total;
+}
+
+/* ---- the lock ------------------------------------------------------------- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* flock with a deadline: a hung peer, or another user's process holding a
+ * lock file, costs this process a compile, never its progress. 0 = locked;
+ * else why not. */
+static int lock_bounded(int fd, char *why, size_t n)
+{
+    const double deadline = now_ms() + memra_cache_lock_timeout_ms;
+    long pause_us = 1000;
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        if (errno != EWOULDBLOCK) {
+            /* ENOLCK (NFS without a lock manager) and friends. */
+            snprintf(why, n, "cannot be locked (%s)", strerror(errno));
+            return -1;
         }
+        if (now_ms() >= deadline) {
+            snprintf(why, n, "is held by another process for more than %d ms",
+                     memra_cache_lock_timeout_ms);
+            return -1;
+        }
+        const struct timespec ts = {0, pause_us * 1000};
+        nanosleep(&ts, NULL);
+        if (pause_us < 50000)
+            pause_us *= 2;
     }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-static pthread_once_t warn_once = PTHREAD_ONCE_INIT;
-static char warn_text[1700];
-static void print_warning(void)
-{
-    fprintf(stderr, "memra: warning: %s\n", warn_text);
-}
+/* ---- the cache ------------------------------------------------------------ */
 
-static memra_status compile_in_memory(const memra_driver *d, int arch, int is_ptx, memra_image *img,
-                                      const char *why)
-{
-    if (why) {
-        snprintf(warn_text, sizeof warn_text, "%s; compiling in memory", why);
-        pthread_once(&warn_once, print_warning);
-    }
-    return memra_jit_compile(d, arch, is_ptx, img);
-}
-
-/* The key and path of this library's entry for (arch, is_ptx). */
-static void entry_for(const memra_driver *d, const char *dir, int arch, int is_ptx,
-                      memra_cache_key *key, char *path, size_t len)
+/* The key and file name of this library's entry for (arch, is_ptx). */
+static void entry_for(const memra_driver *d, int arch, int is_ptx, memra_cache_key *key, char *name,
+                      size_t len)
 {
     int maj = 0, min = 0;
     d->nvrtcVersion(&maj, &min);
@@ -290,75 +552,146 @@ static void entry_for(const memra_driver *d, const char *dir, int arch, int is_p
                              is_ptx,
                              MEMRA_VERSION_STRING};
     memra_cache_key_of(&in, key);
-    memra_cache_entry_path(dir, key, is_ptx, path, len);
+    memra_cache_entry_name(key, is_ptx, name, len);
 }
 
-int memra_cache_has_entry(const memra_driver *d, int arch, int is_ptx, char *path, size_t len)
+/* Opens the cache folder for use, or says (once) why it cannot be used.
+ * OPEN_OK with *dfd, else the caller compiles in memory. */
+static int use_folder(const char *dir, int create, int *dfd)
 {
-    char dir[1024];
-    memra_cache_key key;
-    memra_image img;
-    if (!memra_cache_dir(dir, sizeof dir))
+    if (is_distrusted(dir))
+        return OPEN_UNTRUSTED;
+    char why[256];
+    const int r = open_folder(dir, create, dfd, why, sizeof why);
+    if (r == OPEN_UNTRUSTED)
+        distrust(dir, NULL, why);
+    else if (r == OPEN_FAILED)
+        memra_warn(MEMRA_WARN_CACHE_FOLDER, "kernel cache folder %s %s; compiling in memory", dir,
+                   why);
+    return r;
+}
+
+/* Takes the entry if it is valid; says whether to go on with the folder. */
+static int take_entry(const char *dir, int dfd, const char *name, const memra_cache_key *key,
+                      memra_image *img, int *found)
+{
+    char why[256];
+    const int r = read_entry(dfd, name, key, img, why, sizeof why);
+    *found = r == 1;
+    if (r == OPEN_UNTRUSTED) {
+        distrust(dir, name, why);
         return 0;
-    entry_for(d, dir, arch, is_ptx, &key, path, len);
-    int ok = memra_cache_read(path, &key, &img);
-    memra_image_free(&img);
-    return ok;
+    }
+    if (r == OPEN_FAILED) {
+        memra_warn(MEMRA_WARN_CACHE_FOLDER, "kernel cache entry %s/%s %s; compiling in memory", dir,
+                   name, why);
+        return 0;
+    }
+    if (*found) /* recently used: evicted last */
+        utimensat(dfd, name, NULL, AT_SYMLINK_NOFOLLOW);
+    return 1;
+}
+
+static void finish(memra_image *img, int arch, int is_ptx)
+{
+    img->is_ptx = is_ptx, img->arch = arch;
 }
 
 memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, memra_image *img,
                                    int *from_cache)
 {
     *from_cache = 0;
-    char dir[1024];
-    if (!memra_cache_dir(dir, sizeof dir))
-        return compile_in_memory(d, arch, is_ptx, img, NULL);
+    memset(img, 0, sizeof *img);
+    char dir[MEMRA_CACHE_PATH_MAX];
+    const uint64_t cap = memra_cache_cap();
+    int dfd = -1;
+    if (!memra_cache_dir(dir, sizeof dir) || use_folder(dir, cap > 0, &dfd) != OPEN_OK)
+        return memra_jit_compile(d, arch, is_ptx, img);
 
     memra_cache_key key;
-    char path[1100], lock[1120];
-    entry_for(d, dir, arch, is_ptx, &key, path, sizeof path);
+    char name[MEMRA_CACHE_NAME_MAX], lock[MEMRA_CACHE_NAME_MAX + 8], why[256] = "is missing";
+    entry_for(d, arch, is_ptx, &key, name, sizeof name);
+    memra_status st;
+    int found = 0, lfd = -1;
+    if (cap == 0) {
+        /* 0 keeps nothing on disk: compile, and clear out what is there. */
+        st = memra_jit_compile(d, arch, is_ptx, img);
+        scan(dfd, 1, NULL, 0);
+        goto out;
+    }
+    if (!take_entry(dir, dfd, name, &key, img, &found) || found) {
+        st = found ? MEMRA_OK : memra_jit_compile(d, arch, is_ptx, img);
+        *from_cache = found;
+        goto out;
+    }
 
-    if (memra_cache_read(path, &key, img)) {
-        utimensat(AT_FDCWD, path, NULL, 0); /* recently used: evicted last */
-        img->is_ptx = is_ptx, img->arch = arch;
-        *from_cache = 1;
-        return MEMRA_OK;
-    }
-    char why[1600];
-    if (mkdir_p(dir) != 0) {
-        snprintf(why, sizeof why, "kernel cache folder %s cannot be created (%s)", dir,
-                 strerror(errno));
-        return compile_in_memory(d, arch, is_ptx, img, why);
-    }
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lfd < 0) {
-        snprintf(why, sizeof why, "kernel cache folder %s is not writable (%s)", dir,
-                 strerror(errno));
-        return compile_in_memory(d, arch, is_ptx, img, why);
-    }
-    /* Whoever holds the lock compiles; the others wait, then find the entry. */
-    while (flock(lfd, LOCK_EX) != 0 && errno == EINTR)
-        ;
-    memra_status st = MEMRA_OK;
-    if (memra_cache_read(path, &key, img)) {
-        *from_cache = 1;
-    } else {
+    snprintf(lock, sizeof lock, "%s.lock", name);
+    struct stat sb;
+    lfd = open_file(dfd, lock, O_RDWR | O_CREAT, &sb, why, sizeof why);
+    if (lfd == OPEN_UNTRUSTED) {
+        distrust(dir, lock, why);
+    } else if (lfd < 0) {
+        memra_warn(MEMRA_WARN_CACHE_FOLDER, "kernel cache lock %s/%s %s; compiling in memory", dir,
+                   lock, why);
+    } else if (lock_bounded(lfd, why, sizeof why) != 0) {
+        memra_warn(MEMRA_WARN_CACHE_LOCK,
+                   "kernel cache lock %s/%s %s; compiling in memory without publishing", dir, lock,
+                   why);
+    } else if (take_entry(dir, dfd, name, &key, img, &found) && !found) {
+        /* Whoever holds the lock compiles; the others waited and now read. */
         st = memra_jit_compile(d, arch, is_ptx, img);
         if (st == MEMRA_OK) {
-            if (publish(path, &key, img) == 0) {
-                evict(dir, path, memra_cache_cap());
-            } else {
-                snprintf(warn_text, sizeof warn_text, "kernel cache entry %s not written (%s)",
-                         path, strerror(errno));
-                pthread_once(&warn_once, print_warning);
-            }
+            if (publish(dfd, name, &key, img) == 0)
+                scan(dfd, 1, name, cap);
+            else
+                memra_warn(MEMRA_WARN_CACHE_WRITE, "kernel cache entry %s/%s not written (%s)", dir,
+                           name, strerror(errno));
         }
+        flock(lfd, LOCK_UN);
+        goto out;
     }
-    flock(lfd, LOCK_UN);
-    close(lfd);
+    if (lfd >= 0)
+        flock(lfd, LOCK_UN);
+    st = found ? MEMRA_OK : memra_jit_compile(d, arch, is_ptx, img);
+    *from_cache = found;
+out:
     /* The lock file is left in place: unlinking it would let a third process
      * lock a fresh inode while a second still holds the old one. */
-    img->is_ptx = is_ptx, img->arch = arch;
+    if (lfd >= 0)
+        close(lfd);
+    close(dfd);
+    finish(img, arch, is_ptx);
     return st;
+}
+
+void memra_cache_put(const memra_driver *d, int arch, int is_ptx, const memra_image *img)
+{
+    char dir[MEMRA_CACHE_PATH_MAX], name[MEMRA_CACHE_NAME_MAX];
+    const uint64_t cap = memra_cache_cap();
+    int dfd;
+    if (cap == 0 || !memra_cache_dir(dir, sizeof dir) || use_folder(dir, 1, &dfd) != OPEN_OK)
+        return;
+    memra_cache_key key;
+    entry_for(d, arch, is_ptx, &key, name, sizeof name);
+    if (publish(dfd, name, &key, img) == 0)
+        scan(dfd, 1, name, cap);
+    close(dfd);
+}
+
+int memra_cache_has_entry(const memra_driver *d, int arch, int is_ptx, char *path, size_t len)
+{
+    char dir[MEMRA_CACHE_PATH_MAX], name[MEMRA_CACHE_NAME_MAX], why[256];
+    memra_cache_key key;
+    if (!memra_cache_dir(dir, sizeof dir))
+        return 0;
+    entry_for(d, arch, is_ptx, &key, name, sizeof name);
+    snprintf(path, len, "%s/%s", dir, name);
+    int dfd;
+    if (open_folder(dir, 0, &dfd, why, sizeof why) != OPEN_OK)
+        return 0;
+    memra_image img;
+    const int ok = read_entry(dfd, name, &key, &img, why, sizeof why) == 1;
+    memra_image_free(&img);
+    close(dfd);
+    return ok;
 }

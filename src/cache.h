@@ -1,10 +1,20 @@
-/* The on-disk kernel cache: a second process start pays no NVRTC compile. */
+/* The on-disk kernel cache: a second process start pays no NVRTC compile.
+ *
+ * It trusts nothing it finds on disk. The folder, every entry and every lock
+ * file must be owned by the effective uid and not writable by group or
+ * others; files are opened relative to the folder's descriptor with
+ * O_NOFOLLOW|O_NONBLOCK and must be regular; temp files are created O_EXCL
+ * and published with renameat; only names of memra's exact pattern whose
+ * header carries memra's magic are counted or evicted. Anything else ends in
+ * "compile in memory" with one warning, never in a hang, a crash, a planted
+ * image in the caller's process or the loss of someone else's file. */
 #ifndef MEMRA_CACHE_H
 #define MEMRA_CACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache_env.h"
 #include "jit.h"
 
 /* Everything the compiled image depends on; each field changes the key. */
@@ -24,38 +34,41 @@ typedef struct memra_cache_key {
 
 void memra_cache_key_of(const memra_cache_key_in *in, memra_cache_key *out);
 
-/* The cache folder from the environment: $MEMRA_CACHE_DIR ("off" disables:
- * returns 0), else $XDG_CACHE_HOME/memra, else $HOME/.cache/memra. */
-int memra_cache_dir(char *buf, size_t len);
-
-/* Path of an entry in `dir`. */
-void memra_cache_entry_path(const char *dir, const memra_cache_key *key, int is_ptx, char *buf,
-                            size_t len);
+/* An entry's file name: 32 hex digits of the key, then .cubin or .ptx. */
+#define MEMRA_CACHE_NAME_MAX 48
+void memra_cache_entry_name(const memra_cache_key *key, int is_ptx, char *buf, size_t len);
 
 /* Verifies an entry held in memory (magic, key, size, XXH3 checksum) and
  * copies its image out. 1 = valid, 0 = not. */
 int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, memra_image *img);
 
-/* Reads and verifies an entry (magic, key, size, XXH3 checksum).
- * 1 = valid (img filled), 0 = absent or corrupt. */
-int memra_cache_read(const char *path, const memra_cache_key *key, memra_image *img);
-
 /* The image for (arch, is_ptx), from the cache when a valid entry exists,
  * else compiled and published atomically. Racing processes serialise on a
- * lock file and look again, so only one compiles. An unusable folder falls
- * back to compiling in memory (one warning per process). *from_cache says
- * which happened. */
+ * lock file (waiting at most memra_cache_lock_timeout_ms) and look again, so
+ * only one compiles. Every failure of the folder falls back to compiling in
+ * memory (one warning per kind and process). *from_cache says which
+ * happened. */
 memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, memra_image *img,
                                    int *from_cache);
 
+/* Replaces the entry for (arch, is_ptx) with `img`: used when the driver
+ * refused a verified entry and a fresh compile loaded, so the next start
+ * does not pay the compile again. Best effort, silent. */
+void memra_cache_put(const memra_driver *d, int arch, int is_ptx, const memra_image *img);
+
 /* 1 if a valid entry for (arch, is_ptx) is in the cache folder; its path in
- * `path` either way (when the cache is on). */
+ * `path` either way (when the cache is on). Creates nothing. */
 int memra_cache_has_entry(const memra_driver *d, int arch, int is_ptx, char *path, size_t len);
 
-/* Total bytes of entries in `dir` (0 if none). */
+/* Bytes of memra's entries and of live temp files in `dir` (0 if none or
+ * untrusted). Creates and deletes nothing. */
 uint64_t memra_cache_size(const char *dir);
 
-/* Size cap: $MEMRA_CACHE_MAX_BYTES, default 256 MiB. */
-uint64_t memra_cache_cap(void);
+/* How long a process waits for another's lock before compiling in memory
+ * without publishing. Tests lower it. */
+#define MEMRA_CACHE_LOCK_TIMEOUT_MS 5000
+extern int memra_cache_lock_timeout_ms;
+/* Temp files older than this are debris from a killed writer. */
+#define MEMRA_CACHE_STALE_TEMP_S 300
 
 #endif /* MEMRA_CACHE_H */

@@ -225,11 +225,15 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     CUresult r = d->cuModuleLoadData(&mod, img.data);
     memra_image_free(&img);
     if (r != CUDA_SUCCESS && from_cache) {
-        /* A verified entry the driver still refuses: build it afresh. */
+        /* A verified entry the driver still refuses (a driver update, say):
+         * build it afresh, and once that loads, replace the entry so the
+         * next start does not pay the compile again. */
         from_cache = 0;
         if ((st = memra_jit_compile(d, arch, is_ptx, &img)))
             return st;
         r = d->cuModuleLoadData(&mod, img.data);
+        if (r == CUDA_SUCCESS)
+            memra_cache_put(d, arch, is_ptx, &img);
         memra_image_free(&img);
     }
     if (r != CUDA_SUCCESS)

@@ -11,7 +11,8 @@
  * buffer holding gate, up, down back to back. The device buffer keeps its
  * address for the engine's life, since captured graphs bake it in. */
 typedef struct memra_layer_mirror {
-    uint32_t n_expert; /* 0: never uploaded, or the last upload failed */
+    uint32_t n_expert; /* planes per buffer; 0 before the first allocation */
+    int valid;         /* the device buffer holds the shadow: the last upload succeeded */
     float *shadow;     /* 3 * n_expert */
     CUdeviceptr dev;   /* 3 * n_expert floats */
 } memra_layer_mirror;

@@ -27,7 +27,7 @@ static memra_layer_mirror *mirror_slot(memra_engine *eng, int il)
 static int mirror_matches(const memra_layer_mirror *m, uint32_t n_expert,
                           const memra_vrows_macros *macros)
 {
-    if (m->n_expert != n_expert)
+    if (!m->valid || m->n_expert != n_expert)
         return 0;
     for (int k = 0; k < 3; k++)
         if (memcmp(m->shadow + (size_t)k * n_expert, macros->plane[k], n_expert * sizeof(float)))
@@ -75,6 +75,11 @@ static memra_status mirror_get_locked(memra_engine *eng, const char *fn, int il,
             return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, fn, "cuMemAlloc(macro planes)");
         }
     }
+    /* Invalid until the upload is issued: a failed upload must make the next
+     * call upload again, not find a matching shadow over stale device
+     * planes. */
+    m->valid = 0;
+    m->n_expert = n_expert;
     for (int k = 0; k < 3; k++)
         memcpy(m->shadow + (size_t)k * n_expert, macros->plane[k], n_expert * sizeof(float));
     /* From our own (pageable) shadow, which the driver stages before
@@ -82,7 +87,7 @@ static memra_status mirror_get_locked(memra_engine *eng, const char *fn, int il,
     CUresult r = d->cuMemcpyHtoDAsync(m->dev, m->shadow, bytes, s);
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuMemcpyHtoDAsync(macro planes)");
-    m->n_expert = n_expert;
+    m->valid = 1;
     *dev = m->dev;
     return MEMRA_OK;
 }

@@ -1,17 +1,24 @@
 /* The on-disk kernel cache: hit and miss, key sensitivity, corrupt entries,
- * racing processes, eviction, unusable folders, "off". NVRTC is the mock, so
- * compiles are counted exactly. */
+ * racing processes, eviction, and everything a hostile or broken folder can
+ * do (foreign owners, loose modes, symlinks, FIFOs, held locks, debris, file
+ * size limits, wrong settings). NVRTC is the mock, so compiles are counted
+ * exactly. CI runs as root, so "another user" is uid 65534 by chown. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
 #include "cache.h"
 #include "mock_driver.h"
+#include "warn.h"
 
 static char root[256];
 
@@ -19,18 +26,20 @@ static int setup(void **state)
 {
     (void)state;
     mock_install();
+    memra_warn_reset();
     snprintf(root, sizeof root, "/tmp/memra-cache-test-XXXXXX");
     assert_non_null(mkdtemp(root));
     setenv("MEMRA_CACHE_DIR", root, 1);
     unsetenv("MEMRA_CACHE_MAX_BYTES");
+    memra_cache_lock_timeout_ms = MEMRA_CACHE_LOCK_TIMEOUT_MS;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s' 2>/dev/null; rm -rf '%s'", root, root);
     assert_int_equal(system(cmd), 0);
     mock_uninstall();
     return 0;
@@ -41,28 +50,117 @@ static int compiles(void)
     return mock.calls[MOCK_nvrtcCompileProgram];
 }
 
-static void entry_path(int arch, int is_ptx, char *buf, size_t len)
+static void key_for(int arch, int is_ptx, memra_cache_key *key)
 {
     memra_cache_key_in in = {
         memra_kernel_vrows_src, memra_kernel_vrows_src_len, memra_jit_options, 13, 0, arch, is_ptx,
         MEMRA_VERSION_STRING};
+    memra_cache_key_of(&in, key);
+}
+
+static void entry_path(int arch, int is_ptx, char *buf, size_t len)
+{
     memra_cache_key key;
-    memra_cache_key_of(&in, &key);
-    char dir[512];
+    key_for(arch, is_ptx, &key);
+    char name[MEMRA_CACHE_NAME_MAX], dir[512];
+    memra_cache_entry_name(&key, is_ptx, name, sizeof name);
     assert_true(memra_cache_dir(dir, sizeof dir));
-    memra_cache_entry_path(dir, &key, is_ptx, buf, len);
+    snprintf(buf, len, "%s/%s", dir, name);
+}
+
+/* 1 if the file at `path` is a valid entry for sm_`arch` CUBIN. */
+static int entry_valid(const char *path, int arch)
+{
+    memra_cache_key key;
+    key_for(arch, 0, &key);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    memra_image img;
+    int ok = memra_cache_parse(buf, n, &key, &img);
+    memra_image_free(&img);
+    return ok;
+}
+
+/* Writes a well-formed entry (right magic, key and checksum) holding
+ * `image`: what someone with write access to the folder could plant. */
+static void plant_entry(const char *path, int arch, const char *image)
+{
+    memra_cache_key key;
+    key_for(arch, 0, &key);
+    char dir[512], name[MEMRA_CACHE_NAME_MAX], tmp[300];
+    snprintf(tmp, sizeof tmp, "%s/plant-XXXXXX", root);
+    assert_non_null(mkdtemp(tmp));
+    setenv("MEMRA_CACHE_DIR", tmp, 1);
+    memra_cache_entry_name(&key, 0, name, sizeof name);
+    memra_image img = {(char *)image, strlen(image) + 1, 0, arch};
+    memra_cache_put(&mock_table, arch, 0, &img);
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    assert_true(entry_valid(dir, arch));
+    assert_int_equal(rename(dir, path), 0);
+    setenv("MEMRA_CACHE_DIR", root, 1);
+}
+
+static memra_image get_img(int arch, int *from_cache)
+{
+    memra_image img;
+    assert_int_equal(memra_cache_get_image(&mock_table, arch, 0, &img, from_cache), MEMRA_OK);
+    return img;
 }
 
 static void get(int arch, int want_from_cache)
 {
-    memra_image img;
     int from_cache = -1;
-    assert_int_equal(memra_cache_get_image(&mock_table, arch, 0, &img, &from_cache), MEMRA_OK);
+    memra_image img = get_img(arch, &from_cache);
     assert_int_equal(from_cache, want_from_cache);
     assert_int_equal(img.size, sizeof "MOCKIMG-CUBIN");
     assert_memory_equal(img.data, "MOCKIMG-CUBIN", img.size);
     memra_image_free(&img);
 }
+
+/* Runs `fn` with stderr going to a file; returns what it printed. */
+static char stderr_text[4096];
+static const char *capture_stderr(void (*fn)(void))
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s.stderr", root);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    size_t n = fread(stderr_text, 1, sizeof stderr_text - 1, f);
+    stderr_text[n] = 0;
+    fclose(f);
+    unlink(path);
+    return stderr_text;
+}
+
+static void count_lines(const char *s, const char *needle, int want)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++)
+        n++;
+    if (n != want)
+        fail_msg("'%s' appears %d times, want %d, in:\n%s", needle, n, want, s);
+}
+
+static int file_exists(const char *p)
+{
+    struct stat sb;
+    return lstat(p, &sb) == 0;
+}
+
+/* ---- the basics ---------------------------------------------------------- */
 
 static void test_miss_then_hit(void **state)
 {
@@ -71,7 +169,7 @@ static void test_miss_then_hit(void **state)
     assert_int_equal(compiles(), 1);
     char p[1200];
     entry_path(90, 0, p, sizeof p);
-    assert_int_equal(access(p, R_OK), 0);
+    assert_true(entry_valid(p, 90));
     get(90, 1);
     get(90, 1);
     assert_int_equal(compiles(), 1);
@@ -133,18 +231,11 @@ static void test_corrupt_entries_are_rebuilt(void **state)
     const char *hows[] = {"flip", "truncate", "empty"};
     for (int i = 0; i < 3; i++) {
         rewrite(p, hows[i]);
-        memra_cache_key_in in = {
-            memra_kernel_vrows_src, memra_kernel_vrows_src_len, memra_jit_options, 13, 0, 90, 0,
-            MEMRA_VERSION_STRING};
-        memra_cache_key key;
-        memra_cache_key_of(&in, &key);
-        memra_image img;
-        assert_int_equal(memra_cache_read(p, &key, &img), 0); /* detected */
+        assert_false(entry_valid(p, 90)); /* detected */
         int before = compiles();
         get(90, 0); /* rebuilt, no error to the caller */
         assert_int_equal(compiles(), before + 1);
-        assert_int_equal(memra_cache_read(p, &key, &img), 1); /* and replaced */
-        memra_image_free(&img);
+        assert_true(entry_valid(p, 90)); /* and replaced */
         get(90, 1);
     }
 }
@@ -161,12 +252,13 @@ static void test_entry_under_wrong_key_is_rejected(void **state)
     assert_int_equal(compiles(), 2);
 }
 
-/* 8 processes start at once on an empty cache: one compiles, the others
- * wait on the lock, then read its entry; every one gets a valid image. */
+/* 32 processes start at once on an empty cache: one compiles, the others
+ * wait on the lock, then read its entry; every one gets a valid image and no
+ * torn entry or temp file is left. */
 static void test_racing_processes_compile_once(void **state)
 {
     (void)state;
-    enum { P = 8 };
+    enum { P = 32 };
     mock.compile_delay_ms = 200;
     int gate[2];
     assert_int_equal(pipe(gate), 0);
@@ -184,7 +276,7 @@ static void test_racing_processes_compile_once(void **state)
             memra_status st = memra_cache_get_image(&mock_table, 90, 0, &img, &fc);
             int valid = st == MEMRA_OK && img.size == sizeof "MOCKIMG-CUBIN" &&
                         memcmp(img.data, "MOCKIMG-CUBIN", img.size) == 0;
-            _exit((valid ? 0 : 10) + mock.calls[MOCK_nvrtcCompileProgram]);
+            _exit((valid ? 0 : 100) + mock.calls[MOCK_nvrtcCompileProgram]);
         }
     }
     close(gate[0]);
@@ -194,12 +286,14 @@ static void test_racing_processes_compile_once(void **state)
         int ws;
         assert_int_equal(waitpid(pids[i], &ws, 0), pids[i]);
         assert_true(WIFEXITED(ws));
-        assert_true(WEXITSTATUS(ws) < 10); /* a valid image */
+        assert_true(WEXITSTATUS(ws) < 100); /* a valid image */
         total += WEXITSTATUS(ws);
     }
     assert_int_equal(total, 1);
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    assert_true(entry_valid(p, 90));
     get(90, 1);
-    /* No temp files left behind. */
     char cmd[400];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", root);
     assert_int_not_equal(system(cmd), 0);
@@ -224,9 +318,9 @@ static void test_eviction_keeps_folder_under_cap(void **state)
     snprintf(cap, sizeof cap, "%llu", (unsigned long long)(2 * one + one / 2));
     setenv("MEMRA_CACHE_MAX_BYTES", cap, 1);
     get(89, 0);
-    assert_int_not_equal(access(p80, F_OK), 0); /* oldest evicted */
-    assert_int_equal(access(p86, F_OK), 0);     /* recently used kept */
-    assert_int_equal(access(p89, F_OK), 0);     /* the new one kept */
+    assert_false(file_exists(p80)); /* oldest evicted */
+    assert_true(file_exists(p86));  /* recently used kept */
+    assert_true(file_exists(p89));  /* the new one kept */
     assert_true(memra_cache_size(root) <= 2 * one + one / 2);
 }
 
@@ -251,11 +345,15 @@ static void test_off_disables(void **state)
     char dir[300];
     snprintf(dir, sizeof dir, "%s/never", root);
     setenv("XDG_CACHE_HOME", dir, 1);
-    setenv("MEMRA_CACHE_DIR", "off", 1);
-    get(90, 0);
-    get(90, 0);
-    assert_int_equal(compiles(), 2);
-    assert_int_not_equal(access(dir, F_OK), 0);
+    static const char *offs[] = {"off", "OFF", "Off"};
+    for (int i = 0; i < 3; i++) {
+        setenv("MEMRA_CACHE_DIR", offs[i], 1);
+        get(90, 0);
+        get(90, 0);
+        assert_int_equal(compiles(), 2 * (i + 1));
+        assert_false(file_exists(dir));
+        assert_false(file_exists(offs[i])); /* never a folder named "OFF" */
+    }
     unsetenv("XDG_CACHE_HOME");
 }
 
@@ -292,19 +390,519 @@ static void test_engine_second_start_pays_no_compile(void **state)
     memra_engine_destroy(b);
 }
 
+/* ---- trust: planted images never reach the caller ------------------------- */
+
+/* A valid entry holding someone else's image is planted, then the folder or
+ * the entry is made foreign in one way or another: the image the caller gets
+ * is always the one it compiled, and one warning says why. */
+static void expect_planted_ignored(const char *why_fragment)
+{
+    int from_cache = -1;
+    memra_image img = get_img(90, &from_cache);
+    assert_int_equal(from_cache, 0);
+    assert_memory_equal(img.data, "MOCKIMG-CUBIN", sizeof "MOCKIMG-CUBIN");
+    memra_image_free(&img);
+    (void)why_fragment;
+}
+
+static const char *planted_why;
+static void get_planted(void)
+{
+    expect_planted_ignored(planted_why);
+    expect_planted_ignored(planted_why); /* still not used, no second warning */
+}
+
+static void check_planted(const char *why)
+{
+    planted_why = why;
+    const char *err = capture_stderr(get_planted);
+    count_lines(err, "memra: warning:", 1);
+    if (!strstr(err, why))
+        fail_msg("warning does not say '%s': %s", why, err);
+    assert_int_equal(compiles(), 2);
+}
+
+static void test_folder_of_another_user_is_not_used(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    plant_entry(p, 90, "MOCKIMG-EVIL");
+    assert_int_equal(chown(root, 65534, 65534), 0);
+    check_planted("owned by uid 65534");
+}
+
+static void test_world_writable_folder_is_not_used(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    plant_entry(p, 90, "MOCKIMG-EVIL");
+    assert_int_equal(chmod(root, 0777), 0);
+    check_planted("writable by group or others");
+}
+
+static void test_entry_of_another_user_is_not_used(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    plant_entry(p, 90, "MOCKIMG-EVIL");
+    assert_int_equal(chown(p, 65534, 65534), 0);
+    check_planted("owned by uid 65534");
+    assert_true(file_exists(p)); /* not ours to delete either */
+}
+
+static void test_group_writable_entry_is_not_used(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    plant_entry(p, 90, "MOCKIMG-EVIL");
+    assert_int_equal(chmod(p, 0660), 0);
+    check_planted("writable by group or others");
+}
+
+static void test_symlinked_entry_is_not_followed(void **state)
+{
+    (void)state;
+    char p[1200], elsewhere[400];
+    entry_path(90, 0, p, sizeof p);
+    snprintf(elsewhere, sizeof elsewhere, "%s.evil-entry", root);
+    plant_entry(elsewhere, 90, "MOCKIMG-EVIL");
+    assert_int_equal(symlink(elsewhere, p), 0);
+    check_planted("symbolic link");
+    assert_true(entry_valid(elsewhere, 90)); /* the link's target is untouched */
+    unlink(elsewhere);
+}
+
+static void test_symlinked_folder_is_not_followed(void **state)
+{
+    (void)state;
+    char link[400];
+    snprintf(link, sizeof link, "%s.link", root);
+    assert_int_equal(symlink(root, link), 0);
+    setenv("MEMRA_CACHE_DIR", link, 1);
+    planted_why = "symbolic link";
+    const char *err = capture_stderr(get_planted);
+    assert_non_null(strstr(err, "symbolic link"));
+    assert_int_equal(compiles(), 2);
+    unlink(link);
+}
+
+static void test_lock_file_of_another_user_is_not_used(void **state)
+{
+    (void)state;
+    char p[1200], lock[1300];
+    entry_path(90, 0, p, sizeof p);
+    snprintf(lock, sizeof lock, "%s.lock", p);
+    int fd = open(lock, O_CREAT | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(chown(lock, 65534, 65534), 0);
+    check_planted("owned by uid 65534");
+    assert_false(file_exists(p)); /* nothing published past a foreign lock */
+}
+
+static void test_created_folders_are_private(void **state)
+{
+    (void)state;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/a/b", root);
+    setenv("MEMRA_CACHE_DIR", dir, 1);
+    mode_t old = umask(0);
+    get(90, 0);
+    umask(old);
+    struct stat sb;
+    char a[400];
+    snprintf(a, sizeof a, "%s/a", root);
+    assert_int_equal(stat(a, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    char p[1200], lock[1300];
+    entry_path(90, 0, p, sizeof p);
+    snprintf(lock, sizeof lock, "%s.lock", p);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    assert_int_equal(stat(lock, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    get(90, 1);
+}
+
+/* The name older versions wrote their temp file under, planted as a link to
+ * a file of the user's: publishing must neither follow nor truncate it. */
+static void test_planted_temp_link_is_not_written_through(void **state)
+{
+    (void)state;
+    char p[1200], tmp[1300], victim[400];
+    entry_path(90, 0, p, sizeof p);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
+    snprintf(victim, sizeof victim, "%s.victim", root);
+    FILE *f = fopen(victim, "w");
+    fputs("the user's precious file", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    get(90, 0);
+    get(90, 1);
+    f = fopen(victim, "r");
+    char buf[64] = {0};
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "the user's precious file");
+    struct stat sb;
+    assert_int_equal(lstat(p, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    unlink(victim);
+}
+
+/* ---- eviction touches only memra's own files ------------------------------ */
+
+static void write_file(const char *path, const char *text, size_t size)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t i = 0; i < size; i++)
+        fputc(text[i % strlen(text)], f);
+    fclose(f);
+}
+
+static void test_eviction_spares_the_users_files(void **state)
+{
+    (void)state;
+    char mine[400], lookalike[400], lookalike_ptx[400];
+    snprintf(mine, sizeof mine, "%s/my_project_kernel_for_hopper_sm90.cubin", root);
+    snprintf(lookalike, sizeof lookalike, "%s/0123456789abcdef0123456789abcdef.cubin", root);
+    snprintf(lookalike_ptx, sizeof lookalike_ptx, "%s/fedcba9876543210fedcba9876543210.ptx", root);
+    write_file(mine, "user cubin", 4096);
+    write_file(lookalike, "not memra's", 4096);
+    write_file(lookalike_ptx, ".version 8.0", 4096);
+    struct timespec old[2] = {{1000, 0}, {1000, 0}};
+    utimensat(AT_FDCWD, mine, old, 0);
+    utimensat(AT_FDCWD, lookalike, old, 0);
+    utimensat(AT_FDCWD, lookalike_ptx, old, 0);
+    assert_int_equal(memra_cache_size(root), 0); /* none of them counts */
+    setenv("MEMRA_CACHE_MAX_BYTES", "1", 1);     /* evict everything evictable */
+    get(90, 0);
+    get(80, 0);
+    assert_true(file_exists(mine));
+    assert_true(file_exists(lookalike));
+    assert_true(file_exists(lookalike_ptx));
+}
+
+static void test_debris_counted_then_removed(void **state)
+{
+    (void)state;
+    char p[1200], dead[1300], live[1300], old_fmt[1300];
+    entry_path(80, 0, p, sizeof p);
+    /* A killed writer's temp file (pid 2^22+1 is past Linux's pid_max
+     * default, so no such process), an old-format one, and a live one of
+     * ours being written. */
+    snprintf(dead, sizeof dead, "%s.tmp.4194305.0123456789abcdef", p);
+    snprintf(old_fmt, sizeof old_fmt, "%s.tmp.4194306", p);
+    snprintf(live, sizeof live, "%s.tmp.%ld.fedcba9876543210", p, (long)getpid());
+    write_file(dead, "x", 1000);
+    write_file(old_fmt, "y", 2000);
+    write_file(live, "z", 3000);
+    struct timespec minute_ago[2] = {{time(NULL) - 60, 0}, {time(NULL) - 60, 0}};
+    utimensat(AT_FDCWD, dead, minute_ago, 0);
+    utimensat(AT_FDCWD, old_fmt, minute_ago, 0);
+    assert_int_equal(memra_cache_size(root), 6000); /* debris takes room: counted */
+    get(90, 0);                                     /* publishing runs the eviction pass */
+    assert_false(file_exists(dead));
+    assert_false(file_exists(old_fmt));
+    assert_true(file_exists(live)); /* its writer is alive and it is fresh */
+    /* A live writer's file that is hours old is debris too. */
+    struct timespec hours_ago[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    utimensat(AT_FDCWD, live, hours_ago, 0);
+    get(86, 0);
+    assert_false(file_exists(live));
+}
+
+/* ---- nothing hangs -------------------------------------------------------- */
+
+/* Runs fn in a child that must finish within `seconds`; returns its exit. */
+static int within(int seconds, int (*fn)(void))
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm((unsigned)seconds); /* SIGALRM kills a hung child */
+        _exit(fn());
+    }
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    if (WIFSIGNALED(ws))
+        fail_msg("the child was killed by signal %d (a hang, or SIGXFSZ)", WTERMSIG(ws));
+    return WEXITSTATUS(ws);
+}
+
+static int child_get_compiles_in_memory(void)
+{
+    memset(mock.calls, 0, sizeof mock.calls);
+    memra_image img;
+    int fc = -1;
+    memra_status st = memra_cache_get_image(&mock_table, 90, 0, &img, &fc);
+    int ok = st == MEMRA_OK && fc == 0 && img.size == sizeof "MOCKIMG-CUBIN" &&
+             memcmp(img.data, "MOCKIMG-CUBIN", img.size) == 0 &&
+             mock.calls[MOCK_nvrtcCompileProgram] == 1;
+    memra_image_free(&img);
+    return ok ? 0 : 1;
+}
+
+static void test_held_lock_costs_a_compile_not_a_hang(void **state)
+{
+    (void)state;
+    char p[1200], lock[1300];
+    entry_path(90, 0, p, sizeof p);
+    snprintf(lock, sizeof lock, "%s.lock", p);
+    int fd = open(lock, O_CREAT | O_RDWR, 0600);
+    assert_true(fd >= 0);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t holder = fork(); /* a hung peer: takes the lock and never lets go */
+    if (holder == 0) {
+        flock(fd, LOCK_EX);
+        (void)!write(ready[1], "x", 1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    memra_cache_lock_timeout_ms = 300;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(within(20, child_get_compiles_in_memory), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(t1.tv_sec - t0.tv_sec < 10);
+    assert_false(file_exists(p)); /* compiled in memory, not published */
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    close(fd);
+    close(ready[0]), close(ready[1]);
+}
+
+static int child_has_entry(void)
+{
+    char path[1200];
+    return memra_cache_has_entry(&mock_table, 90, 0, path, sizeof path) ? 1 : 0;
+}
+
+static int child_size(void)
+{
+    return memra_cache_size(root) == 0 ? 0 : 1;
+}
+
+static void test_fifo_at_entry_path_blocks_nothing(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(within(20, child_get_compiles_in_memory), 0);
+    assert_int_equal(within(20, child_has_entry), 0); /* memra info */
+    assert_int_equal(within(20, child_size), 0);
+}
+
+static void test_folder_at_entry_path(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(within(20, child_get_compiles_in_memory), 0);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode)); /* left alone */
+}
+
+static int child_under_file_size_limit(void)
+{
+    struct rlimit rl = {32, 32}; /* smaller than any entry */
+    setrlimit(RLIMIT_FSIZE, &rl);
+    return child_get_compiles_in_memory();
+}
+
+static void test_file_size_limit_does_not_kill_the_caller(void **state)
+{
+    (void)state;
+    assert_int_equal(within(20, child_under_file_size_limit), 0);
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    assert_false(file_exists(p));
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", root);
+    assert_int_not_equal(system(cmd), 0); /* no half-written temp file left */
+}
+
+/* ---- a verified entry the driver refuses is replaced ------------------------ */
+
+static void test_refused_entry_is_replaced(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    plant_entry(p, 90, "NOT-A-LOADABLE-IMAGE"); /* valid entry, refused by the driver */
+    memra_engine *a, *b;
+    memra_engine_info info;
+    assert_int_equal(memra_engine_create(0, &a), MEMRA_OK);
+    assert_int_equal(memra_engine_warmup(a), MEMRA_OK);
+    memra_engine_get_info(a, &info);
+    assert_int_equal(info.kernel_from_cache, 0);
+    assert_int_equal(compiles(), 1);
+    memra_engine_destroy(a);
+    assert_int_equal(memra_engine_create(0, &b), MEMRA_OK);
+    assert_int_equal(memra_engine_warmup(b), MEMRA_OK);
+    memra_engine_get_info(b, &info);
+    assert_int_equal(info.kernel_from_cache, 1); /* the replacement */
+    assert_int_equal(compiles(), 1);
+    memra_engine_destroy(b);
+}
+
+/* ---- clear words for wrong settings --------------------------------------- */
+
+static void test_size_parsing(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        int ok;
+        uint64_t v;
+    } cases[] = {
+        {"0", 1, 0},
+        {"4096", 1, 4096},
+        {"1K", 1, 1024},
+        {"3m", 1, 3ull << 20},
+        {"2G", 1, 2ull << 30},
+        {"17179869184", 1, 17179869184ull},
+        {"-1", 0, 0},
+        {"", 0, 0},
+        {"12abc", 0, 0},
+        {"1KB", 0, 0},
+        {" 1", 0, 0},
+        {"1.5G", 0, 0},
+        {"99999999999999999999", 0, 0},
+        {"17179869184G", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t v = 12345;
+        int ok = memra_parse_size(cases[i].s, &v);
+        if (ok != cases[i].ok || (ok && v != cases[i].v))
+            fail_msg("'%s': ok %d value %llu", cases[i].s, ok, (unsigned long long)v);
+    }
+}
+
+static uint64_t cap_seen;
+static void read_cap(void)
+{
+    cap_seen = memra_cache_cap();
+    cap_seen = memra_cache_cap(); /* the second read warns no more */
+}
+
+static void test_cap_garbage_warns_once_and_uses_default(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"-5", "lots", "10 MB"};
+    for (int i = 0; i < 3; i++) {
+        memra_warn_reset();
+        setenv("MEMRA_CACHE_MAX_BYTES", bad[i], 1);
+        const char *err = capture_stderr(read_cap);
+        assert_int_equal(cap_seen, MEMRA_CACHE_DEFAULT_CAP);
+        count_lines(err, "memra: warning:", 1);
+        assert_non_null(strstr(err, bad[i]));
+        assert_non_null(strstr(err, "256 MiB"));
+    }
+    setenv("MEMRA_CACHE_MAX_BYTES", "64M", 1);
+    assert_int_equal(memra_cache_cap(), 64ull << 20);
+}
+
+static void test_cap_zero_keeps_nothing(void **state)
+{
+    (void)state;
+    get(80, 0); /* an entry from before */
+    setenv("MEMRA_CACHE_MAX_BYTES", "0", 1);
+    get(90, 0);
+    get(90, 0);
+    assert_int_equal(compiles(), 3);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -qE '(cubin|ptx)$'", root);
+    assert_int_not_equal(system(cmd), 0);
+}
+
+static int dir_result;
+static char dir_buf[2048];
+static void read_dir(void)
+{
+    dir_result = memra_cache_dir(dir_buf, 1024);
+}
+
+static void test_folder_settings(void **state)
+{
+    (void)state;
+    setenv("HOME", "/home/z", 1);
+    setenv("XDG_CACHE_HOME", "/x/y", 1);
+    /* A relative MEMRA_CACHE_DIR: ignored, with a warning naming it. */
+    setenv("MEMRA_CACHE_DIR", "relative/cache", 1);
+    const char *err = capture_stderr(read_dir);
+    assert_int_equal(dir_result, 1);
+    assert_string_equal(dir_buf, "/x/y/memra");
+    assert_non_null(strstr(err, "MEMRA_CACHE_DIR=relative/cache is not an absolute path"));
+    /* A relative XDG_CACHE_HOME: ignored, per the XDG spec. */
+    memra_warn_reset();
+    unsetenv("MEMRA_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", "rel/xdg", 1);
+    err = capture_stderr(read_dir);
+    assert_int_equal(dir_result, 1);
+    assert_string_equal(dir_buf, "/home/z/.cache/memra");
+    assert_non_null(strstr(err, "XDG_CACHE_HOME=rel/xdg"));
+    /* Too long: off, and said so (not a silent "off"). */
+    memra_warn_reset();
+    char longp[1500];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = 0;
+    setenv("MEMRA_CACHE_DIR", longp, 1);
+    err = capture_stderr(read_dir);
+    assert_int_equal(dir_result, 0);
+    assert_non_null(strstr(err, "longer than"));
+    unsetenv("XDG_CACHE_HOME");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_miss_then_hit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_key_sensitivity, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_entries_are_rebuilt, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_entry_under_wrong_key_is_rejected, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_racing_processes_compile_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_eviction_keeps_folder_under_cap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unusable_folder_compiles_in_memory, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_off_disables, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_default_folder, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_engine_second_start_pays_no_compile, setup, teardown),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+        T(test_miss_then_hit),
+        T(test_key_sensitivity),
+        T(test_corrupt_entries_are_rebuilt),
+        T(test_entry_under_wrong_key_is_rejected),
+        T(test_racing_processes_compile_once),
+        T(test_eviction_keeps_folder_under_cap),
+        T(test_unusable_folder_compiles_in_memory),
+        T(test_off_disables),
+        T(test_default_folder),
+        T(test_engine_second_start_pays_no_compile),
+        T(test_folder_of_another_user_is_not_used),
+        T(test_world_writable_folder_is_not_used),
+        T(test_entry_of_another_user_is_not_used),
+        T(test_group_writable_entry_is_not_used),
+        T(test_symlinked_entry_is_not_followed),
+        T(test_symlinked_folder_is_not_followed),
+        T(test_lock_file_of_another_user_is_not_used),
+        T(test_created_folders_are_private),
+        T(test_planted_temp_link_is_not_written_through),
+        T(test_eviction_spares_the_users_files),
+        T(test_debris_counted_then_removed),
+        T(test_held_lock_costs_a_compile_not_a_hang),
+        T(test_fifo_at_entry_path_blocks_nothing),
+        T(test_folder_at_entry_path),
+        T(test_file_size_limit_does_not_kill_the_caller),
+        T(test_refused_entry_is_replaced),
+        T(test_size_parsing),
+        T(test_cap_garbage_warns_once_and_uses_default),
+        T(test_cap_zero_keeps_nothing),
+        T(test_folder_settings),
+#undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -357,6 +357,43 @@ static void test_module_load_failure(void **state)
     memra_engine_destroy(eng);
 }
 
+/* An upload that fails must not leave a shadow that matches: the next call
+ * uploads again instead of launching over the old device planes. */
+static void test_failed_upload_leaves_mirror_invalid(void **state)
+{
+    (void)state;
+    memra_engine *eng = make_engine();
+    enum { N = 8, E = 4 };
+    float pl[3][E];
+    for (int k = 0; k < 3; k++)
+        for (int e = 0; e < E; e++)
+            pl[k][e] = 2.0f;
+    memra_vrows_macros mac = {{pl[0], pl[1], pl[2]}};
+    const int32_t sel[N] = {0, 1, 2, 3, 0, 1, 2, 3};
+    const float selw[N] = {1, 1, 1, 1, 1, 1, 1, 1};
+    memra_vrows_slabs sl = {{1 << 20, 2 << 20, 3 << 20}, {4096, 4096, 8192}};
+    dcase c = {N, E, sel, selw, &mac, &sl, 3, NULL, 1};
+    run_device_case(eng, &c);
+    /* New contents; their upload fails. */
+    for (int k = 0; k < 3; k++)
+        for (int e = 0; e < E; e++)
+            pl[k][e] = 3.0f;
+    memra_devptr d;
+    assert_int_equal(memra_alloc(eng, 4096, &d), MEMRA_OK);
+    mock.fail_call = MOCK_cuMemcpyHtoDAsync, mock.fail_nth = mock.calls[MOCK_cuMemcpyHtoDAsync] + 1;
+    mock.fail_result = CUDA_ERROR_LAUNCH_FAILED;
+    assert_int_equal(memra_vrows_prepare_layer(eng, 3, E, &mac, NULL), MEMRA_ERR_DRIVER);
+    assert_non_null(strstr(memra_last_error(), "macro planes"));
+    mock.fail_call = -1;
+    /* The retry uploads and the device scales are 3, not the stale 2. */
+    const int uploads = mock.calls[MOCK_cuMemcpyHtoDAsync];
+    assert_int_equal(memra_vrows_prepare_layer(eng, 3, E, &mac, NULL), MEMRA_OK);
+    assert_int_equal(mock.calls[MOCK_cuMemcpyHtoDAsync], uploads + 1);
+    run_device_case(eng, &c);
+    memra_free(eng, d);
+    memra_engine_destroy(eng);
+}
+
 static void test_out_of_memory(void **state)
 {
     (void)state;
@@ -525,6 +562,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nvrtc_failure_carries_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nvrtc_absent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_module_load_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_upload_leaves_mirror_invalid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_bad_input_touches_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_context_push_when_current, setup, teardown),

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -127,6 +128,28 @@ static void test_concurrent_engine_create_destroy(void **state)
     assert_int_equal(mock.modules_live, 0);
 }
 
+/* 8 engines warming up at once against a folder that cannot be created:
+ * every one compiles in memory, and the one warning is printed without a
+ * data race (ThreadSanitizer runs this in CI). */
+static void test_engines_against_unusable_cache_folder(void **state)
+{
+    (void)state;
+    mock_install();
+    char dir[128];
+    snprintf(dir, sizeof dir, "/tmp/memra-tsan-%ld", (long)getpid());
+    FILE *f = fopen(dir, "w"); /* a file where a folder should be */
+    assert_non_null(f);
+    fclose(f);
+    char sub[160];
+    snprintf(sub, sizeof sub, "%s/cache", dir);
+    setenv("MEMRA_CACHE_DIR", sub, 1);
+    job jobs[T];
+    run_jobs(lifecycle_worker, NULL, 3, jobs);
+    unlink(dir);
+    assert_int_equal(mock.calls[MOCK_nvrtcCompileProgram], T * 1); /* it % 3 == 0: once each */
+    assert_int_equal(mock.live_allocs, 0);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -140,6 +163,7 @@ int main(void)
         cmocka_unit_test_teardown(test_racing_first_use_compiles_once, teardown),
         cmocka_unit_test_teardown(test_concurrent_cache_hits_and_misses, teardown),
         cmocka_unit_test_teardown(test_concurrent_engine_create_destroy, teardown),
+        cmocka_unit_test_teardown(test_engines_against_unusable_cache_folder, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

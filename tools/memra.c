@@ -3,6 +3,7 @@
  *   memra check   the gate on every device found (host arm only where none)
  *   memra bench   the library beside the bare baselines (benchmarks/bench.c)
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,14 +167,35 @@ static int cmd_check(void)
 
 int memra_bench_main(int argc, char **argv);
 
+static const char usage[] = "usage: memra info | check | bench [--json FILE] [--quick]\n";
+
+/* Output that could not be written is a failure, not a silent success: a
+ * script reading `memra check` from a full disk must see a non-zero exit. */
+static int finish(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "memra: writing standard output failed: %s\n", strerror(errno));
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "bench") == 0)
-        return memra_bench_main(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "info") == 0)
-        return cmd_info();
-    if (argc >= 2 && strcmp(argv[1], "check") == 0)
-        return cmd_check();
-    fprintf(stderr, "usage: memra info | check | bench [--json FILE] [--quick]\n");
-    return 2;
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *verb = argv[1];
+    if (strcmp(verb, "bench") == 0)
+        return finish(memra_bench_main(argc - 1, argv + 1));
+    if (strcmp(verb, "info") != 0 && strcmp(verb, "check") != 0) {
+        fprintf(stderr, "memra: unknown command '%s'\n%s", verb, usage);
+        return 2;
+    }
+    if (argc > 2) {
+        fprintf(stderr, "memra %s: unknown argument '%s'\n%s", verb, argv[2], usage);
+        return 2;
+    }
+    return finish(strcmp(verb, "info") == 0 ? cmd_info() : cmd_check());
 }

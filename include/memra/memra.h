@@ -130,7 +130,20 @@ MEMRA_API memra_status memra_engine_create(int ordinal, memra_engine **out);
 /* NULL is a no-op. Synchronises the engine's stream, frees what it owns. */
 MEMRA_API void memra_engine_destroy(memra_engine *eng);
 MEMRA_API memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info);
-/* Compiles (or loads) the table kernel now instead of at first use. */
+/* Compiles (or loads) the table kernel now instead of at first use.
+ *
+ * The kernel cache on disk ($MEMRA_CACHE_DIR, else $XDG_CACHE_HOME/memra,
+ * else ~/.cache/memra; "off" in any case disables it) trusts nothing it
+ * finds: the folder, each entry and each lock file must be owned by the
+ * effective uid and not writable by group or others, or the disk cache is
+ * not used by this process. Folders memra creates are 0700, files 0600;
+ * files are never opened through a symlink and must be regular; temp files
+ * are created O_EXCL and published by rename; only files with memra's exact
+ * entry name and magic are ever counted or evicted. Waiting for another
+ * process's lock is bounded (5 s), then the kernel is compiled in memory
+ * without publishing. Every failure of the folder (unwritable, untrusted,
+ * full, locked, NFS without locks, a file size limit) ends the same way:
+ * one warning on stderr, compile in memory, carry on. */
 MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
 /* Waits for work on `stream` (NULL: the engine's) and then reads the engine's
  * fault word; with reset != 0 clears it afterwards. */

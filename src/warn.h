@@ -1,0 +1,23 @@
+/* One-line warnings on stderr, each kind at most once per process: a serving
+ * process that starts a thousand engines against a broken cache folder must
+ * not print a thousand lines. */
+#ifndef MEMRA_WARN_H
+#define MEMRA_WARN_H
+
+typedef enum memra_warn_kind {
+    MEMRA_WARN_CACHE_ENV,    /* MEMRA_CACHE_DIR, XDG_CACHE_HOME or HOME unusable */
+    MEMRA_WARN_CACHE_CAP,    /* MEMRA_CACHE_MAX_BYTES not a size */
+    MEMRA_WARN_CACHE_FOLDER, /* the folder cannot be used: compiling in memory */
+    MEMRA_WARN_CACHE_LOCK,   /* the lock could not be taken in time */
+    MEMRA_WARN_CACHE_WRITE,  /* an entry could not be written */
+    MEMRA_WARN_KIND_COUNT
+} memra_warn_kind;
+
+/* Prints "memra: warning: <message>" unless this kind was printed already.
+ * Thread-safe. */
+void memra_warn(memra_warn_kind kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The test seam: forget what was printed. Not exported. */
+void memra_warn_reset(void);
+
+#endif /* MEMRA_WARN_H */
