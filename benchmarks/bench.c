@@ -256,27 +256,15 @@ static double round_trip_us(const launcher *l)
 static CUfunction compile_cubin(const char *src, const char *name, int sm, const char *const *extra,
                                 CUmodule *mod)
 {
-    char arch[32];
-    snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
-    const char *opts[16] = {arch};
-    int n = 1;
-    for (int i = 0; extra && extra[i] && n < 16; i++)
-        opts[n++] = extra[i];
-    nvrtcProgram p;
-    d->nvrtcCreateProgram(&p, src, "bench.cu", 0, NULL, NULL);
-    if (d->nvrtcCompileProgram(p, n, opts) != NVRTC_SUCCESS) {
-        fprintf(stderr, "%s: compile failed\n", name);
+    memra_image img;
+    if (memra_jit_compile_src(d, src, "bench.cu", sm, 0, extra, &img) != MEMRA_OK) {
+        fprintf(stderr, "%s: %s\n", name, memra_last_error());
         exit(1);
     }
-    size_t sz;
-    d->nvrtcGetCUBINSize(p, &sz);
-    char *img = malloc(sz);
-    d->nvrtcGetCUBIN(p, img);
-    d->nvrtcDestroyProgram(&p);
     CUfunction f;
-    CK(d->cuModuleLoadData(mod, img));
+    CK(d->cuModuleLoadData(mod, img.data));
     CK(d->cuModuleGetFunction(&f, *mod, name));
-    free(img);
+    memra_image_free(&img);
     return f;
 }
 
@@ -503,7 +491,7 @@ static void bench_device(int ordinal)
     work_init(eng, &w8, 8);
     MK(memra_vrows_prepare_layer(eng, 0, w8.n_expert, &w8.mac, s));
     MK(memra_sync(eng, s));
-    CUdeviceptr planes = eng->layers[0].dev;
+    CUdeviceptr planes = eng->layers[0]->dev;
     bare b8;
     bare_init(&b8, eng, &w8, planes);
     launcher le = {L_EMPTY, eng, &b8, &w8, empty, s};
@@ -592,7 +580,7 @@ static void bench_device(int ordinal)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &w[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, w[k].n_expert, &w[k].mac, s));
-            bare_init(&bb[k], eng, &w[k], eng->layers[0].dev);
+            bare_init(&bb[k], eng, &w[k], eng->layers[0]->dev);
             l[k] = (launcher){L_MEMRA, eng, NULL, &w[k], empty, s};
             lbb[k] = (launcher){L_BARE, eng, &bb[k], &w[k], empty, s};
         }
@@ -618,7 +606,7 @@ static void bench_device(int ordinal)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &ws[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, ws[k].n_expert, &ws[k].mac, s));
-            bare_init(&bbs[k], eng, &ws[k], eng->layers[0].dev);
+            bare_init(&bbs[k], eng, &ws[k], eng->layers[0]->dev);
         }
         /* Write-only floor: memset of the same output tables (36 bytes/pair). */
         sweep sw = {NULL, 0, bbs, ws, sets, s};

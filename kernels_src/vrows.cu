@@ -153,6 +153,17 @@ MEMRA_KERNEL memra_vrows_tables(MEMRA_VROWS_PARAMS)
     memra_vrows_body(1, MEMRA_VROWS_ARGS);
 }
 
+/* Reads and clears the fault word in one step on the device, so counts that
+ * kernels on other streams add between a host read and a host reset cannot
+ * be lost: each word is moved (atomicExch) into the readback area at
+ * faults[4..6]. One thread. */
+MEMRA_KERNEL memra_faults_take(memra_u32 *faults)
+{
+    faults[4 + MEMRA_FAULT_BAD_EXPERT] = atomicExch(&faults[MEMRA_FAULT_BAD_EXPERT], 0u);
+    faults[4 + MEMRA_FAULT_NONFINITE] = atomicExch(&faults[MEMRA_FAULT_NONFINITE], 0u);
+    faults[4 + MEMRA_FAULT_FIRST_PAIR] = atomicExch(&faults[MEMRA_FAULT_FIRST_PAIR], 0xffffffffu);
+}
+
 #ifdef MEMRA_VROWS_VARIANT /* the benchmark's sweep compiles other widths */
 MEMRA_KERNEL memra_vrows_tables_var(MEMRA_VROWS_PARAMS)
 {

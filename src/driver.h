@@ -14,7 +14,8 @@
 /* X(name, cuda_version, required): resolved with cuGetProcAddress(name,
  * cuda_version) and typed PFN_name_v<cuda_version>, which pins the ABI (the
  * versioned _v2 symbols) to the version asked for. Optional entries may be
- * NULL on an older driver; only tests and the benchmark use them. */
+ * NULL on an older driver: cuCtxGetId (12.0) detects a reset context where
+ * it exists; the others only tests and the benchmark use. */
 #define MEMRA_CU_ENTRY_POINTS(X)                                                                   \
     X(cuInit, 2000, 1)                                                                             \
     X(cuDriverGetVersion, 2020, 1)                                                                 \
@@ -31,6 +32,14 @@
     X(cuStreamDestroy, 4000, 1)                                                                    \
     X(cuStreamSynchronize, 2000, 1)                                                                \
     X(cuStreamIsCapturing, 10000, 1)                                                               \
+    X(cuStreamWaitEvent, 3020, 1)                                                                  \
+    X(cuThreadExchangeStreamCaptureMode, 10010, 1)                                                 \
+    X(cuEventCreate, 2000, 1)                                                                      \
+    X(cuEventRecord, 2000, 1)                                                                      \
+    X(cuEventQuery, 2000, 1)                                                                       \
+    X(cuEventDestroy, 4000, 1)                                                                     \
+    X(cuMemAllocHost, 3020, 1)                                                                     \
+    X(cuMemFreeHost, 2000, 1)                                                                      \
     X(cuMemAlloc, 3020, 1)                                                                         \
     X(cuMemFree, 3020, 1)                                                                          \
     X(cuMemcpyHtoDAsync, 3020, 1)                                                                  \
@@ -44,20 +53,17 @@
     X(cuGetErrorString, 6000, 1)                                                                   \
     X(cuCtxSynchronize, 2000, 0)                                                                   \
     X(cuMemcpyDtoDAsync, 3020, 0)                                                                  \
-    X(cuMemAllocHost, 3020, 0)                                                                     \
-    X(cuMemFreeHost, 2000, 0)                                                                      \
     X(cuStreamBeginCapture, 10010, 0)                                                              \
     X(cuStreamEndCapture, 10000, 0)                                                                \
     X(cuGraphInstantiateWithFlags, 11040, 0)                                                       \
     X(cuGraphLaunch, 10000, 0)                                                                     \
     X(cuGraphDestroy, 10000, 0)                                                                    \
     X(cuGraphExecDestroy, 10000, 0)                                                                \
-    X(cuEventCreate, 2000, 0)                                                                      \
-    X(cuEventRecord, 2000, 0)                                                                      \
     X(cuEventSynchronize, 2000, 0)                                                                 \
     X(cuEventElapsedTime, 2000, 0)                                                                 \
-    X(cuEventDestroy, 4000, 0)                                                                     \
-    X(cuFuncGetParamInfo, 12040, 0)
+    X(cuFuncGetParamInfo, 12040, 0)                                                                \
+    X(cuCtxGetId, 12000, 0)                                                                        \
+    X(cuDevicePrimaryCtxReset, 11000, 0)
 
 /* X(name): resolved with dlsym from the NVRTC library. */
 #define MEMRA_NVRTC_ENTRY_POINTS(X)                                                                \

@@ -3,20 +3,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
 #include "cache.h"
+#include "error.h"
 #include "jit.h"
 #include "vrows_abi.h"
 
-/* The fault word starts with zero counts and no first pair. */
-static const uint32_t fault_init[4] = {0, 0, MEMRA_NO_FAULT, 0};
+/* The fault word starts with zero counts and no first pair; so does the
+ * readback area behind it. */
+static const uint32_t fault_init[8] = {0, 0, MEMRA_NO_FAULT, 0, 0, 0, MEMRA_NO_FAULT, 0};
+
+static memra_status context_lost(const char *fn)
+{
+    return memra_fail(MEMRA_ERR_CONTEXT_RESET,
+                      "%s: the device's primary context was reset (cuDevicePrimaryCtxReset or "
+                      "cudaDeviceReset) after this engine was created; its kernel, planes and "
+                      "fault word are gone. Destroy the engine and create a new one.",
+                      fn);
+}
 
 memra_status memra_ctx_enter(memra_engine *eng, const char *fn, int *pushed)
 {
     const memra_driver *d = eng->d;
-    CUcontext cur = NULL;
     *pushed = 0;
-    CUresult r = d->cuCtxGetCurrent(&cur);
+    if (atomic_load_explicit(&eng->ctx_lost, memory_order_relaxed))
+        return context_lost(fn);
+    /* A reset primary context keeps its handle but not its identity: after
+     * it, the addresses the engine holds may belong to the application. */
+    CUresult r;
+    if (d->cuCtxGetId) {
+        unsigned long long id = 0;
+        r = d->cuCtxGetId(eng->ctx, &id);
+        if ((r == CUDA_SUCCESS && id != eng->ctx_id) || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+            r == CUDA_ERROR_INVALID_CONTEXT) {
+            atomic_store(&eng->ctx_lost, 1);
+            return context_lost(fn);
+        }
+        if (r != CUDA_SUCCESS)
+            return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuCtxGetId");
+    }
+    CUcontext cur = NULL;
+    r = d->cuCtxGetCurrent(&cur);
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuCtxGetCurrent");
     if (cur == eng->ctx)
@@ -36,12 +62,36 @@ void memra_ctx_leave(memra_engine *eng, int pushed)
     }
 }
 
+void memra_relax(const memra_driver *d, memra_relaxed *r)
+{
+    r->old = CU_STREAM_CAPTURE_MODE_RELAXED;
+    r->changed = d->cuThreadExchangeStreamCaptureMode(&r->old) == CUDA_SUCCESS;
+}
+
+void memra_unrelax(const memra_driver *d, const memra_relaxed *r)
+{
+    if (r->changed) {
+        CUstreamCaptureMode m = r->old;
+        d->cuThreadExchangeStreamCaptureMode(&m);
+    }
+}
+
+int memra_stream_capturing(const memra_driver *d, CUstream s)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    return d->cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 memra_status memra_check_not_capturing(memra_engine *eng, CUstream s, const char *fn,
                                        const char *what)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult r = eng->d->cuStreamIsCapturing(s, &cs);
-    if (r != CUDA_SUCCESS)
+    /* The legacy stream while a blocking stream captures: using it would
+     * join (and break) that capture. */
+    if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+        cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    else if (r != CUDA_SUCCESS)
         return memra_cu_fail(eng->d, r, MEMRA_ERR_DRIVER, fn, "cuStreamIsCapturing");
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return memra_fail(MEMRA_ERR_CAPTURE,
@@ -72,30 +122,78 @@ memra_status memra_device_count(int *count)
     return MEMRA_OK;
 }
 
+void memra_engine_retire(memra_engine *eng, CUdeviceptr dev, float *host)
+{
+    memra_retired *r = calloc(1, sizeof *r);
+    if (!r) {
+        /* Out of host memory for the note: leaking the buffer is safe,
+         * freeing it while a stream may still read it is not. */
+        return;
+    }
+    r->dev = dev, r->host = host;
+    pthread_mutex_lock(&eng->state_lock);
+    r->next = eng->retired;
+    eng->retired = r;
+    pthread_mutex_unlock(&eng->state_lock);
+}
+
+static void free_layer(const memra_driver *d, memra_layer_mirror *m, int touch_device)
+{
+    if (touch_device) {
+        if (m->dev)
+            d->cuMemFree(m->dev);
+        if (m->shadow)
+            d->cuMemFreeHost(m->shadow);
+        if (m->uploaded)
+            d->cuEventDestroy(m->uploaded);
+    }
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
 static void engine_release(memra_engine *eng)
 {
     const memra_driver *d = eng->d;
+    /* After a context reset every handle below may name the application's
+     * memory or nothing at all: only host memory is freed, and the retain
+     * released (a reset does not release it). */
     int pushed = 0;
-    if (eng->ctx && memra_ctx_enter(eng, "memra_engine_destroy", &pushed) == MEMRA_OK) {
+    if (eng->ctx && memra_ctx_enter(eng, "memra_engine_destroy", &pushed) != MEMRA_OK)
+        pushed = 0; /* best effort below, unless the context is gone */
+    const int live = eng->ctx && !atomic_load(&eng->ctx_lost);
+    memra_relaxed rx = {0};
+    if (live) {
+        memra_relax(d, &rx);
         if (eng->stream) {
             d->cuStreamSynchronize(eng->stream);
             d->cuStreamDestroy(eng->stream);
         }
-        for (size_t i = 0; i < eng->n_layers; i++)
-            if (eng->layers[i].dev)
-                d->cuMemFree(eng->layers[i].dev);
         if (eng->faults)
             d->cuMemFree(eng->faults);
         if (eng->module)
             d->cuModuleUnload(eng->module);
+    }
+    for (size_t i = 0; i < eng->n_layers; i++)
+        if (eng->layers[i])
+            free_layer(d, eng->layers[i], live);
+    for (memra_retired *r = eng->retired, *next; r; r = next) {
+        next = r->next;
+        if (live && r->dev)
+            d->cuMemFree(r->dev);
+        if (live && r->host)
+            d->cuMemFreeHost(r->host);
+        free(r);
+    }
+    if (live) {
+        memra_unrelax(d, &rx);
         memra_ctx_leave(eng, pushed);
     }
     if (eng->ctx)
         d->cuDevicePrimaryCtxRelease(eng->dev);
-    for (size_t i = 0; i < eng->n_layers; i++)
-        free(eng->layers[i].shadow);
     free(eng->layers);
-    pthread_mutex_destroy(&eng->lock);
+    pthread_mutex_destroy(&eng->load_lock);
+    pthread_mutex_destroy(&eng->faults_lock);
+    pthread_mutex_destroy(&eng->state_lock);
     free(eng);
 }
 
@@ -118,12 +216,15 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     const memra_driver *d = memra_driver_get();
     eng->d = d;
-    pthread_mutex_init(&eng->lock, NULL);
+    pthread_mutex_init(&eng->load_lock, NULL);
+    pthread_mutex_init(&eng->faults_lock, NULL);
+    pthread_mutex_init(&eng->state_lock, NULL);
     eng->info.ordinal = ordinal;
 
     CUresult r;
     const char *call;
     int major = 0, minor = 0, pushed = 0;
+    memra_relaxed rx = {0};
     if ((r = d->cuDeviceGet(&eng->dev, ordinal)) != CUDA_SUCCESS) {
         call = "cuDeviceGet";
         goto fail;
@@ -155,8 +256,13 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         call = "cuDevicePrimaryCtxRetain";
         goto fail;
     }
+    if (d->cuCtxGetId && (r = d->cuCtxGetId(eng->ctx, &eng->ctx_id)) != CUDA_SUCCESS) {
+        call = "cuCtxGetId";
+        goto fail;
+    }
     if ((st = memra_ctx_enter(eng, fn, &pushed)))
         goto fail_st;
+    memra_relax(d, &rx);
     if ((r = d->cuStreamCreate(&eng->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
         eng->stream = NULL;
         call = "cuStreamCreate";
@@ -173,11 +279,13 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         call = "initialising the fault word";
         goto fail_pop;
     }
+    memra_unrelax(d, &rx);
     memra_ctx_leave(eng, pushed);
     *out = eng;
     return MEMRA_OK;
 
 fail_pop:
+    memra_unrelax(d, &rx);
     memra_ctx_leave(eng, pushed);
 fail:
     st = memra_cu_fail(
@@ -193,14 +301,32 @@ void memra_engine_destroy(memra_engine *eng)
         engine_release(eng);
 }
 
+memra_status memra_engine_stream(memra_engine *eng, memra_stream *out)
+{
+    if (!eng || !out)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_engine_stream: %s is NULL",
+                          eng ? "out" : "eng");
+    *out = eng->stream;
+    return MEMRA_OK;
+}
+
 memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info)
 {
     if (!eng || !info)
         return memra_fail(MEMRA_ERR_NULL_ARG, "memra_engine_get_info: %s is NULL",
                           eng ? "info" : "eng");
-    pthread_mutex_lock(&eng->lock);
+    pthread_mutex_lock(&eng->state_lock);
     *info = eng->info;
-    pthread_mutex_unlock(&eng->lock);
+    pthread_mutex_unlock(&eng->state_lock);
+    return MEMRA_OK;
+}
+
+static memra_status get_function(const memra_driver *d, CUmodule mod, const char *name,
+                                 const char *fn, CUfunction *f)
+{
+    CUresult r = d->cuModuleGetFunction(f, mod, name);
+    if (r != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleGetFunction");
     return MEMRA_OK;
 }
 
@@ -238,16 +364,19 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     }
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleLoadData");
-    CUfunction f;
-    if ((r = d->cuModuleGetFunction(&f, mod, MEMRA_VROWS_KERNEL)) != CUDA_SUCCESS) {
+    CUfunction f, take;
+    if ((st = get_function(d, mod, MEMRA_VROWS_KERNEL, fn, &f)) ||
+        (st = get_function(d, mod, MEMRA_TAKE_KERNEL, fn, &take))) {
         d->cuModuleUnload(mod);
-        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn,
-                             "cuModuleGetFunction(" MEMRA_VROWS_KERNEL ")");
+        return st;
     }
     eng->module = mod;
+    eng->take_fn = take;
+    pthread_mutex_lock(&eng->state_lock);
     eng->info.kernel_ready = 1;
     eng->info.kernel_is_ptx = is_ptx;
     eng->info.kernel_from_cache = from_cache;
+    pthread_mutex_unlock(&eng->state_lock);
     atomic_store_explicit(&eng->fn, f, memory_order_release);
     return MEMRA_OK;
 }
@@ -262,11 +391,15 @@ memra_status memra_engine_kernel(memra_engine *eng, CUstream s, const char *fn, 
     memra_status cst = memra_check_not_capturing(eng, s, fn, "compile and load the kernel");
     if (cst)
         return cst;
-    pthread_mutex_lock(&eng->lock);
+    pthread_mutex_lock(&eng->load_lock);
     memra_status st = MEMRA_OK;
-    if (!atomic_load_explicit(&eng->fn, memory_order_relaxed))
+    if (!atomic_load_explicit(&eng->fn, memory_order_relaxed)) {
+        memra_relaxed rx;
+        memra_relax(eng->d, &rx);
         st = load_kernel(eng, fn);
-    pthread_mutex_unlock(&eng->lock);
+        memra_unrelax(eng->d, &rx);
+    }
+    pthread_mutex_unlock(&eng->load_lock);
     *out = atomic_load_explicit(&eng->fn, memory_order_acquire);
     return st;
 }
@@ -293,27 +426,46 @@ memra_status memra_engine_faults(memra_engine *eng, memra_stream stream, memra_f
     if (!eng || !out)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn, eng ? "out" : "eng");
     const memra_driver *d = eng->d;
-    CUstream s = memra_stream_of(eng, stream);
+    CUstream s = (CUstream)stream;
     int pushed;
     memra_status st = memra_ctx_enter(eng, fn, &pushed);
     if (st)
         return st;
-    if ((st = memra_check_not_capturing(eng, s, fn, "read the fault word")))
-        goto done;
+    CUfunction f;
+    if ((st = memra_check_not_capturing(eng, s, fn, "read the fault word")) ||
+        (reset && (st = memra_engine_kernel(eng, s, fn, &f)))) {
+        memra_ctx_leave(eng, pushed);
+        return st;
+    }
+    pthread_mutex_lock(&eng->faults_lock);
+    memra_relaxed rx;
+    memra_relax(d, &rx);
     uint32_t w[4];
-    CUresult r = d->cuMemcpyDtoHAsync(w, eng->faults, sizeof w, s);
-    if (r == CUDA_SUCCESS && reset)
-        r = d->cuMemcpyHtoDAsync(eng->faults, fault_init, sizeof fault_init, s);
+    CUresult r = CUDA_SUCCESS;
+    CUdeviceptr from = eng->faults;
+    if (reset) {
+        /* Read and clear on the device in one step (atomicExch), so counts
+         * that other streams add meanwhile are never wiped unread. */
+        memra_take_args a = {eng->faults};
+        size_t size = sizeof a;
+        void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &a, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                         CU_LAUNCH_PARAM_END};
+        r = d->cuLaunchKernel(eng->take_fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, extra);
+        from = eng->faults + 4 * sizeof(uint32_t);
+    }
+    if (r == CUDA_SUCCESS)
+        r = d->cuMemcpyDtoHAsync(w, from, sizeof w, s);
     if (r == CUDA_SUCCESS)
         r = d->cuStreamSynchronize(s);
+    memra_unrelax(d, &rx);
+    pthread_mutex_unlock(&eng->faults_lock);
     if (r != CUDA_SUCCESS) {
         st = memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "reading the fault word");
-        goto done;
+    } else {
+        out->bad_expert = w[0];
+        out->nonfinite = w[1];
+        out->first_pair = w[2];
     }
-    out->bad_expert = w[0];
-    out->nonfinite = w[1];
-    out->first_pair = w[2];
-done:
     memra_ctx_leave(eng, pushed);
     return st;
 }

@@ -22,6 +22,7 @@ static const char *const status_strings[MEMRA_STATUS_COUNT] = {
     [MEMRA_ERR_OUT_OF_MEMORY] = "out of memory",
     [MEMRA_ERR_CAPTURE] = "not allowed while the stream is capturing",
     [MEMRA_ERR_DRIVER] = "a CUDA driver call failed",
+    [MEMRA_ERR_CONTEXT_RESET] = "the device's primary context was reset under the engine",
 };
 
 const char *memra_status_string(memra_status status)

@@ -49,20 +49,22 @@ memra_status memra_jit_pick_arch(const memra_driver *d, int sm, int *arch, int *
     return MEMRA_OK;
 }
 
-memra_status memra_jit_compile(const memra_driver *d, int arch, int is_ptx, memra_image *out)
+memra_status memra_jit_compile_src(const memra_driver *d, const char *src, const char *file,
+                                   int arch, int is_ptx, const char *const *options,
+                                   memra_image *out)
 {
     memset(out, 0, sizeof *out);
     char arch_opt[48];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%d", is_ptx ? "compute" : "sm",
              arch);
-    const char *opts[8];
+    const char *opts[32];
     int n_opts = 0;
     opts[n_opts++] = arch_opt;
-    for (int i = 0; memra_jit_options[i]; i++)
-        opts[n_opts++] = memra_jit_options[i];
+    for (int i = 0; options && options[i] && n_opts < 32; i++)
+        opts[n_opts++] = options[i];
 
     nvrtcProgram prog;
-    nvrtcResult r = d->nvrtcCreateProgram(&prog, memra_kernel_vrows_src, "vrows.cu", 0, NULL, NULL);
+    nvrtcResult r = d->nvrtcCreateProgram(&prog, src, file, 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return nvrtc_fail(d, r, "nvrtcCreateProgram");
 
@@ -103,6 +105,12 @@ memra_status memra_jit_compile(const memra_driver *d, int arch, int is_ptx, memr
     }
     d->nvrtcDestroyProgram(&prog);
     return st;
+}
+
+memra_status memra_jit_compile(const memra_driver *d, int arch, int is_ptx, memra_image *out)
+{
+    return memra_jit_compile_src(d, memra_kernel_vrows_src, "vrows.cu", arch, is_ptx,
+                                 memra_jit_options, out);
 }
 
 void memra_image_free(memra_image *img)

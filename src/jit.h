@@ -20,8 +20,14 @@ typedef struct memra_image {
  * CUBIN if NVRTC knows it, else PTX for the highest compute_XY not above it. */
 memra_status memra_jit_pick_arch(const memra_driver *d, int sm, int *arch, int *is_ptx);
 
-/* Compiles the embedded source for one arch with the fixed exactness options;
- * a compile error returns MEMRA_ERR_NVRTC with NVRTC's log in the message. */
+/* Compiles `src` for one arch (CUBIN for sm_arch, or PTX for compute_arch)
+ * with `options` (NULL-terminated, without the arch option); a compile error
+ * returns MEMRA_ERR_NVRTC with NVRTC's log in the message. */
+memra_status memra_jit_compile_src(const memra_driver *d, const char *src, const char *file,
+                                   int arch, int is_ptx, const char *const *options,
+                                   memra_image *out);
+
+/* The embedded table kernel with the fixed exactness options. */
 memra_status memra_jit_compile(const memra_driver *d, int arch, int is_ptx, memra_image *out);
 void memra_image_free(memra_image *img);
 

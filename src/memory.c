@@ -5,12 +5,14 @@
 typedef enum { OP_ALLOC, OP_FREE, OP_HTOD, OP_DTOH, OP_SYNC } mem_op;
 
 /* One path for every helper: check, enter the context, issue, optionally
- * wait, leave. Synchronous copies run on the stream and then wait for it, so
- * they never touch the legacy default stream that a serving process may be
- * capturing around. */
+ * wait, leave. Synchronous copies (own = 1) run on the engine's own stream
+ * and then wait for it, so they never touch the legacy default stream that
+ * a serving process may be capturing around. Unless the stream itself is
+ * capturing, the calls run in relaxed capture mode, so another thread's
+ * global-mode capture survives them. */
 static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void *host,
                              const void *chost, CUdeviceptr dptr, CUdeviceptr *out, size_t bytes,
-                             memra_stream stream, int wait)
+                             memra_stream stream, int wait, int own)
 {
     if (!eng)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
@@ -25,11 +27,15 @@ static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void 
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: bytes is 0", fn);
 
     const memra_driver *d = eng->d;
-    CUstream s = memra_stream_of(eng, stream);
+    CUstream s = own ? eng->stream : (CUstream)stream;
     int pushed;
     memra_status st = memra_ctx_enter(eng, fn, &pushed);
     if (st)
         return st;
+    memra_relaxed rx = {0};
+    const int relax = op == OP_ALLOC || op == OP_FREE || own || !memra_stream_capturing(d, s);
+    if (relax)
+        memra_relax(d, &rx);
     CUresult r = CUDA_SUCCESS;
     const char *call = "";
     switch (op) {
@@ -56,6 +62,8 @@ static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void 
         call = "cuStreamSynchronize";
         r = d->cuStreamSynchronize(s);
     }
+    if (relax)
+        memra_unrelax(d, &rx);
     if (r != CUDA_SUCCESS)
         st = memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, call);
     memra_ctx_leave(eng, pushed);
@@ -66,7 +74,7 @@ memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out)
 {
     CUdeviceptr p = 0;
     memra_status st =
-        mem_call("memra_alloc", eng, OP_ALLOC, NULL, NULL, 0, out ? &p : NULL, bytes, NULL, 0);
+        mem_call("memra_alloc", eng, OP_ALLOC, NULL, NULL, 0, out ? &p : NULL, bytes, NULL, 0, 0);
     if (st == MEMRA_OK)
         *out = p;
     return st;
@@ -74,34 +82,36 @@ memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out)
 
 memra_status memra_free(memra_engine *eng, memra_devptr ptr)
 {
-    return mem_call("memra_free", eng, OP_FREE, NULL, NULL, ptr, NULL, 0, NULL, 0);
+    return mem_call("memra_free", eng, OP_FREE, NULL, NULL, ptr, NULL, 0, NULL, 0, 0);
 }
 
 memra_status memra_sync(memra_engine *eng, memra_stream stream)
 {
-    return mem_call("memra_sync", eng, OP_SYNC, NULL, NULL, 0, NULL, 0, stream, 1);
+    return mem_call("memra_sync", eng, OP_SYNC, NULL, NULL, 0, NULL, 0, stream, 1, 0);
 }
 
 memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, const void *src, size_t bytes)
 {
-    return mem_call("memra_copy_htod", eng, OP_HTOD, NULL, src, dst, NULL, bytes, NULL, 1);
+    return mem_call("memra_copy_htod", eng, OP_HTOD, NULL, src, dst, NULL, bytes, NULL, 1, 1);
 }
 
 memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src, size_t bytes)
 {
-    return mem_call("memra_copy_dtoh", eng, OP_DTOH, dst, NULL, src, NULL, bytes, NULL, 1);
+    return mem_call("memra_copy_dtoh", eng, OP_DTOH, dst, NULL, src, NULL, bytes, NULL, 1, 1);
 }
 
 memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
                                    size_t bytes, memra_stream stream)
 {
-    return mem_call("memra_copy_htod_async", eng, OP_HTOD, NULL, src, dst, NULL, bytes, stream, 0);
+    return mem_call("memra_copy_htod_async", eng, OP_HTOD, NULL, src, dst, NULL, bytes, stream, 0,
+                    0);
 }
 
 memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src, size_t bytes,
                                    memra_stream stream)
 {
-    return mem_call("memra_copy_dtoh_async", eng, OP_DTOH, dst, NULL, src, NULL, bytes, stream, 0);
+    return mem_call("memra_copy_dtoh_async", eng, OP_DTOH, dst, NULL, src, NULL, bytes, stream, 0,
+                    0);
 }
 
 /* Typed copies: element counts are checked against size_t overflow before
@@ -112,7 +122,7 @@ static memra_status typed_call(const char *fn, memra_engine *eng, mem_op op, voi
 {
     if (count > SIZE_MAX / elem)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: count %zu is too large", fn, count);
-    return mem_call(fn, eng, op, host, chost, dptr, NULL, count * elem, stream, wait);
+    return mem_call(fn, eng, op, host, chost, dptr, NULL, count * elem, stream, wait, wait);
 }
 
 #define MEMRA_DEFINE_TYPED_COPY(sfx, T)                                                            \

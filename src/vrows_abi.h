@@ -24,6 +24,12 @@ _Static_assert(offsetof(memra_vrows_args, ptrs) == 96, "ptrs at 96");
 #define MEMRA_VROWS_NPARAMS 16
 #define MEMRA_VROWS_KERNEL "memra_vrows_tables"
 
+/* memra_faults_take's parameter block: the fault word's address. */
+typedef struct memra_take_args {
+    uint64_t faults;
+} memra_take_args;
+#define MEMRA_TAKE_KERNEL "memra_faults_take"
+
 /* One pair per thread. */
 static inline unsigned memra_vrows_grid(uint32_t n_pairs)
 {

@@ -28,6 +28,12 @@ static inline memra_u32 atomicAdd(memra_u32 *a, memra_u32 v)
     *a = o + v;
     return o;
 }
+static inline memra_u32 atomicExch(memra_u32 *a, memra_u32 v)
+{
+    memra_u32 o = *a;
+    *a = v;
+    return o;
+}
 static inline memra_u32 atomicMin(memra_u32 *a, memra_u32 v)
 {
     memra_u32 o = *a;
@@ -66,6 +72,14 @@ static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, h
                                (const float *)(uintptr_t)q[4], q[5], q[6], q[7], q[8], q[9], q[10],
                                n_pairs, n_expert, (memra_u64 *)(uintptr_t)ptrs,
                                (float *)(uintptr_t)scl, (memra_u32 *)(uintptr_t)faults);
+}
+
+/* memra_faults_take from its parameter block (the fault word's address). */
+static inline void run_take_on_host(const unsigned char *buf)
+{
+    uint64_t faults;
+    memcpy(&faults, buf, 8);
+    memra_faults_take((memra_u32 *)(uintptr_t)faults);
 }
 
 #endif /* MEMRA_KERNEL_ON_HOST_H */

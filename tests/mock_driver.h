@@ -1,6 +1,14 @@
-/* A fake CUDA driver and NVRTC behind memra's function table: device memory
- * is host memory, launches run the real kernel source on the host, stream
- * capture records launches for replay, and any call can be made to fail. */
+/* A fake CUDA driver and NVRTC behind memra's function table.
+ *
+ * Device memory is host memory and launches run the real kernel source on
+ * the host. Work is queued per stream and runs only when something waits
+ * for it (a stream or event sync, a wait by another stream, a pageable
+ * device-to-host copy, cuMemFree), in stream order, with the legacy default
+ * stream's implicit ordering against blocking streams, events and
+ * cuStreamWaitEvent. Stream capture follows the driver's rules: global,
+ * thread-local and relaxed modes, potentially unsafe calls refused and the
+ * capture invalidated, graphs instantiated and replayed. The primary
+ * context can be reset under an engine. Any call can be made to fail. */
 #ifndef MEMRA_MOCK_DRIVER_H
 #define MEMRA_MOCK_DRIVER_H
 
@@ -18,36 +26,49 @@ enum {
             MOCK_N_CALLS
 };
 
-#define MOCK_MAX_CAPTURED 64
-
 typedef struct mock_launch {
+    CUfunction f;
     unsigned grid[3], block[3];
-    unsigned char args[120];
+    unsigned char args[128];
     size_t args_size;
     CUstream stream;
 } mock_launch;
+
+typedef enum {
+    MOCK_OP_LAUNCH,
+    MOCK_OP_HTOD,
+    MOCK_OP_DTOH,
+    MOCK_OP_MEMSET,
+    MOCK_OP_RECORD,
+    MOCK_OP_WAIT,
+    MOCK_OP_GATE
+} mock_op_kind;
 
 typedef struct mock_state {
     /* configuration */
     int n_devices;
     int sm_major, sm_minor;
+    int driver_version;
     int archs[16], n_archs;
     const char *compile_log; /* non-NULL: nvrtcCompileProgram fails with it */
     int compile_delay_ms;    /* widens the window for racing processes */
     int fail_call, fail_nth; /* the fail_nth'th call of fail_call fails */
     int fail_result;
+    /* Called after each queued operation runs (a test interleaving work). */
+    void (*after_op)(mock_op_kind kind, CUstream s);
     /* observations (atomic: the thread tests call in from many threads) */
     _Atomic int calls[MOCK_N_CALLS];
     char options[512]; /* the last compile's options, space separated */
     _Atomic int live_allocs;
+    _Atomic int live_pinned;
     _Atomic int ctx_refs;
     _Atomic int streams_live;
+    _Atomic int events_live;
     _Atomic int modules_live;
-    _Atomic int capture_violations; /* alloc/copy/sync while some stream captured */
+    _Atomic int capture_violations; /* unsafe calls refused because of a capture */
+    _Atomic int stale_uses;         /* handles used after a context reset */
     _Atomic int launches;
     mock_launch last;
-    mock_launch captured[MOCK_MAX_CAPTURED];
-    int n_captured;
 } mock_state;
 
 extern mock_state mock;
@@ -55,11 +76,18 @@ extern memra_driver mock_table;
 
 /* Resets the state to one sm_90 device and installs the mock table. */
 void mock_install(void);
-/* Capture on/off for a stream made through mock_table.cuStreamCreate. */
-void mock_set_capturing(CUstream s, int on);
-/* Runs what was recorded under capture, as a graph replay would. */
-void mock_replay(void);
 /* Ends the mock: the real table again. */
 void mock_uninstall(void);
+/* Queues an operation on `s` that holds the stream until *open is set. */
+void mock_gate(CUstream s, _Atomic int *open);
+/* Operations queued on `s` that have not run. */
+int mock_pending(CUstream s);
+/* Runs every stream's queued work (as the device eventually would). */
+void mock_drain(void);
+/* cuDevicePrimaryCtxReset as an application would call it: every
+ * allocation, stream, event and module of the context is gone. */
+void mock_reset_primary_ctx(int dev);
+/* Whether the host range is pinned memory from cuMemAllocHost. */
+int mock_is_pinned(const void *p, size_t n);
 
 #endif /* MEMRA_MOCK_DRIVER_H */

@@ -27,6 +27,9 @@ static int teardown(void **state)
     assert_int_equal(mock.ctx_refs, 0);
     assert_int_equal(mock.streams_live, 0);
     assert_int_equal(mock.modules_live, 0);
+    assert_int_equal(mock.live_pinned, 0);
+    assert_int_equal(mock.events_live, 0);
+    assert_int_equal(mock.stale_uses, 0);
     mock_uninstall();
     return 0;
 }
@@ -235,7 +238,7 @@ static void test_capture_and_replay(void **state)
     memra_vrows_macros mac = {{pl[0], pl[1], pl[2]}};
     memra_vrows_slabs sl = GATE_SERVING_SLABS;
     CUstream s;
-    assert_int_equal(mock_table.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    assert_int_equal(mock_table.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     memra_devptr dsel, dselw, dptrs, dscl;
     assert_int_equal(memra_alloc(eng, N * 4, &dsel), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, N * 4, &dselw), MEMRA_OK);
@@ -243,28 +246,32 @@ static void test_capture_and_replay(void **state)
     assert_int_equal(memra_alloc(eng, 3 * N * 4, &dscl), MEMRA_OK);
 
     /* Not prepared: the kernel is not compiled yet, so capture is refused. */
-    mock_set_capturing(s, 1);
+    CUgraph g;
+    assert_int_equal(mock_table.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
     assert_int_equal(
         memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
         MEMRA_ERR_CAPTURE);
     assert_non_null(strstr(memra_last_error(), "memra_vrows_prepare_layer"));
     assert_int_equal(memra_vrows_prepare_layer(eng, 2, E, &mac, s), MEMRA_ERR_CAPTURE);
-    mock_set_capturing(s, 0);
+    assert_int_equal(mock_table.cuStreamEndCapture(s, &g), CUDA_SUCCESS); /* left intact */
+    mock_table.cuGraphDestroy(g);
     assert_int_equal(mock.capture_violations, 0);
 
     assert_int_equal(memra_vrows_prepare_layer(eng, 2, E, &mac, s), MEMRA_OK);
-    mock_set_capturing(s, 1);
+    assert_int_equal(mock_table.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
     /* Layer 3 was never prepared: a clear error, nothing captured. */
     assert_int_equal(
         memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 3, &mac, &sl, dptrs, dscl, s),
         MEMRA_ERR_CAPTURE);
-    assert_int_equal(mock.n_captured, 0);
     assert_int_equal(
         memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
         MEMRA_OK);
-    mock_set_capturing(s, 0);
-    assert_int_equal(mock.n_captured, 1);
+    assert_int_equal(mock_table.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
     assert_int_equal(mock.capture_violations, 0);
+    CUgraphExec x;
+    assert_int_equal(mock_table.cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
 
     /* Replays see each step's new sel/selw. */
     uint64_t rs = 42;
@@ -275,17 +282,19 @@ static void test_capture_and_replay(void **state)
             sel[p] = (int32_t)(rng_next(&rs) % E);
             selw[p] = rng_special_float(&rs);
         }
-        assert_int_equal(memra_upload_i32(eng, dsel, sel, N), MEMRA_OK);
-        assert_int_equal(memra_upload_f32(eng, dselw, selw, N), MEMRA_OK);
-        mock_replay();
+        assert_int_equal(memra_upload_i32_async(eng, dsel, sel, N, s), MEMRA_OK);
+        assert_int_equal(memra_upload_f32_async(eng, dselw, selw, N, s), MEMRA_OK);
+        assert_int_equal(mock_table.cuGraphLaunch(x, s), CUDA_SUCCESS);
         static uint64_t dp[3 * N], hp[3 * N];
         static float ds[3 * N], hs[3 * N];
-        assert_int_equal(memra_download_u64(eng, dp, dptrs, 3 * N), MEMRA_OK);
-        assert_int_equal(memra_download_f32(eng, ds, dscl, 3 * N), MEMRA_OK);
+        assert_int_equal(memra_download_u64_async(eng, dp, dptrs, 3 * N, s), MEMRA_OK);
+        assert_int_equal(memra_download_f32_async(eng, ds, dscl, 3 * N, s), MEMRA_OK);
         memra_vrows_tables_host(sel, selw, N, E, &mac, &sl, hp, hs, NULL);
         assert_memory_equal(dp, hp, sizeof dp);
         assert_memory_equal(ds, hs, sizeof ds);
     }
+    mock_table.cuGraphExecDestroy(x);
+    mock_table.cuGraphDestroy(g);
     memra_free(eng, dsel), memra_free(eng, dselw), memra_free(eng, dptrs), memra_free(eng, dscl);
     mock_table.cuStreamDestroy(s);
     memra_engine_destroy(eng);

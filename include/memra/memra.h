@@ -11,7 +11,29 @@
  *  - Every function is thread-safe. memra_engine_destroy() must not race
  *    with other calls on the same engine.
  *  - Device addresses are memra_devptr (a CUdeviceptr); streams are
- *    memra_stream (a CUstream); NULL means the engine's own stream.
+ *    memra_stream (a CUstream) with CUDA's meaning: NULL is the legacy
+ *    default stream (PyTorch's default stream is NULL too), and
+ *    CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are accepted.
+ *    memra_engine_stream() gives the engine's own non-blocking stream.
+ *  - Stream order: a launch is ordered after the upload of the macro planes
+ *    it reads, whichever stream made the upload (an event wait on the
+ *    device, none once the upload is seen finished). Re-uploading a layer
+ *    (changed planes) while a launch that reads it still runs on another
+ *    stream is a race the caller orders, as with any buffer.
+ *  - Capture: while another thread captures a CUDA graph in global mode
+ *    (torch.cuda.graph's default), memra's allocations, copies and syncs
+ *    run in relaxed capture mode and leave that capture intact.
+ *  - Contexts: an engine retains the device's primary context. If the
+ *    application resets it (cuDevicePrimaryCtxReset, cudaDeviceReset),
+ *    every later call on the engine returns MEMRA_ERR_CONTEXT_RESET and
+ *    touches no stale handle; destroy it and create a new one.
+ *  - Lifetimes: CUDA graphs captured from an engine's launches point at its
+ *    kernel, macro planes and fault word. Destroy the engine only after
+ *    every such graph (its executable instance) is destroyed: replaying one
+ *    later writes freed memory.
+ *  - Layers are keyed by il per engine: use one engine per model (a draft
+ *    and a target model of speculative decoding get one each; engines are
+ *    cheap, they share the primary context).
  */
 #ifndef MEMRA_MEMRA_H
 #define MEMRA_MEMRA_H
@@ -46,6 +68,7 @@ typedef enum memra_status {
     MEMRA_ERR_OUT_OF_MEMORY,   /* host or device allocation failed */
     MEMRA_ERR_CAPTURE,         /* the call would allocate/copy/sync under capture */
     MEMRA_ERR_DRIVER,          /* any other CUDA driver failure */
+    MEMRA_ERR_CONTEXT_RESET,   /* the primary context was reset under the engine */
     MEMRA_STATUS_COUNT
 } memra_status;
 
@@ -127,8 +150,12 @@ MEMRA_API memra_status memra_device_count(int *count);
 /* Retains the device's primary context (shared with the serving process) and
  * creates the engine's own non-blocking stream. */
 MEMRA_API memra_status memra_engine_create(int ordinal, memra_engine **out);
-/* NULL is a no-op. Synchronises the engine's stream, frees what it owns. */
+/* NULL is a no-op. Synchronises the engine's stream, frees what it owns.
+ * Graphs captured from the engine must be destroyed first (see above). */
 MEMRA_API void memra_engine_destroy(memra_engine *eng);
+/* The engine's own non-blocking stream, for callers that want memra's work
+ * off their streams (order it yourself with events). */
+MEMRA_API memra_status memra_engine_stream(memra_engine *eng, memra_stream *out);
 MEMRA_API memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info);
 /* Compiles (or loads) the table kernel now instead of at first use.
  *
@@ -145,14 +172,17 @@ MEMRA_API memra_status memra_engine_get_info(memra_engine *eng, memra_engine_inf
  * full, locked, NFS without locks, a file size limit) ends the same way:
  * one warning on stderr, compile in memory, carry on. */
 MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
-/* Waits for work on `stream` (NULL: the engine's) and then reads the engine's
- * fault word; with reset != 0 clears it afterwards. */
+/* Waits for work on `stream` and then reads the engine's fault word; with
+ * reset != 0 it is read and cleared in one step on the device, so counts
+ * that launches on other streams add meanwhile are kept for the next read,
+ * never lost. */
 MEMRA_API memra_status memra_engine_faults(memra_engine *eng, memra_stream stream,
                                            memra_faults *out, int reset);
 
 /* ---- memory helpers ---------------------------------------------------- *
- * Synchronous copies are complete on return; _async ones are ordered on
- * `stream` (NULL: the engine's). */
+ * Synchronous copies run on the engine's own stream and are complete on
+ * return; _async ones are ordered on `stream` (NULL: the legacy default
+ * stream). memra_sync waits for `stream`. */
 MEMRA_API memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out);
 MEMRA_API memra_status memra_free(memra_engine *eng, memra_devptr ptr);
 MEMRA_API memra_status memra_sync(memra_engine *eng, memra_stream stream);
@@ -181,7 +211,7 @@ MEMRA_TYPED_COPIES(MEMRA_DECLARE_TYPED_COPY)
 
 /* ---- device tables ----------------------------------------------------- *
  * The host arm's arithmetic, on the device, in one kernel launch on `stream`
- * (NULL: the engine's own). Never synchronises. `sel`, `selw` are device
+ * (NULL: the legacy default stream). Never synchronises. `sel`, `selw` are device
  * arrays of n_pairs; `ptrs` (8-byte aligned) and `scl` (4-byte aligned) are
  * device arrays of 3*n_pairs. `macros` are HOST planes (or NULL), mirrored
  * to the device once per (layer il, plane) and re-uploaded only when their
