@@ -509,7 +509,7 @@ static void test_no_launch_waits_behind_a_stalled_upload(void **state)
     pthread_join(t2, NULL);
     pthread_join(t1, NULL);
     if (!launched)
-        fail_msg("a launch on layer 1 waited behind layer 2's stalled stream for 5 s");
+        fail_msg("%s", "a launch on layer 1 waited behind layer 2's stalled stream for 5 s");
     assert_int_equal(lj.st, MEMRA_OK);
     assert_int_equal(pj.st, MEMRA_OK);
     expect_tables(&w, (const float(*)[E])w.pl, s2);
