@@ -18,6 +18,7 @@
 #include "vrows_abi.h"
 
 static const memra_driver *d;
+static const memra_nvrtc *nv; /* the NVRTC the engine's kernel came from */
 static FILE *json;
 static int json_first = 1;
 static int quick;
@@ -257,7 +258,7 @@ static CUfunction compile_cubin(const char *src, const char *name, int sm, const
                                 CUmodule *mod)
 {
     memra_image img;
-    if (memra_jit_compile_src(d, src, "bench.cu", sm, 0, extra, &img) != MEMRA_OK) {
+    if (!nv || memra_jit_compile_src(nv, src, "bench.cu", sm, 0, extra, &img) != MEMRA_OK) {
         fprintf(stderr, "%s: %s\n", name, memra_last_error());
         exit(1);
     }
@@ -477,6 +478,7 @@ static void bench_device(int ordinal)
     MK(memra_engine_create(ordinal, &eng));
     memra_engine_info info;
     MK(memra_engine_warmup(eng));
+    nv = eng->nvrtc;
     memra_engine_get_info(eng, &info);
     printf("device %d: %s, sm_%d, driver %d, NVRTC %d\n", ordinal, info.name, info.sm,
            info.driver_version, info.nvrtc_version);

@@ -27,12 +27,17 @@ int memra_cache_lock_timeout_ms = MEMRA_CACHE_LOCK_TIMEOUT_MS;
  * cuModuleLoadData (PyTorch's kernel cache has no such check). It is not a
  * signature: what keeps planted images out is that nobody but the owner can
  * write the folder (see cache.h). */
-#define ENTRY_MAGIC "MEMRAK01"
+#define ENTRY_MAGIC "MEMRAK02"
+/* What version 1 wrote: still memra's to count and evict, never read. */
+#define ENTRY_MAGIC_V1 "MEMRAK01"
 typedef struct entry_header {
     char magic[8];
     uint64_t size;
     unsigned char key[16];
     unsigned char checksum[16];
+    /* The key's inputs that vary between entries, so that an engine with no
+     * NVRTC at all can recompute an entry's key and take it (find_any). */
+    int32_t nvrtc_major, nvrtc_minor, arch, is_ptx;
 } entry_header;
 
 /* Entries are a few hundred KiB; anything past this is not ours. */
@@ -75,6 +80,19 @@ void memra_cache_entry_name(const memra_cache_key *key, int is_ptx, char *buf, s
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", key->bytes[i]);
     snprintf(buf, len, "%s.%s", hex, is_ptx ? "ptx" : "cubin");
+}
+
+static void key_for(int nvrtc_major, int nvrtc_minor, int arch, int is_ptx, memra_cache_key *key)
+{
+    memra_cache_key_in in = {memra_kernel_vrows_src,
+                             memra_kernel_vrows_src_len,
+                             memra_jit_options,
+                             nvrtc_major,
+                             nvrtc_minor,
+                             arch,
+                             is_ptx,
+                             MEMRA_VERSION_STRING};
+    memra_cache_key_of(&in, key);
 }
 
 int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, memra_image *img)
@@ -303,7 +321,8 @@ static int has_magic(int dfd, const char *name)
     int fd = open_file(dfd, name, O_RDONLY, &sb, why, sizeof why);
     if (fd < 0)
         return 0;
-    int ok = read_all(fd, magic, sizeof magic) == 0 && memcmp(magic, ENTRY_MAGIC, 8) == 0;
+    int ok = read_all(fd, magic, sizeof magic) == 0 &&
+             (memcmp(magic, ENTRY_MAGIC, 8) == 0 || memcmp(magic, ENTRY_MAGIC_V1, 8) == 0);
     close(fd);
     return ok;
 }
@@ -367,7 +386,8 @@ static void temp_name(const char *entry, char *buf, size_t len)
 /* Temp file in the folder, then renameat: readers see the whole entry or
  * none of it, and a link planted at the entry's name is replaced, never
  * followed. Returns 0, or -1 with errno. */
-static int publish(int dfd, const char *name, const memra_cache_key *key, const memra_image *img)
+static int publish(int dfd, const char *name, const memra_cache_key *key, const memra_image *img,
+                   const memra_nvrtc *nv)
 {
     char tmp[MEMRA_CACHE_NAME_MAX + 48];
     int fd = -1;
@@ -384,6 +404,8 @@ static int publish(int dfd, const char *name, const memra_cache_key *key, const 
     h.size = img->size;
     memcpy(h.key, key->bytes, 16);
     checksum_of(img->data, img->size, h.checksum);
+    h.nvrtc_major = nv->major, h.nvrtc_minor = nv->minor;
+    h.arch = img->arch, h.is_ptx = img->is_ptx;
     int r = write_guarded(fd, &h, img);
     int err = errno;
     if (close(fd) != 0 && r == 0)
@@ -537,21 +559,12 @@ static int lock_bounded(int fd, char *why, size_t n)
 
 /* ---- the cache ------------------------------------------------------------ */
 
-/* The key and file name of this library's entry for (arch, is_ptx). */
-static void entry_for(const memra_driver *d, int arch, int is_ptx, memra_cache_key *key, char *name,
-                      size_t len)
+/* The key and file name of this library's entry for (arch, is_ptx) as
+ * built by `nv`. */
+static void entry_for(const memra_nvrtc *nv, int arch, int is_ptx, memra_cache_key *key,
+                      char *name, size_t len)
 {
-    int maj = 0, min = 0;
-    d->nvrtcVersion(&maj, &min);
-    memra_cache_key_in in = {memra_kernel_vrows_src,
-                             memra_kernel_vrows_src_len,
-                             memra_jit_options,
-                             maj,
-                             min,
-                             arch,
-                             is_ptx,
-                             MEMRA_VERSION_STRING};
-    memra_cache_key_of(&in, key);
+    key_for(nv->major, nv->minor, arch, is_ptx, key);
     memra_cache_entry_name(key, is_ptx, name, len);
 }
 
@@ -597,7 +610,7 @@ static void finish(memra_image *img, int arch, int is_ptx)
     img->is_ptx = is_ptx, img->arch = arch;
 }
 
-memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, memra_image *img,
+memra_status memra_cache_get_image(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *img,
                                    int *from_cache)
 {
     *from_cache = 0;
@@ -606,21 +619,21 @@ memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, 
     const uint64_t cap = memra_cache_cap();
     int dfd = -1;
     if (!memra_cache_dir(dir, sizeof dir) || use_folder(dir, cap > 0, &dfd) != OPEN_OK)
-        return memra_jit_compile(d, arch, is_ptx, img);
+        return memra_jit_compile(nv, arch, is_ptx, img);
 
     memra_cache_key key;
     char name[MEMRA_CACHE_NAME_MAX], lock[MEMRA_CACHE_NAME_MAX + 8], why[256] = "is missing";
-    entry_for(d, arch, is_ptx, &key, name, sizeof name);
+    entry_for(nv, arch, is_ptx, &key, name, sizeof name);
     memra_status st;
     int found = 0, lfd = -1;
     if (cap == 0) {
         /* 0 keeps nothing on disk: compile, and clear out what is there. */
-        st = memra_jit_compile(d, arch, is_ptx, img);
+        st = memra_jit_compile(nv, arch, is_ptx, img);
         scan(dfd, 1, NULL, 0);
         goto out;
     }
     if (!take_entry(dir, dfd, name, &key, img, &found) || found) {
-        st = found ? MEMRA_OK : memra_jit_compile(d, arch, is_ptx, img);
+        st = found ? MEMRA_OK : memra_jit_compile(nv, arch, is_ptx, img);
         *from_cache = found;
         goto out;
     }
@@ -639,9 +652,9 @@ memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, 
                    why);
     } else if (take_entry(dir, dfd, name, &key, img, &found) && !found) {
         /* Whoever holds the lock compiles; the others waited and now read. */
-        st = memra_jit_compile(d, arch, is_ptx, img);
+        st = memra_jit_compile(nv, arch, is_ptx, img);
         if (st == MEMRA_OK) {
-            if (publish(dfd, name, &key, img) == 0)
+            if (publish(dfd, name, &key, img, nv) == 0)
                 scan(dfd, 1, name, cap);
             else
                 memra_warn(MEMRA_WARN_CACHE_WRITE, "kernel cache entry %s/%s not written (%s)", dir,
@@ -652,7 +665,7 @@ memra_status memra_cache_get_image(const memra_driver *d, int arch, int is_ptx, 
     }
     if (lfd >= 0)
         flock(lfd, LOCK_UN);
-    st = found ? MEMRA_OK : memra_jit_compile(d, arch, is_ptx, img);
+    st = found ? MEMRA_OK : memra_jit_compile(nv, arch, is_ptx, img);
     *from_cache = found;
 out:
     /* The lock file is left in place: unlinking it would let a third process
@@ -664,7 +677,7 @@ out:
     return st;
 }
 
-void memra_cache_put(const memra_driver *d, int arch, int is_ptx, const memra_image *img)
+void memra_cache_put(const memra_nvrtc *nv, int arch, int is_ptx, const memra_image *img)
 {
     char dir[MEMRA_CACHE_PATH_MAX], name[MEMRA_CACHE_NAME_MAX];
     const uint64_t cap = memra_cache_cap();
@@ -672,19 +685,19 @@ void memra_cache_put(const memra_driver *d, int arch, int is_ptx, const memra_im
     if (cap == 0 || !memra_cache_dir(dir, sizeof dir) || use_folder(dir, 1, &dfd) != OPEN_OK)
         return;
     memra_cache_key key;
-    entry_for(d, arch, is_ptx, &key, name, sizeof name);
-    if (publish(dfd, name, &key, img) == 0)
+    entry_for(nv, arch, is_ptx, &key, name, sizeof name);
+    if (publish(dfd, name, &key, img, nv) == 0)
         scan(dfd, 1, name, cap);
     close(dfd);
 }
 
-int memra_cache_has_entry(const memra_driver *d, int arch, int is_ptx, char *path, size_t len)
+int memra_cache_has_entry(const memra_nvrtc *nv, int arch, int is_ptx, char *path, size_t len)
 {
     char dir[MEMRA_CACHE_PATH_MAX], name[MEMRA_CACHE_NAME_MAX], why[256];
     memra_cache_key key;
     if (!memra_cache_dir(dir, sizeof dir))
         return 0;
-    entry_for(d, arch, is_ptx, &key, name, sizeof name);
+    entry_for(nv, arch, is_ptx, &key, name, sizeof name);
     snprintf(path, len, "%s/%s", dir, name);
     int dfd;
     if (open_folder(dir, 0, &dfd, why, sizeof why) != OPEN_OK)
@@ -694,4 +707,110 @@ int memra_cache_has_entry(const memra_driver *d, int arch, int is_ptx, char *pat
     memra_image_free(&img);
     close(dfd);
     return ok;
+}
+
+typedef struct any_entry {
+    char name[MEMRA_CACHE_NAME_MAX];
+    int score;
+    entry_header h;
+} any_entry;
+
+static int better_first(const void *a, const void *b)
+{
+    const any_entry *x = a, *y = b;
+    if (x->score != y->score)
+        return y->score - x->score;
+    if (x->h.arch != y->h.arch)
+        return y->h.arch - x->h.arch;
+    return (y->h.nvrtc_major * 1000 + y->h.nvrtc_minor) - (x->h.nvrtc_major * 1000 + x->h.nvrtc_minor);
+}
+
+/* How well an entry suits the device and driver, by the rules NVRTC
+ * candidates are chosen by (jit.c): 3 exact CUBIN, 2 binary-compatible
+ * CUBIN, 1 PTX, 0 unusable. */
+static int entry_score(const entry_header *h, int sm, int driver_version)
+{
+    memra_nvrtc as_built;
+    memset(&as_built, 0, sizeof as_built);
+    as_built.major = h->nvrtc_major, as_built.minor = h->nvrtc_minor;
+    as_built.archs[0] = h->arch, as_built.n_archs = 1;
+    char why[256];
+    int arch;
+    if (!memra_jit_target(&as_built, sm, driver_version, h->is_ptx, &arch, why, sizeof why))
+        return 0;
+    return h->is_ptx ? 1 : h->arch == sm ? 3 : 2;
+}
+
+int memra_cache_find_any(int sm, int driver_version, int rank, memra_image *img,
+                         memra_cache_found *found)
+{
+    memset(img, 0, sizeof *img);
+    char dir[MEMRA_CACHE_PATH_MAX];
+    int dfd;
+    if (!memra_cache_dir(dir, sizeof dir) || use_folder(dir, 0, &dfd) != OPEN_OK)
+        return 0;
+    int dup_fd = dup(dfd);
+    DIR *dp = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!dp) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        close(dfd);
+        return 0;
+    }
+    any_entry *v = NULL;
+    size_t n = 0, room = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        long pid;
+        struct stat sb;
+        char why[256];
+        entry_header h;
+        if (classify(e->d_name, &pid) != NAME_ENTRY)
+            continue;
+        const int fd = open_file(dfd, e->d_name, O_RDONLY, &sb, why, sizeof why);
+        if (fd < 0)
+            continue;
+        const int ok = read_all(fd, &h, sizeof h) == 0 && memcmp(h.magic, ENTRY_MAGIC, 8) == 0;
+        close(fd);
+        /* Ours only if its key recomputes from our source, options and
+         * version with the NVRTC version and target it says it was built
+         * with; the checksum is checked when it is read. */
+        memra_cache_key key;
+        char name[MEMRA_CACHE_NAME_MAX];
+        if (!ok)
+            continue;
+        key_for(h.nvrtc_major, h.nvrtc_minor, h.arch, h.is_ptx, &key);
+        memra_cache_entry_name(&key, h.is_ptx, name, sizeof name);
+        const int score = entry_score(&h, sm, driver_version);
+        if (memcmp(key.bytes, h.key, 16) != 0 || strcmp(name, e->d_name) != 0 || !score)
+            continue;
+        if (n == room) {
+            any_entry *grown = realloc(v, (room = room ? 2 * room : 8) * sizeof *v);
+            if (!grown)
+                break;
+            v = grown;
+        }
+        snprintf(v[n].name, sizeof v[n].name, "%s", name);
+        v[n].score = score;
+        v[n].h = h;
+        n++;
+    }
+    closedir(dp);
+    if (n > 1)
+        qsort(v, n, sizeof *v, better_first);
+    int got = 0;
+    for (size_t i = (size_t)rank; i < n && !got; i++) {
+        memra_cache_key key;
+        char why[256];
+        key_for(v[i].h.nvrtc_major, v[i].h.nvrtc_minor, v[i].h.arch, v[i].h.is_ptx, &key);
+        if (read_entry(dfd, v[i].name, &key, img, why, sizeof why) == 1) {
+            got = 1;
+            found->nvrtc_major = v[i].h.nvrtc_major, found->nvrtc_minor = v[i].h.nvrtc_minor;
+            img->arch = found->arch = v[i].h.arch;
+            img->is_ptx = found->is_ptx = v[i].h.is_ptx;
+        }
+    }
+    free(v);
+    close(dfd);
+    return got;
 }

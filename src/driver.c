@@ -19,14 +19,6 @@ typedef struct proc_lookup {
     PFN_cuGetProcAddress_v11030 v1;
 } proc_lookup;
 
-/* ISO C has no cast from void * to a function pointer; POSIX guarantees the
- * representation is the same, so copy the bytes. */
-#define set_fn(slot, sym)                                                                          \
-    do {                                                                                           \
-        void *sym_ = (sym);                                                                        \
-        memcpy((slot), &sym_, sizeof sym_);                                                        \
-    } while (0)
-
 static void *lookup(const proc_lookup *pl, const char *name, int version)
 {
     void *fn = NULL;
@@ -53,15 +45,15 @@ static void load_cuda(memra_driver *d)
         return;
     }
     proc_lookup pl;
-    set_fn(&pl.v2, dlsym(h, "cuGetProcAddress_v2"));
-    set_fn(&pl.v1, dlsym(h, "cuGetProcAddress"));
+    memra_set_fn(&pl.v2, dlsym(h, "cuGetProcAddress_v2"));
+    memra_set_fn(&pl.v1, dlsym(h, "cuGetProcAddress"));
     if (!pl.v2 && !pl.v1) {
         snprintf(d->cuda_error, sizeof d->cuda_error,
                  "libcuda.so.1 has no cuGetProcAddress: the driver predates CUDA 11.3");
         return;
     }
 #define MEMRA_X(name, ver, req)                                                                    \
-    set_fn(&d->name, lookup(&pl, #name, ver));                                                     \
+    memra_set_fn(&d->name, lookup(&pl, #name, ver));                                                     \
     if (req && !d->name) {                                                                         \
         snprintf(d->cuda_error, sizeof d->cuda_error,                                              \
                  "libcuda.so.1 lacks %s (CUDA %d.%d ABI): the driver is too old", #name,           \
@@ -78,42 +70,15 @@ static void load_cuda(memra_driver *d)
                  (int)r);
         return;
     }
-    /* No device is not a missing driver: the device count is then 0. */
+    /* No device is not a missing driver: the device count is then 0 (and
+     * every other call would say the driver is not initialised). */
+    d->no_device = r == CUDA_ERROR_NO_DEVICE;
     d->cuda_status = MEMRA_OK;
-}
-
-static void load_nvrtc(memra_driver *d)
-{
-    /* The major this library was built against first, then the others whose
-     * API (nvrtcGetCUBIN, nvrtcGetSupportedArchs) we use. */
-    static const char *const sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
-    void *h = NULL;
-    for (size_t i = 0; i < sizeof sonames / sizeof sonames[0] && !h; i++) {
-        h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
-        if (h)
-            snprintf(d->nvrtc_path, sizeof d->nvrtc_path, "%s", sonames[i]);
-    }
-    d->nvrtc_status = MEMRA_ERR_NVRTC;
-    if (!h) {
-        snprintf(d->nvrtc_error, sizeof d->nvrtc_error,
-                 "NVRTC could not be loaded (tried libnvrtc.so.13, .12, .11.2): %s", dlerror());
-        return;
-    }
-#define MEMRA_X(name)                                                                              \
-    set_fn(&d->name, dlsym(h, #name));                                                             \
-    if (!d->name) {                                                                                \
-        snprintf(d->nvrtc_error, sizeof d->nvrtc_error, "%s lacks %s", d->nvrtc_path, #name);      \
-        return;                                                                                    \
-    }
-    MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
-#undef MEMRA_X
-    d->nvrtc_status = MEMRA_OK;
 }
 
 static void load_real(void)
 {
     load_cuda(&real_table);
-    load_nvrtc(&real_table);
 }
 
 const memra_driver *memra_driver_get(void)
@@ -136,15 +101,6 @@ memra_status memra_driver_cuda(const char *fn, const memra_driver **out)
     *out = d;
     if (d->cuda_status)
         return memra_fail(d->cuda_status, "%s: %s", fn, d->cuda_error);
-    return MEMRA_OK;
-}
-
-memra_status memra_driver_nvrtc(const char *fn, const memra_driver **out)
-{
-    const memra_driver *d = memra_driver_get();
-    *out = d;
-    if (d->nvrtc_status)
-        return memra_fail(d->nvrtc_status, "%s: %s", fn, d->nvrtc_error);
     return MEMRA_OK;
 }
 

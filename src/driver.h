@@ -5,6 +5,8 @@
 #ifndef MEMRA_DRIVER_H
 #define MEMRA_DRIVER_H
 
+#include <string.h>
+
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <nvrtc.h>
@@ -81,37 +83,59 @@
     X(nvrtcGetCUBINSize)                                                                           \
     X(nvrtcGetCUBIN)
 
+/* One NVRTC library that memra found: how, what it is, and its entry
+ * points. Several may be loaded side by side (RTLD_LOCAL); each engine
+ * chooses the one that suits its device and the driver (jit.c). */
+typedef struct memra_nvrtc {
+    char path[512];     /* the file opened, or the soname looked up on the loader path */
+    const char *origin; /* how it was found, e.g. "MEMRA_NVRTC_PATH" */
+    memra_status status; /* MEMRA_OK when it loaded and every entry point resolved */
+    char why[256];      /* otherwise why not */
+    int major, minor;   /* nvrtcVersion */
+    int archs[128];     /* nvrtcGetSupportedArchs: the XY of sm_XY, ascending */
+    int n_archs;
+#define MEMRA_X(name) __typeof__(&name) name;
+    MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
+#undef MEMRA_X
+} memra_nvrtc;
+
 typedef struct memra_driver {
     /* MEMRA_OK when libcuda loaded and cuInit ran; else why not. */
     memra_status cuda_status;
     char cuda_error[512];
-    /* MEMRA_OK when NVRTC loaded; else why not. */
-    memra_status nvrtc_status;
-    char nvrtc_error[512];
-    char nvrtc_path[64]; /* the soname that was opened */
+    int no_device; /* cuInit found no device (CUDA_VISIBLE_DEVICES=""): the count is 0 */
+    /* A test table lists its NVRTC candidates here (n_nvrtc may be 0: none
+     * at all); NULL means "discover them" (nvrtc.c), as the real table does. */
+    const memra_nvrtc *nvrtc;
+    int n_nvrtc;
 
 #define MEMRA_X(name, ver, req) PFN_##name##_v##ver name;
     MEMRA_CU_ENTRY_POINTS(MEMRA_X)
 #undef MEMRA_X
-#define MEMRA_X(name) __typeof__(&name) name;
-    MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)
-#undef MEMRA_X
 } memra_driver;
 
 /* The active table: the mock if one is installed, else the real one, loaded
- * once (both libraries are tried once per process; handles are never closed).
+ * once (libcuda is tried once per process; handles are never closed).
  * Never NULL. */
 const memra_driver *memra_driver_get(void);
 
 /* The active table if libcuda is usable, else MEMRA_ERR_NO_DRIVER and a
- * message naming `fn`. Likewise for NVRTC. */
+ * message naming `fn`. */
 memra_status memra_driver_cuda(const char *fn, const memra_driver **out);
-memra_status memra_driver_nvrtc(const char *fn, const memra_driver **out);
 
 /* Turns a failed CUresult into `status` with a message naming the call and
  * the driver's own name and description of the error. */
 memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status status, const char *fn,
                            const char *call);
+
+/* ISO C has no cast from void * to a function pointer; POSIX guarantees the
+ * representation is the same, so copy the bytes (dlsym's result into a
+ * typed slot). */
+#define memra_set_fn(slot, sym)                                                                    \
+    do {                                                                                           \
+        void *sym_ = (sym);                                                                        \
+        memcpy((slot), &sym_, sizeof sym_);                                                        \
+    } while (0)
 
 /* The test seam: install a table (NULL restores the real one). Not exported. */
 void memra_driver_install(const memra_driver *table);

@@ -1,11 +1,14 @@
 #include "engine.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
 #include "error.h"
 #include "jit.h"
+#include "nvrtc_find.h"
 #include "vrows_abi.h"
 
 /* The fault word starts with zero counts and no first pair; so does the
@@ -113,6 +116,8 @@ memra_status memra_device_count(int *count)
     if (st)
         return st;
     int n = 0;
+    if (d->no_device)
+        return MEMRA_OK;
     CUresult r = d->cuDeviceGetCount(&n);
     if (r == CUDA_ERROR_NO_DEVICE)
         return MEMRA_OK;
@@ -245,9 +250,11 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         call = "cuDriverGetVersion";
         goto fail;
     }
-    int nv_major, nv_minor;
-    if (d->nvrtc_status == MEMRA_OK && d->nvrtcVersion(&nv_major, &nv_minor) == NVRTC_SUCCESS)
-        eng->info.nvrtc_version = nv_major * 1000 + nv_minor * 10;
+    const memra_nvrtc *list;
+    const int n_nv = memra_nvrtc_candidates(d, &list);
+    for (int i = 0; i < n_nv && !eng->info.nvrtc_version; i++)
+        if (list[i].status == MEMRA_OK)
+            eng->info.nvrtc_version = list[i].major * 1000 + list[i].minor * 10;
 
     /* The primary context, not a new one: a serving process (PyTorch, vLLM)
      * already lives on it, so memory and streams are shared, not duplicated. */
@@ -330,40 +337,139 @@ static memra_status get_function(const memra_driver *d, CUmodule mod, const char
     return MEMRA_OK;
 }
 
+/* Refusals that another NVRTC or image kind may get past. */
+static int refused_image(CUresult r)
+{
+    return r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+           r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_PTX ||
+           r == CUDA_ERROR_JIT_COMPILER_NOT_FOUND;
+}
+
+typedef struct attempts {
+    char why[2048];
+    size_t used;
+    int refused_loads;
+} attempts;
+
+static void note(attempts *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(attempts *a, const char *fmt, ...)
+{
+    if (a->used >= sizeof a->why)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    a->used += (size_t)vsnprintf(a->why + a->used, sizeof a->why - a->used, fmt, ap);
+    va_end(ap);
+}
+
+static const char *target_name(int arch, int is_ptx, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s_%d %s", is_ptx ? "compute" : "sm", arch, is_ptx ? "PTX" : "CUBIN");
+    return buf;
+}
+
+/* Loads an image; a refused one is noted and 0 returned for the next try. */
+static memra_status load_image(memra_engine *eng, const char *fn, const memra_image *img,
+                               const char *who, CUmodule *mod, attempts *a, int *loaded)
+{
+    const memra_driver *d = eng->d;
+    char t[48];
+    *loaded = 0;
+    CUresult r = d->cuModuleLoadData(mod, img->data);
+    if (r == CUDA_SUCCESS) {
+        *loaded = 1;
+        return MEMRA_OK;
+    }
+    const char *name = NULL;
+    d->cuGetErrorName(r, &name);
+    if (!refused_image(r))
+        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleLoadData");
+    a->refused_loads++;
+    note(a, "\n  %s: cuModuleLoadData refused its %s: %s", who,
+         target_name(img->arch, img->is_ptx, t, sizeof t), name ? name : "?");
+    return MEMRA_OK;
+}
+
+/* One planned (NVRTC, image): from the cache or compiled, then loaded. A
+ * verified entry the driver refuses (a driver update, say) is built afresh,
+ * and once that loads the entry is replaced so the next start does not pay
+ * the compile again. */
+static memra_status try_choice(memra_engine *eng, const char *fn, const memra_jit_choice *c,
+                               CUmodule *mod, int *from_cache, attempts *a, int *loaded)
+{
+    char who[640];
+    snprintf(who, sizeof who, "%s (%s, NVRTC %d.%d)", c->nv->path, c->nv->origin, c->nv->major,
+             c->nv->minor);
+    memra_image img;
+    memra_status st = memra_cache_get_image(c->nv, c->arch, c->is_ptx, &img, from_cache);
+    if (st) {
+        note(a, "\n  %s: %s", who, memra_last_error());
+        return MEMRA_OK;
+    }
+    st = load_image(eng, fn, &img, who, mod, a, loaded);
+    memra_image_free(&img);
+    if (st || *loaded || !*from_cache)
+        return st;
+    *from_cache = 0;
+    if (memra_jit_compile(c->nv, c->arch, c->is_ptx, &img)) {
+        note(a, "\n  %s: %s", who, memra_last_error());
+        return MEMRA_OK;
+    }
+    st = load_image(eng, fn, &img, who, mod, a, loaded);
+    if (*loaded)
+        memra_cache_put(c->nv, c->arch, c->is_ptx, &img);
+    memra_image_free(&img);
+    return st;
+}
+
 static memra_status load_kernel(memra_engine *eng, const char *fn)
 {
     const memra_driver *d = eng->d;
-    if (d->nvrtc_status)
-        return memra_fail(d->nvrtc_status, "%s: %s", fn, d->nvrtc_error);
-    int arch, is_ptx, from_cache;
-    memra_status st = memra_jit_pick_arch(d, eng->info.sm, &arch, &is_ptx);
+    const int sm = eng->info.sm, drv = eng->info.driver_version;
+    /* MEMRA_FORCE_PTX=1: take the PTX path (the one a device newer than
+     * every NVRTC gets) on purpose, to measure or test it. */
+    const char *force = getenv("MEMRA_FORCE_PTX");
+    const int force_ptx = force && strcmp(force, "1") == 0;
+    attempts a = {{0}, 0, 0};
+    memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
+    const int n = memra_jit_plan(d, sm, drv, force_ptx, plan, 2 * MEMRA_NVRTC_MAX, a.why,
+                                 sizeof a.why);
+    a.used = strlen(a.why);
+    CUmodule mod = NULL;
+    memra_kernel_origin o = {0};
+    const memra_nvrtc *used = NULL;
+    int loaded = 0;
+    memra_status st = MEMRA_OK;
+    for (int i = 0; i < n && !loaded && !st; i++) {
+        st = try_choice(eng, fn, &plan[i], &mod, &o.from_cache, &a, &loaded);
+        if (loaded) {
+            used = plan[i].nv;
+            o.arch = plan[i].arch, o.is_ptx = plan[i].is_ptx;
+            o.nvrtc_version = used->major * 1000 + used->minor * 10;
+            snprintf(o.nvrtc_path, sizeof o.nvrtc_path, "%s", used->path);
+        }
+    }
+    /* No NVRTC could serve: an entry any NVRTC built for this device and
+     * driver still starts the engine. */
+    for (int rank = 0; !loaded && !st; rank++) {
+        memra_image img;
+        memra_cache_found f;
+        if (!memra_cache_find_any(sm, drv, rank, &img, &f))
+            break;
+        st = load_image(eng, fn, &img, "the kernel cache", &mod, &a, &loaded);
+        memra_image_free(&img);
+        if (loaded) {
+            o.from_cache = 1, o.arch = f.arch, o.is_ptx = f.is_ptx;
+            o.nvrtc_version = f.nvrtc_major * 1000 + f.nvrtc_minor * 10;
+        }
+    }
     if (st)
         return st;
-    /* MEMRA_FORCE_PTX=1: take the PTX path (the one a device newer than
-     * NVRTC gets) on purpose, to measure or test it. */
-    const char *force = getenv("MEMRA_FORCE_PTX");
-    if (force && strcmp(force, "1") == 0)
-        is_ptx = 1;
-    memra_image img;
-    if ((st = memra_cache_get_image(d, arch, is_ptx, &img, &from_cache)))
-        return st;
-    CUmodule mod;
-    CUresult r = d->cuModuleLoadData(&mod, img.data);
-    memra_image_free(&img);
-    if (r != CUDA_SUCCESS && from_cache) {
-        /* A verified entry the driver still refuses (a driver update, say):
-         * build it afresh, and once that loads, replace the entry so the
-         * next start does not pay the compile again. */
-        from_cache = 0;
-        if ((st = memra_jit_compile(d, arch, is_ptx, &img)))
-            return st;
-        r = d->cuModuleLoadData(&mod, img.data);
-        if (r == CUDA_SUCCESS)
-            memra_cache_put(d, arch, is_ptx, &img);
-        memra_image_free(&img);
-    }
-    if (r != CUDA_SUCCESS)
-        return memra_cu_fail(d, r, MEMRA_ERR_MODULE_LOAD, fn, "cuModuleLoadData");
+    if (!loaded)
+        return memra_fail(a.refused_loads ? MEMRA_ERR_MODULE_LOAD : MEMRA_ERR_NVRTC,
+                          "%s: no NVRTC builds a kernel that this device (sm_%d) and driver "
+                          "(CUDA %d.%d) load, and the kernel cache holds none:%s",
+                          fn, sm, drv / 1000, drv % 1000 / 10, a.why);
     CUfunction f, take;
     if ((st = get_function(d, mod, MEMRA_VROWS_KERNEL, fn, &f)) ||
         (st = get_function(d, mod, MEMRA_TAKE_KERNEL, fn, &take))) {
@@ -372,12 +478,27 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     }
     eng->module = mod;
     eng->take_fn = take;
+    eng->nvrtc = used;
+    o.ready = 1;
     pthread_mutex_lock(&eng->state_lock);
+    eng->origin = o;
     eng->info.kernel_ready = 1;
-    eng->info.kernel_is_ptx = is_ptx;
-    eng->info.kernel_from_cache = from_cache;
+    eng->info.kernel_is_ptx = o.is_ptx;
+    eng->info.kernel_from_cache = o.from_cache;
+    eng->info.nvrtc_version = o.nvrtc_version;
     pthread_mutex_unlock(&eng->state_lock);
     atomic_store_explicit(&eng->fn, f, memory_order_release);
+    return MEMRA_OK;
+}
+
+memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kernel_origin *out)
+{
+    if (!eng || !out)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_engine_kernel_origin: %s is NULL",
+                          eng ? "out" : "eng");
+    pthread_mutex_lock(&eng->state_lock);
+    *out = eng->origin;
+    pthread_mutex_unlock(&eng->state_lock);
     return MEMRA_OK;
 }
 

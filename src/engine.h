@@ -48,6 +48,7 @@ struct memra_engine {
     _Atomic(CUfunction) fn; /* non-NULL once loaded */
     CUfunction take_fn;
     CUmodule module;
+    const memra_nvrtc *nvrtc; /* the NVRTC that built it (NULL: from the cache alone) */
     /* memra_engine_faults calls share the readback area. */
     pthread_mutex_t faults_lock;
 
@@ -58,6 +59,7 @@ struct memra_engine {
     size_t n_layers;
     memra_retired *retired;
     memra_engine_info info;
+    memra_kernel_origin origin;
 };
 
 /* Makes the engine's context current for the call, pushing it only when the

@@ -5,7 +5,7 @@
 
 /* Thread-local so that one thread's failure never overwrites the message
  * another thread is about to read (unlike a process-wide last-error buffer). */
-static _Thread_local char last_error[1024];
+static _Thread_local char last_error[4096];
 
 static const char *const status_strings[MEMRA_STATUS_COUNT] = {
     [MEMRA_OK] = "success",
@@ -23,6 +23,7 @@ static const char *const status_strings[MEMRA_STATUS_COUNT] = {
     [MEMRA_ERR_CAPTURE] = "not allowed while the stream is capturing",
     [MEMRA_ERR_DRIVER] = "a CUDA driver call failed",
     [MEMRA_ERR_CONTEXT_RESET] = "the device's primary context was reset under the engine",
+    [MEMRA_ERR_SELF_CHECK] = "the device tables differ from the host arm on this GPU",
 };
 
 const char *memra_status_string(memra_status status)

@@ -5,51 +5,90 @@
 #include <string.h>
 
 #include "error.h"
+#include "nvrtc_find.h"
 
 /* Exactness, not speed: no FMA contraction, no flush-to-zero, IEEE division
  * and square root, so the device multiply is the host arm's multiply. */
 const char *const memra_jit_options[] = {"--fmad=false", "--ftz=false", "--prec-div=true",
                                          "--prec-sqrt=true", NULL};
 
-static memra_status nvrtc_fail(const memra_driver *d, nvrtcResult r, const char *call)
+static memra_status nvrtc_fail(const memra_nvrtc *nv, nvrtcResult r, const char *call)
 {
-    return memra_fail(MEMRA_ERR_NVRTC, "NVRTC %s failed: %s", call, d->nvrtcGetErrorString(r));
+    return memra_fail(MEMRA_ERR_NVRTC, "NVRTC %d.%d (%s) %s failed: %s", nv->major, nv->minor,
+                      nv->path, call, nv->nvrtcGetErrorString(r));
 }
 
-memra_status memra_jit_pick_arch(const memra_driver *d, int sm, int *arch, int *is_ptx)
+int memra_jit_target(const memra_nvrtc *nv, int sm, int driver_version, int is_ptx, int *arch,
+                     char *why, size_t n)
 {
-    int n = 0;
-    nvrtcResult r = d->nvrtcGetNumSupportedArchs(&n);
-    if (r != NVRTC_SUCCESS)
-        return nvrtc_fail(d, r, "nvrtcGetNumSupportedArchs");
-    int archs[128];
-    if (n <= 0 || n > (int)(sizeof archs / sizeof archs[0]))
-        return memra_fail(MEMRA_ERR_NVRTC, "NVRTC reports %d supported archs", n);
-    r = d->nvrtcGetSupportedArchs(archs);
-    if (r != NVRTC_SUCCESS)
-        return nvrtc_fail(d, r, "nvrtcGetSupportedArchs");
-    int best = 0;
-    for (int i = 0; i < n; i++) {
-        if (archs[i] == sm) {
-            *arch = sm;
-            *is_ptx = 0;
-            return MEMRA_OK;
-        }
-        if (archs[i] < sm && archs[i] > best)
-            best = archs[i];
+    const int drv_major = driver_version / 1000, drv_minor = driver_version % 1000 / 10;
+    if (nv->major > drv_major) {
+        snprintf(why, n,
+                 "NVRTC %d.%d is newer than the driver (CUDA %d.%d): the driver cannot load what "
+                 "it makes",
+                 nv->major, nv->minor, drv_major, drv_minor);
+        return 0;
     }
-    if (!best)
-        return memra_fail(MEMRA_ERR_NVRTC,
-                          "NVRTC (%d archs, lowest sm_%d) cannot target a device of sm_%d", n,
-                          archs[0], sm);
-    /* An SM newer than this NVRTC: PTX for the newest arch it knows, which the
-     * driver JIT-compiles for the device (slow to load, but correct). */
+    int best = 0;
+    for (int i = 0; i < nv->n_archs; i++) {
+        const int a = nv->archs[i];
+        if (a <= sm && (is_ptx || a / 10 == sm / 10) && a > best)
+            best = a;
+    }
+    if (!best) {
+        if (is_ptx)
+            snprintf(why, n, "NVRTC %d.%d knows neither sm_%d nor any arch below it (from sm_%d)",
+                     nv->major, nv->minor, sm, nv->n_archs ? nv->archs[0] : 0);
+        else
+            snprintf(why, n, "NVRTC %d.%d has no CUBIN target of sm_%d's major at or below it",
+                     nv->major, nv->minor, sm);
+        return 0;
+    }
+    if (is_ptx && nv->major * 1000 + nv->minor * 10 > driver_version) {
+        snprintf(why, n,
+                 "PTX from NVRTC %d.%d needs a driver of CUDA %d.%d or newer (this one is %d.%d)",
+                 nv->major, nv->minor, nv->major, nv->minor, drv_major, drv_minor);
+        return 0;
+    }
     *arch = best;
-    *is_ptx = 1;
-    return MEMRA_OK;
+    return 1;
 }
 
-memra_status memra_jit_compile_src(const memra_driver *d, const char *src, const char *file,
+int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_ptx,
+                   memra_jit_choice *plan, int max, char *why, size_t n)
+{
+    const memra_nvrtc *list;
+    const int n_c = memra_nvrtc_candidates(d, &list);
+    int k = 0, cubins = 0;
+    size_t used = strlen(why);
+    for (int pass = force_ptx ? 1 : 0; pass < 2; pass++) {
+        for (int i = 0; i < n_c; i++) {
+            const memra_nvrtc *nv = &list[i];
+            char reason[256];
+            int arch, usable = 0;
+            if (nv->status)
+                snprintf(reason, sizeof reason, "%s", nv->why);
+            else
+                usable = memra_jit_target(nv, sm, driver_version, pass, &arch, reason,
+                                          sizeof reason);
+            if (usable && k < max) {
+                plan[k++] = (memra_jit_choice){nv, arch, pass};
+                cubins += !pass;
+                continue;
+            }
+            /* Refused for both kinds: say why, once, with the last reason. */
+            int had_cubin = 0;
+            for (int j = 0; j < cubins; j++)
+                had_cubin |= plan[j].nv == nv;
+            if (pass == 1 && !had_cubin && used < n)
+                used += (size_t)snprintf(why + used, n - used, "\n  %s (%s): %s", nv->path,
+                                         nv->origin, reason);
+        }
+    }
+    return k;
+}
+
+memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const char *file,
                                    int arch, int is_ptx, const char *const *options,
                                    memra_image *out)
 {
@@ -64,37 +103,37 @@ memra_status memra_jit_compile_src(const memra_driver *d, const char *src, const
         opts[n_opts++] = options[i];
 
     nvrtcProgram prog;
-    nvrtcResult r = d->nvrtcCreateProgram(&prog, src, file, 0, NULL, NULL);
+    nvrtcResult r = nv->nvrtcCreateProgram(&prog, src, file, 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
-        return nvrtc_fail(d, r, "nvrtcCreateProgram");
+        return nvrtc_fail(nv, r, "nvrtcCreateProgram");
 
     memra_status st = MEMRA_OK;
-    r = d->nvrtcCompileProgram(prog, n_opts, opts);
+    r = nv->nvrtcCompileProgram(prog, n_opts, opts);
     if (r != NVRTC_SUCCESS) {
         size_t log_size = 0;
         char *log = NULL;
-        if (d->nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0 &&
-            (log = malloc(log_size)) && d->nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
-            st = memra_fail(MEMRA_ERR_NVRTC, "NVRTC compile for %s failed: %s; log:\n%s", arch_opt,
-                            d->nvrtcGetErrorString(r), log);
+        if (nv->nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0 &&
+            (log = malloc(log_size)) && nv->nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
+            st = memra_fail(MEMRA_ERR_NVRTC, "NVRTC %d.%d compile for %s failed: %s; log:\n%s",
+                            nv->major, nv->minor, arch_opt, nv->nvrtcGetErrorString(r), log);
         else
             st = memra_fail(MEMRA_ERR_NVRTC, "NVRTC compile for %s failed: %s (no log)", arch_opt,
-                            d->nvrtcGetErrorString(r));
+                            nv->nvrtcGetErrorString(r));
         free(log);
-        d->nvrtcDestroyProgram(&prog);
+        nv->nvrtcDestroyProgram(&prog);
         return st;
     }
 
     size_t size = 0;
-    r = is_ptx ? d->nvrtcGetPTXSize(prog, &size) : d->nvrtcGetCUBINSize(prog, &size);
+    r = is_ptx ? nv->nvrtcGetPTXSize(prog, &size) : nv->nvrtcGetCUBINSize(prog, &size);
     if (r != NVRTC_SUCCESS) {
-        st = nvrtc_fail(d, r, is_ptx ? "nvrtcGetPTXSize" : "nvrtcGetCUBINSize");
+        st = nvrtc_fail(nv, r, is_ptx ? "nvrtcGetPTXSize" : "nvrtcGetCUBINSize");
     } else if (!(out->data = malloc(size ? size : 1))) {
         st = memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "NVRTC image of %zu bytes: out of memory", size);
     } else {
-        r = is_ptx ? d->nvrtcGetPTX(prog, out->data) : d->nvrtcGetCUBIN(prog, out->data);
+        r = is_ptx ? nv->nvrtcGetPTX(prog, out->data) : nv->nvrtcGetCUBIN(prog, out->data);
         if (r != NVRTC_SUCCESS) {
-            st = nvrtc_fail(d, r, is_ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN");
+            st = nvrtc_fail(nv, r, is_ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN");
             free(out->data);
             out->data = NULL;
         } else {
@@ -103,13 +142,13 @@ memra_status memra_jit_compile_src(const memra_driver *d, const char *src, const
             out->arch = arch;
         }
     }
-    d->nvrtcDestroyProgram(&prog);
+    nv->nvrtcDestroyProgram(&prog);
     return st;
 }
 
-memra_status memra_jit_compile(const memra_driver *d, int arch, int is_ptx, memra_image *out)
+memra_status memra_jit_compile(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *out)
 {
-    return memra_jit_compile_src(d, memra_kernel_vrows_src, "vrows.cu", arch, is_ptx,
+    return memra_jit_compile_src(nv, memra_kernel_vrows_src, "vrows.cu", arch, is_ptx,
                                  memra_jit_options, out);
 }
 

@@ -1,4 +1,5 @@
-/* NVRTC compile of the embedded kernel source and the module load. */
+/* NVRTC compile of the embedded kernel source, and the choice of which
+ * NVRTC and which image (CUBIN or PTX, which arch) a device gets. */
 #ifndef MEMRA_JIT_H
 #define MEMRA_JIT_H
 
@@ -16,19 +17,38 @@ typedef struct memra_image {
     int arch; /* the XY of sm_XY or compute_XY */
 } memra_image;
 
-/* The arch NVRTC is asked for when the device is sm_`sm`: the exact SM as
- * CUBIN if NVRTC knows it, else PTX for the highest compute_XY not above it. */
-memra_status memra_jit_pick_arch(const memra_driver *d, int sm, int *arch, int *is_ptx);
+/* The image `nv` would build for a device of sm_`sm` under a driver of
+ * `driver_version` (cuDriverGetVersion), as CUBIN (is_ptx = 0) or PTX:
+ * 1 with *arch, or 0 with why not. The rules:
+ *  - an NVRTC whose major is newer than the driver's is never used;
+ *  - CUBIN: the exact SM, else the highest arch of the same major below it
+ *    (binary compatible: sm_121 takes sm_120's CUBIN);
+ *  - PTX: the highest arch at or below the SM, only from an NVRTC whose
+ *    version is not newer than the driver (the driver JIT-compiles it). */
+int memra_jit_target(const memra_nvrtc *nv, int sm, int driver_version, int is_ptx, int *arch,
+                     char *why, size_t n);
+
+typedef struct memra_jit_choice {
+    const memra_nvrtc *nv;
+    int arch;
+    int is_ptx;
+} memra_jit_choice;
+
+/* Every usable (NVRTC, image) for the device, best first: CUBINs from the
+ * candidates in discovery order, then PTX. With force_ptx only PTX. Each
+ * refusal is appended to `why` as a line naming the candidate. */
+int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_ptx,
+                   memra_jit_choice *plan, int max, char *why, size_t n);
 
 /* Compiles `src` for one arch (CUBIN for sm_arch, or PTX for compute_arch)
  * with `options` (NULL-terminated, without the arch option); a compile error
  * returns MEMRA_ERR_NVRTC with NVRTC's log in the message. */
-memra_status memra_jit_compile_src(const memra_driver *d, const char *src, const char *file,
-                                   int arch, int is_ptx, const char *const *options,
-                                   memra_image *out);
+memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const char *file,
+                                  int arch, int is_ptx, const char *const *options,
+                                  memra_image *out);
 
 /* The embedded table kernel with the fixed exactness options. */
-memra_status memra_jit_compile(const memra_driver *d, int arch, int is_ptx, memra_image *out);
+memra_status memra_jit_compile(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *out);
 void memra_image_free(memra_image *img);
 
 /* The fixed options (NULL-terminated, without the arch option). */

@@ -16,6 +16,7 @@
 
 mock_state mock;
 memra_driver mock_table;
+memra_nvrtc mock_nv;
 
 /* ---- objects ---------------------------------------------------------------
  * One mutex guards every object below. Work runs with it held, except while
@@ -876,11 +877,35 @@ static CUresult m_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream
 
 /* ---- modules and launches ---------------------------------------------------- */
 
+/* What the driver says of an image: the mock's own are always fine; those
+ * of the fake NVRTC libraries ("MOCKIMG-FAKE <kind> <major>.<minor> <arch>")
+ * follow the driver's rules; anything else is not an image. */
+static CUresult judge_image(const char *img)
+{
+    if (mock.refuse_loads)
+        return mock.refuse_loads;
+    if (strncmp(img, "MOCKIMG", 7) != 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    char kind[8];
+    int maj, min, arch;
+    if (sscanf(img, "MOCKIMG-FAKE %7s %d.%d %d", kind, &maj, &min, &arch) != 4)
+        return CUDA_SUCCESS;
+    const int sm = mock.sm_major * 10 + mock.sm_minor;
+    if (strcmp(kind, "PTX") == 0)
+        return maj * 1000 + min * 10 > mock.driver_version ? CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+               : arch > sm                                ? CUDA_ERROR_INVALID_PTX
+                                                          : CUDA_SUCCESS;
+    if (maj > mock.driver_version / 1000)
+        return CUDA_ERROR_INVALID_IMAGE;
+    return arch / 10 != sm / 10 || arch > sm ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_SUCCESS;
+}
+
 static CUresult m_cuModuleLoadData(CUmodule *m, const void *img)
 {
     ENTER_CU(cuModuleLoadData);
-    if (memcmp(img, "MOCKIMG", 7) != 0)
-        return CUDA_ERROR_INVALID_IMAGE;
+    CUresult judged = judge_image(img);
+    if (judged != CUDA_SUCCESS)
+        return judged;
     pthread_mutex_lock(&mu);
     CUresult r = unsafe_call();
     fmodule *f = NULL;
@@ -1043,8 +1068,8 @@ void mock_reset_primary_ctx(int dev)
 static nvrtcResult m_nvrtcVersion(int *maj, int *min)
 {
     ENTER_NV(nvrtcVersion);
-    *maj = 13;
-    *min = 0;
+    *maj = mock_nv.major;
+    *min = mock_nv.minor;
     return NVRTC_SUCCESS;
 }
 static const char *m_nvrtcGetErrorString(nvrtcResult r)
@@ -1054,13 +1079,13 @@ static const char *m_nvrtcGetErrorString(nvrtcResult r)
 static nvrtcResult m_nvrtcGetNumSupportedArchs(int *n)
 {
     ENTER_NV(nvrtcGetNumSupportedArchs);
-    *n = mock.n_archs;
+    *n = mock_nv.n_archs;
     return NVRTC_SUCCESS;
 }
 static nvrtcResult m_nvrtcGetSupportedArchs(int *a)
 {
     ENTER_NV(nvrtcGetSupportedArchs);
-    memcpy(a, mock.archs, sizeof(int) * (size_t)mock.n_archs);
+    memcpy(a, mock_nv.archs, sizeof(int) * (size_t)mock_nv.n_archs);
     return NVRTC_SUCCESS;
 }
 static nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *name, int nh,
@@ -1198,13 +1223,17 @@ void mock_install(void)
     mock.sm_minor = 0;
     mock.driver_version = 13000;
     static const int archs[] = {75, 80, 86, 89, 90, 100, 120};
-    mock.n_archs = (int)(sizeof archs / sizeof archs[0]);
-    memcpy(mock.archs, archs, sizeof archs);
+    memset(&mock_nv, 0, sizeof mock_nv);
+    snprintf(mock_nv.path, sizeof mock_nv.path, "mock-nvrtc");
+    mock_nv.origin = "the mock driver";
+    mock_nv.major = 13, mock_nv.minor = 0;
+    mock_nv.n_archs = (int)(sizeof archs / sizeof archs[0]);
+    memcpy(mock_nv.archs, archs, sizeof archs);
 
     memra_driver *d = &mock_table;
     d->cuda_status = MEMRA_OK;
-    d->nvrtc_status = MEMRA_OK;
-    snprintf(d->nvrtc_path, sizeof d->nvrtc_path, "mock");
+    d->nvrtc = &mock_nv;
+    d->n_nvrtc = 1;
 #define SET(name) d->name = m_##name;
     /* clang-format off */
     SET(cuInit)
@@ -1252,20 +1281,10 @@ void mock_install(void)
     SET(cuLaunchKernel)
     SET(cuGetErrorName)
     SET(cuGetErrorString)
-    SET(nvrtcVersion)
-    SET(nvrtcGetErrorString)
-    SET(nvrtcGetNumSupportedArchs)
-    SET(nvrtcGetSupportedArchs)
-    SET(nvrtcCreateProgram)
-    SET(nvrtcDestroyProgram)
-    SET(nvrtcCompileProgram)
-    SET(nvrtcGetProgramLogSize)
-    SET(nvrtcGetProgramLog)
-    SET(nvrtcGetPTXSize)
-    SET(nvrtcGetPTX)
-    SET(nvrtcGetCUBINSize)
-    SET(nvrtcGetCUBIN)
     /* clang-format on */
+#undef SET
+#define SET(name) mock_nv.name = m_##name;
+    MEMRA_NVRTC_ENTRY_POINTS(SET)
 #undef SET
     memra_driver_install(d);
 }

@@ -49,7 +49,8 @@ typedef struct mock_state {
     int n_devices;
     int sm_major, sm_minor;
     int driver_version;
-    int archs[16], n_archs;
+    /* Every cuModuleLoadData fails with this when set (a driver refusing all). */
+    CUresult refuse_loads;
     const char *compile_log; /* non-NULL: nvrtcCompileProgram fails with it */
     int compile_delay_ms;    /* widens the window for racing processes */
     int fail_call, fail_nth; /* the fail_nth'th call of fail_call fails */
@@ -73,6 +74,9 @@ typedef struct mock_state {
 
 extern mock_state mock;
 extern memra_driver mock_table;
+/* The mock's own NVRTC: the table's one candidate (13.0, sm_75..sm_120),
+ * whose version and archs a test may change after mock_install. */
+extern memra_nvrtc mock_nv;
 
 /* Resets the state to one sm_90 device and installs the mock table. */
 void mock_install(void);

@@ -97,7 +97,7 @@ static void plant_entry(const char *path, int arch, const char *image)
     setenv("MEMRA_CACHE_DIR", tmp, 1);
     memra_cache_entry_name(&key, 0, name, sizeof name);
     memra_image img = {(char *)image, strlen(image) + 1, 0, arch};
-    memra_cache_put(&mock_table, arch, 0, &img);
+    memra_cache_put(&mock_nv, arch, 0, &img);
     snprintf(dir, sizeof dir, "%s/%s", tmp, name);
     assert_true(entry_valid(dir, arch));
     assert_int_equal(rename(dir, path), 0);
@@ -107,7 +107,7 @@ static void plant_entry(const char *path, int arch, const char *image)
 static memra_image get_img(int arch, int *from_cache)
 {
     memra_image img;
-    assert_int_equal(memra_cache_get_image(&mock_table, arch, 0, &img, from_cache), MEMRA_OK);
+    assert_int_equal(memra_cache_get_image(&mock_nv, arch, 0, &img, from_cache), MEMRA_OK);
     return img;
 }
 
@@ -273,7 +273,7 @@ static void test_racing_processes_compile_once(void **state)
             memset(mock.calls, 0, sizeof mock.calls);
             memra_image img;
             int fc;
-            memra_status st = memra_cache_get_image(&mock_table, 90, 0, &img, &fc);
+            memra_status st = memra_cache_get_image(&mock_nv, 90, 0, &img, &fc);
             int valid = st == MEMRA_OK && img.size == sizeof "MOCKIMG-CUBIN" &&
                         memcmp(img.data, "MOCKIMG-CUBIN", img.size) == 0;
             _exit((valid ? 0 : 100) + mock.calls[MOCK_nvrtcCompileProgram]);
@@ -642,7 +642,7 @@ static int child_get_compiles_in_memory(void)
     memset(mock.calls, 0, sizeof mock.calls);
     memra_image img;
     int fc = -1;
-    memra_status st = memra_cache_get_image(&mock_table, 90, 0, &img, &fc);
+    memra_status st = memra_cache_get_image(&mock_nv, 90, 0, &img, &fc);
     int ok = st == MEMRA_OK && fc == 0 && img.size == sizeof "MOCKIMG-CUBIN" &&
              memcmp(img.data, "MOCKIMG-CUBIN", img.size) == 0 &&
              mock.calls[MOCK_nvrtcCompileProgram] == 1;
@@ -685,7 +685,7 @@ static void test_held_lock_costs_a_compile_not_a_hang(void **state)
 static int child_has_entry(void)
 {
     char path[1200];
-    return memra_cache_has_entry(&mock_table, 90, 0, path, sizeof path) ? 1 : 0;
+    return memra_cache_has_entry(&mock_nv, 90, 0, path, sizeof path) ? 1 : 0;
 }
 
 static int child_size(void)

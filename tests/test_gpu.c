@@ -7,7 +7,7 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "random_case.h"
+#include "device_case.h"
 #include "engine.h"
 #include "gate_cases.h"
 #include "vrows_abi.h"

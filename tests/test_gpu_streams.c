@@ -51,7 +51,8 @@ static int group_setup(void **state)
     memra_engine_info info;
     memra_engine_get_info(eng, &info);
     memra_image img;
-    if (memra_jit_compile_src(drv, spin_src, "spin.cu", info.sm, 0, NULL, &img)) {
+    if (memra_engine_warmup(eng) || !eng->nvrtc ||
+        memra_jit_compile_src(eng->nvrtc, spin_src, "spin.cu", info.sm, 0, NULL, &img)) {
         fprintf(stderr, "spin kernel: %s\n", memra_last_error());
         return -1;
     }

@@ -7,7 +7,7 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "random_case.h"
+#include "device_case.h"
 #include "gate_cases.h"
 #include "mock_driver.h"
 #include "vrows_abi.h"
@@ -346,23 +346,43 @@ static void test_nvrtc_failure_carries_log(void **state)
 static void test_nvrtc_absent(void **state)
 {
     (void)state;
-    mock_table.nvrtc_status = MEMRA_ERR_NVRTC;
-    snprintf(mock_table.nvrtc_error, sizeof mock_table.nvrtc_error, "NVRTC could not be loaded");
+    mock_nv.status = MEMRA_ERR_NVRTC;
+    snprintf(mock_nv.why, sizeof mock_nv.why, "libnvrtc.so.13: cannot open shared object file");
     memra_engine *eng = make_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_ERR_NVRTC);
-    assert_non_null(strstr(memra_last_error(), "NVRTC could not be loaded"));
+    assert_non_null(strstr(memra_last_error(), "mock-nvrtc"));
+    assert_non_null(strstr(memra_last_error(), "cannot open shared object file"));
     memra_engine_destroy(eng);
 }
 
+/* Every load refused: the error names the call and the driver's word. */
 static void test_module_load_failure(void **state)
 {
     (void)state;
     memra_engine *eng = make_engine();
-    mock.fail_call = MOCK_cuModuleLoadData, mock.fail_nth = 1;
-    mock.fail_result = CUDA_ERROR_INVALID_IMAGE;
+    mock.refuse_loads = CUDA_ERROR_INVALID_IMAGE;
     assert_int_equal(memra_engine_warmup(eng), MEMRA_ERR_MODULE_LOAD);
     assert_non_null(strstr(memra_last_error(), "cuModuleLoadData"));
     assert_non_null(strstr(memra_last_error(), "CUDA_ERROR_INVALID_IMAGE"));
+    mock.refuse_loads = 0;
+    memra_engine_destroy(eng);
+}
+
+/* A refused CUBIN falls through to the next image: PTX from the same NVRTC. */
+static void test_refused_cubin_falls_back_to_ptx(void **state)
+{
+    (void)state;
+    memra_engine *eng = make_engine();
+    mock.fail_call = MOCK_cuModuleLoadData, mock.fail_nth = 1;
+    mock.fail_result = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
+    memra_kernel_origin o;
+    assert_int_equal(memra_engine_kernel_origin(eng, &o), MEMRA_OK);
+    assert_int_equal(o.ready, 1);
+    assert_int_equal(o.is_ptx, 1);
+    assert_int_equal(o.arch, 90);
+    assert_int_equal(o.nvrtc_version, 13000);
+    assert_string_equal(o.nvrtc_path, "mock-nvrtc");
     memra_engine_destroy(eng);
 }
 
@@ -571,6 +591,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nvrtc_failure_carries_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nvrtc_absent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_module_load_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_cubin_falls_back_to_ptx, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_upload_leaves_mirror_invalid, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_bad_input_touches_nothing, setup, teardown),

@@ -1,32 +1,35 @@
-/* NVRTC compile of the embedded kernel for every supported arch from sm_75
- * up, as CUBIN and PTX, with the exactness options. Needs NVRTC, no GPU. */
+/* The real NVRTC on this machine: the embedded kernel compiles for every
+ * arch it knows from sm_75 up, as CUBIN and PTX, with the exactness options;
+ * and, where a disassembler is at hand, the machine code of every target
+ * from sm_75 to sm_121 (sm_100 is B200, sm_120 is RTX 5090) is read: the
+ * down-scale multiply is an FMUL without .FTZ and no FFMA exists. Needs
+ * NVRTC, no GPU. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
 #include "jit.h"
+#include "nvrtc_find.h"
 
-static const memra_driver *drv;
+static const memra_nvrtc *nv;
 
 static void test_every_arch_cubin_and_ptx(void **state)
 {
     (void)state;
-    int n = 0;
-    assert_int_equal(drv->nvrtcGetNumSupportedArchs(&n), NVRTC_SUCCESS);
-    int *archs = calloc((size_t)n, sizeof *archs);
-    assert_int_equal(drv->nvrtcGetSupportedArchs(archs), NVRTC_SUCCESS);
     int seen90 = 0, seen100 = 0, seen120 = 0, compiled = 0;
-    for (int i = 0; i < n; i++) {
-        if (archs[i] < 75)
+    for (int i = 0; i < nv->n_archs; i++) {
+        const int arch = nv->archs[i];
+        if (arch < 75)
             continue;
-        seen90 |= archs[i] == 90;
-        seen100 |= archs[i] == 100;
-        seen120 |= archs[i] == 120;
+        seen90 |= arch == 90;
+        seen100 |= arch == 100;
+        seen120 |= arch == 120;
         memra_image img;
-        memra_status st = memra_jit_compile(drv, archs[i], 0, &img);
+        memra_status st = memra_jit_compile(nv, arch, 0, &img);
         if (st)
-            fail_msg("sm_%d CUBIN: %s", archs[i], memra_last_error());
+            fail_msg("sm_%d CUBIN: %s", arch, memra_last_error());
         assert_true(img.size > 64);
         assert_memory_equal(img.data,
                             "\x7f"
@@ -35,11 +38,12 @@ static void test_every_arch_cubin_and_ptx(void **state)
         assert_int_equal(img.is_ptx, 0);
         memra_image_free(&img);
 
-        st = memra_jit_compile(drv, archs[i], 1, &img);
+        st = memra_jit_compile(nv, arch, 1, &img);
         if (st)
-            fail_msg("compute_%d PTX: %s", archs[i], memra_last_error());
+            fail_msg("compute_%d PTX: %s", arch, memra_last_error());
         assert_int_equal(img.data[img.size - 1], '\0'); /* cuModuleLoadData needs the NUL */
         assert_non_null(strstr(img.data, ".entry memra_vrows_tables("));
+        assert_non_null(strstr(img.data, ".entry memra_faults_take("));
         /* --fmad=false: the scale product is a lone IEEE multiply. */
         assert_non_null(strstr(img.data, "mul.rn.f32"));
         assert_null(strstr(img.data, "fma.rn.f32"));
@@ -49,10 +53,9 @@ static void test_every_arch_cubin_and_ptx(void **state)
          * multiply(-add), never a 32-bit one that would wrap past 4 GiB. */
         assert_true(strstr(img.data, "mad.lo.s64") || strstr(img.data, "mul.lo.s64"));
         memra_image_free(&img);
-        printf("sm_%d: CUBIN and PTX compiled\n", archs[i]);
+        printf("sm_%d: CUBIN and PTX compiled\n", arch);
         compiled++;
     }
-    free(archs);
     assert_true(seen90 && seen100 && seen120);
     assert_true(compiled >= 3);
 }
@@ -71,35 +74,99 @@ static void test_exactness_options(void **state)
         assert_null(strstr(memra_jit_options[i], "fast-math"));
 }
 
-static void test_pick_arch(void **state)
+/* A disassembler: $MEMRA_NVDISASM, the toolkit's, or one on PATH (the
+ * README's test command installs NVIDIA's nvdisasm wheel where it can). */
+static int find_disassembler(char *out, size_t n)
+{
+    const char *env = getenv("MEMRA_NVDISASM");
+    const char *home = getenv("CUDA_HOME");
+    char p[600];
+    if (env && *env && access(env, X_OK) == 0)
+        return snprintf(out, n, "%s", env), 1;
+    if (home && *home && (snprintf(p, sizeof p, "%s/bin/nvdisasm", home), access(p, X_OK) == 0))
+        return snprintf(out, n, "%s", p), 1;
+    if (access("/usr/local/cuda/bin/nvdisasm", X_OK) == 0)
+        return snprintf(out, n, "/usr/local/cuda/bin/nvdisasm"), 1;
+    FILE *f = popen("command -v nvdisasm 2>/dev/null", "r");
+    int ok = f && fgets(out, (int)n, f) != NULL;
+    if (f)
+        pclose(f);
+    if (ok)
+        out[strcspn(out, "\n")] = 0;
+    return ok && *out;
+}
+
+/* The machine code, not only the PTX: ptxas could still fuse or flush. */
+static void test_sass_multiply_is_exact_on_every_target(void **state)
 {
     (void)state;
-    int arch, is_ptx;
-    assert_int_equal(memra_jit_pick_arch(drv, 90, &arch, &is_ptx), MEMRA_OK);
-    assert_int_equal(arch, 90);
-    assert_int_equal(is_ptx, 0);
-    /* An SM newer than this NVRTC knows: PTX for the highest arch below it. */
-    assert_int_equal(memra_jit_pick_arch(drv, 999, &arch, &is_ptx), MEMRA_OK);
-    assert_int_equal(is_ptx, 1);
-    assert_true(arch >= 120 && arch < 999);
-    /* Older than anything it knows: a clear error. */
-    assert_int_equal(memra_jit_pick_arch(drv, 10, &arch, &is_ptx), MEMRA_ERR_NVRTC);
-    assert_non_null(strstr(memra_last_error(), "sm_10"));
+    char dis[600];
+    if (!find_disassembler(dis, sizeof dis)) {
+        printf("SKIPPED: no nvdisasm here (set MEMRA_NVDISASM, or install the "
+               "nvidia-cuda-nvdisasm wheel); the SASS of each target was not read\n");
+        skip();
+    }
+    int checked = 0;
+    for (int i = 0; i < nv->n_archs; i++) {
+        const int arch = nv->archs[i];
+        if (arch < 75 || arch > 121)
+            continue;
+        memra_image img;
+        if (memra_jit_compile(nv, arch, 0, &img))
+            fail_msg("sm_%d: %s", arch, memra_last_error());
+        char path[] = "/tmp/memra-sass-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, img.data, img.size), (ssize_t)img.size);
+        close(fd);
+        memra_image_free(&img);
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "'%s' -c '%s' 2>&1", dis, path);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char line[512];
+        int fmul = 0, fmul_ftz = 0, ffma = 0, lines = 0;
+        while (fgets(line, sizeof line, f)) {
+            lines++;
+            const char *m = strstr(line, "FMUL");
+            if (m) {
+                fmul++;
+                fmul_ftz += strncmp(m, "FMUL.FTZ", 8) == 0 || strstr(m, ".FTZ") != NULL;
+            }
+            ffma += strstr(line, "FFMA") != NULL;
+        }
+        const int rc = pclose(f);
+        unlink(path);
+        if (rc != 0 || lines < 10)
+            fail_msg("sm_%d: %s failed (exit %d, %d lines)", arch, dis, rc, lines);
+        printf("sm_%d SASS: %d FMUL (%d with .FTZ), %d FFMA\n", arch, fmul, fmul_ftz, ffma);
+        if (fmul < 1 || fmul_ftz || ffma)
+            fail_msg("sm_%d: the down-scale multiply is not a lone FMUL without .FTZ "
+                     "(FMUL %d, FMUL.FTZ %d, FFMA %d)",
+                     arch, fmul, fmul_ftz, ffma);
+        checked++;
+    }
+    assert_true(checked >= 3);
 }
 
 int main(void)
 {
-    if (memra_driver_nvrtc("test_nvrtc", &drv) != MEMRA_OK) {
-        printf("SKIP: NVRTC is not available here: %s\n", memra_last_error());
+    const memra_nvrtc *list;
+    const int n = memra_nvrtc_candidates(memra_driver_get(), &list);
+    for (int i = 0; i < n && !nv; i++)
+        if (list[i].status == MEMRA_OK)
+            nv = &list[i];
+    if (!nv) {
+        char why[2048];
+        memra_nvrtc_describe_failures(memra_driver_get(), why, sizeof why);
+        printf("SKIP: no usable NVRTC here:\n%s\n", why);
         return 77;
     }
-    int maj = 0, min = 0;
-    drv->nvrtcVersion(&maj, &min);
-    printf("NVRTC %d.%d (%s)\n", maj, min, drv->nvrtc_path);
+    printf("NVRTC %d.%d (%s, %s)\n", nv->major, nv->minor, nv->path, nv->origin);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exactness_options),
-        cmocka_unit_test(test_pick_arch),
         cmocka_unit_test(test_every_arch_cubin_and_ptx),
+        cmocka_unit_test(test_sass_multiply_is_exact_on_every_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

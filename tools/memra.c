@@ -1,6 +1,8 @@
 /* memra: the command-line face of the library.
- *   memra info    library, driver, NVRTC and every device
- *   memra check   the gate on every device found (host arm only where none)
+ *   memra info    library, driver, every NVRTC candidate, the kernel cache,
+ *                 and per device what it will load and how long that takes
+ *   memra check   memra_engine_self_check and a 2^20-pair batch on every
+ *                 device found (the host arm alone where there is none)
  *   memra bench   the library beside the bare baselines (benchmarks/bench.c)
  */
 #include <errno.h>
@@ -12,9 +14,11 @@
 #include <memra/memra.h>
 
 #include "cache.h"
-#include "device_case.h"
 #include "driver.h"
 #include "gate_cases.h"
+#include "jit.h"
+#include "nvrtc_find.h"
+#include "self_check.h"
 
 static double now_ms(void)
 {
@@ -23,59 +27,105 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* The device count, or a line saying plainly why there is no device. */
+static int devices(const char *indent)
+{
+    int n = 0;
+    if (memra_device_count(&n) != MEMRA_OK) {
+        printf("%sdriver: not available: %s\n", indent, memra_last_error());
+        return 0;
+    }
+    if (n == 0) {
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        printf("%sno CUDA device visible%s%s%s\n", indent, vis ? " (CUDA_VISIBLE_DEVICES=\"" : "",
+               vis ? vis : "", vis ? "\")" : "");
+    }
+    return n;
+}
+
+static void print_candidates(const memra_driver *d, int driver_version)
+{
+    const memra_nvrtc *list;
+    const int n = memra_nvrtc_candidates(d, &list);
+    printf("NVRTC candidates, in the order they are tried:\n");
+    if (n == 0)
+        printf("  none\n");
+    for (int i = 0; i < n; i++) {
+        const memra_nvrtc *c = &list[i];
+        printf("  %d. %s (%s): ", i + 1, c->path, c->origin);
+        if (c->status) {
+            printf("not usable: %s\n", c->why);
+            continue;
+        }
+        printf("NVRTC %d.%d, sm_%d..sm_%d (%d archs)", c->major, c->minor, c->archs[0],
+               c->archs[c->n_archs - 1], c->n_archs);
+        if (driver_version && c->major > driver_version / 1000)
+            printf(": refused, newer than the driver (CUDA %d.%d)", driver_version / 1000,
+                   driver_version % 1000 / 10);
+        printf("\n");
+    }
+}
+
+static void print_device(const memra_driver *d, int ordinal)
+{
+    memra_engine *eng;
+    if (memra_engine_create(ordinal, &eng)) {
+        printf("device %d: %s\n", ordinal, memra_last_error());
+        return;
+    }
+    memra_engine_info info;
+    memra_engine_get_info(eng, &info);
+    printf("device %d: %s, sm_%d\n", ordinal, info.name, info.sm);
+    memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
+    char why[2048] = "";
+    const char *force = getenv("MEMRA_FORCE_PTX");
+    const int n = memra_jit_plan(d, info.sm, info.driver_version, force && !strcmp(force, "1"),
+                                 plan, 2 * MEMRA_NVRTC_MAX, why, sizeof why);
+    if (n) {
+        char path[1200] = "";
+        const int cached = memra_cache_has_entry(plan[0].nv, plan[0].arch, plan[0].is_ptx, path,
+                                                 sizeof path);
+        printf("  will use: %s_%d %s from NVRTC %d.%d (%s); cache entry %s\n",
+               plan[0].is_ptx ? "compute" : "sm", plan[0].arch, plan[0].is_ptx ? "PTX" : "CUBIN",
+               plan[0].nv->major, plan[0].nv->minor, plan[0].nv->path,
+               cached ? "present" : "absent");
+    } else {
+        printf("  will use: no NVRTC can build for it; only an entry in the kernel cache\n");
+    }
+    if (why[0])
+        printf("  refused:%s\n", why);
+    double t0 = now_ms();
+    memra_status st = memra_engine_warmup(eng);
+    double t1 = now_ms();
+    memra_kernel_origin o;
+    memra_engine_kernel_origin(eng, &o);
+    if (st)
+        printf("  kernel: NOT loaded: %s\n", memra_last_error());
+    else
+        printf("  kernel: %s and loaded as %s_%d %s in %.1f ms (NVRTC %d.%d%s%s)\n",
+               o.from_cache ? "read from the cache" : "compiled", o.is_ptx ? "compute" : "sm",
+               o.arch, o.is_ptx ? "PTX (driver JIT)" : "CUBIN", t1 - t0, o.nvrtc_version / 1000,
+               o.nvrtc_version % 1000 / 10, o.nvrtc_path[0] ? ", " : "", o.nvrtc_path);
+    memra_engine_destroy(eng);
+}
+
 static int cmd_info(void)
 {
     printf("memra %s (header %s)\n", memra_version_string(), MEMRA_VERSION_STRING);
     const memra_driver *d = memra_driver_get();
-    if (d->nvrtc_status == MEMRA_OK) {
-        int maj = 0, min = 0;
-        d->nvrtcVersion(&maj, &min);
-        printf("NVRTC: %d.%d (%s)\n", maj, min, d->nvrtc_path);
-    } else {
-        printf("NVRTC: not available: %s\n", d->nvrtc_error);
-    }
+    int dv = 0;
+    if (d->cuda_status == MEMRA_OK && d->cuDriverGetVersion(&dv) == CUDA_SUCCESS)
+        printf("driver: CUDA %d.%d\n", dv / 1000, dv % 1000 / 10);
+    print_candidates(d, dv);
     char dir[1024];
     if (memra_cache_dir(dir, sizeof dir))
         printf("kernel cache: %s (%llu bytes, cap %llu)\n", dir,
                (unsigned long long)memra_cache_size(dir), (unsigned long long)memra_cache_cap());
     else
         printf("kernel cache: off\n");
-    int n = 0;
-    if (memra_device_count(&n) != MEMRA_OK) {
-        printf("driver: not available: %s\n", memra_last_error());
-        return 0;
-    }
-    int dv = 0;
-    d->cuDriverGetVersion(&dv);
-    printf("driver: CUDA %d.%d, %d device(s)\n", dv / 1000, dv % 1000 / 10, n);
-    for (int i = 0; i < n; i++) {
-        memra_engine *eng;
-        if (memra_engine_create(i, &eng)) {
-            printf("device %d: %s\n", i, memra_last_error());
-            continue;
-        }
-        memra_engine_info info;
-        memra_engine_get_info(eng, &info);
-        int arch, is_ptx;
-        char path[1100] = "";
-        if (d->nvrtc_status == MEMRA_OK &&
-            memra_jit_pick_arch(d, info.sm, &arch, &is_ptx) == MEMRA_OK)
-            printf("device %d: cache entry for %s_%d: %s\n", i, is_ptx ? "compute" : "sm", arch,
-                   memra_cache_has_entry(d, arch, is_ptx, path, sizeof path) ? "present"
-                                                                             : "absent");
-        double t0 = now_ms();
-        memra_status st = memra_engine_warmup(eng);
-        double t1 = now_ms();
-        memra_engine_get_info(eng, &info);
-        printf("device %d: %s, sm_%d\n", i, info.name, info.sm);
-        if (st)
-            printf("  kernel: NOT compiled: %s\n", memra_last_error());
-        else
-            printf("  kernel: %s and loaded as %s in %.1f ms\n",
-                   info.kernel_from_cache ? "read from the cache" : "compiled",
-                   info.kernel_is_ptx ? "PTX (driver JIT)" : "CUBIN", t1 - t0);
-        memra_engine_destroy(eng);
-    }
+    const int n = devices("");
+    for (int i = 0; i < n; i++)
+        print_device(d, i);
     return 0;
 }
 
@@ -118,33 +168,27 @@ static int check_device(int ordinal)
     memra_engine_info info;
     memra_engine_get_info(eng, &info);
     printf("device %d: %s, sm_%d\n", ordinal, info.name, info.sm);
-    int bad = 0;
-    char why[512];
-    for (size_t i = 0; i < N_GATE_CASES; i++) {
-        int f = gate_case_check(eng, i, why, sizeof why);
-        printf("  device    %-10s %s%s\n", gate_cases[i].name, f ? "MISMATCH: " : "exact",
-               f ? why : "");
-        bad |= f;
-    }
+    memra_self_check_report rep;
+    double t0 = now_ms();
+    memra_status st = memra_engine_self_check(eng, &rep);
+    double t1 = now_ms();
+    int bad = st != MEMRA_OK;
+    if (st == MEMRA_OK)
+        printf("  self check: exact (%u cases, %llu entries, %.1f ms with the kernel load)\n",
+               rep.cases, (unsigned long long)rep.entries, t1 - t0);
+    else
+        printf("  self check: %s: %s\n", st == MEMRA_ERR_SELF_CHECK ? "MISMATCH" : "FAILED",
+               memra_last_error());
     /* A serving-size batch with every kind of float. */
-    const uint32_t n = 1u << 20, E = 256;
-    int32_t *sel = malloc(n * 4);
-    float *selw = malloc(n * 4), *pl = malloc(3 * E * 4);
-    uint64_t s = 7;
-    for (uint32_t p = 0; p < n; p++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        sel[p] = (int32_t)((s >> 33) % E);
-        uint32_t b = (uint32_t)(s >> 17);
-        memcpy(&selw[p], &b, 4);
+    uint64_t seed = 7;
+    memra_random_case r;
+    if (memra_random_case_make(&r, &seed, 1u << 20, 256, 1, 1, 32, 99) == 0) {
+        char why[512];
+        int f = memra_case_check(eng, &r.c, why, sizeof why);
+        printf("  %-10s %s%s\n", "2^20 pairs", f ? "MISMATCH: " : "exact", f ? why : "");
+        bad |= f != 0;
+        memra_random_case_free(&r);
     }
-    for (uint32_t e = 0; e < 3 * E; e++)
-        pl[e] = 1.0f / (float)(e + 1);
-    memra_vrows_macros mac = {{pl, pl + E, pl + 2 * E}};
-    dcase c = {n, E, sel, selw, &mac, &gate_cases[1].slabs, 99, NULL, 1};
-    int f = device_case_check(eng, &c, why, sizeof why);
-    printf("  device    %-10s %s%s\n", "2^20 pairs", f ? "MISMATCH: " : "exact", f ? why : "");
-    bad |= f;
-    free(sel), free(selw), free(pl);
     memra_engine_destroy(eng);
     return bad;
 }
@@ -152,15 +196,11 @@ static int check_device(int ordinal)
 static int cmd_check(void)
 {
     int bad = check_host_arm();
-    int n = 0;
-    memra_status st = memra_device_count(&n);
-    if (st || n == 0) {
-        printf("no GPU found (%s): checked the host arm only\n",
-               st ? memra_last_error() : "0 CUDA devices");
-    } else {
-        for (int i = 0; i < n; i++)
-            bad |= check_device(i);
-    }
+    const int n = devices("");
+    if (n == 0)
+        printf("no GPU to check: checked the host arm only\n");
+    for (int i = 0; i < n; i++)
+        bad |= check_device(i);
     printf("memra check: %s\n", bad ? "FAILED" : "all exact");
     return bad;
 }

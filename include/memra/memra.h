@@ -69,6 +69,7 @@ typedef enum memra_status {
     MEMRA_ERR_CAPTURE,         /* the call would allocate/copy/sync under capture */
     MEMRA_ERR_DRIVER,          /* any other CUDA driver failure */
     MEMRA_ERR_CONTEXT_RESET,   /* the primary context was reset under the engine */
+    MEMRA_ERR_SELF_CHECK,      /* memra_engine_self_check found the device arm inexact */
     MEMRA_STATUS_COUNT
 } memra_status;
 
@@ -139,11 +140,30 @@ typedef struct memra_engine_info {
     char name[256];
     int sm;                /* 10*major + minor, e.g. 90 */
     int driver_version;    /* cuDriverGetVersion, e.g. 13000 */
-    int nvrtc_version;     /* 1000*major + 10*minor, 0 if NVRTC is absent */
+    int nvrtc_version;     /* 1000*major + 10*minor: the NVRTC that built the loaded
+                            * kernel, before that the first usable one; 0 if none */
     int kernel_ready;      /* 1 once the table kernel is compiled and loaded */
     int kernel_is_ptx;     /* 1 if the loaded image is PTX (driver JIT) */
     int kernel_from_cache; /* 1 if the image came from the disk cache (no NVRTC compile) */
 } memra_engine_info;
+
+/* Where the loaded kernel came from (memra_engine_kernel_origin). */
+typedef struct memra_kernel_origin {
+    int ready;            /* 1 once the kernel is loaded; the rest is 0/"" before */
+    int nvrtc_version;    /* 1000*major + 10*minor of the NVRTC that built the image */
+    char nvrtc_path[512]; /* that NVRTC library; "" when the image came from the disk
+                           * cache and no usable NVRTC was loaded */
+    int arch;             /* the XY of the image's sm_XY (CUBIN) or compute_XY (PTX) */
+    int is_ptx;
+    int from_cache;
+} memra_kernel_origin;
+
+/* Adds an NVRTC library (a file path) for engines to choose from, e.g. the
+ * one a Python wheel installed (site-packages/nvidia/cu13/lib/libnvrtc.so.13).
+ * Call it before the engines that need it load their kernel. Engines pick,
+ * per device, from every NVRTC found (README: "How NVRTC is found and
+ * chosen"). MEMRA_ERR_NVRTC with the loader's reason if it cannot be used. */
+MEMRA_API memra_status memra_set_nvrtc_path(const char *path);
 
 /* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
 MEMRA_API memra_status memra_device_count(int *count);
@@ -157,6 +177,29 @@ MEMRA_API void memra_engine_destroy(memra_engine *eng);
  * off their streams (order it yourself with events). */
 MEMRA_API memra_status memra_engine_stream(memra_engine *eng, memra_stream *out);
 MEMRA_API memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info);
+/* Which NVRTC (version and path) built the loaded kernel, for which arch,
+ * and whether the image came from the disk cache. */
+MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kernel_origin *out);
+/* The seed gate on this engine's GPU: its four cases (fixture strides,
+ * serving strides past 4 and 8 GiB, the macro-free bank, a spread
+ * selection) and two random batches of 2^16 pairs with special floats and
+ * out-of-range ids, built by the device arm and compared pointer for
+ * pointer and scale bit for bit with the host arm, faults included. A few
+ * milliseconds once the kernel is loaded (it loads it if needed). A serving
+ * process can run it at boot and keep the host arm where it fails.
+ * MEMRA_OK when exact; MEMRA_ERR_SELF_CHECK with the first difference in
+ * the report and memra_last_error() when not. It runs on the engine's own
+ * stream and mirrors its planes on layers 65528-65535 (use lower indices
+ * for your own). Its cases count faults: a fault word that was clear when
+ * it started is clear again when it returns (run it before serving). */
+typedef struct memra_self_check_report {
+    uint32_t cases;          /* cases run */
+    uint32_t failed;         /* cases whose tables or faults differ from the host arm */
+    uint64_t entries;        /* pointers and scales compared */
+    char first_failure[256]; /* the first difference, "" when all exact */
+} memra_self_check_report;
+MEMRA_API memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report *report);
+
 /* Compiles (or loads) the table kernel now instead of at first use.
  *
  * The kernel cache on disk ($MEMRA_CACHE_DIR, else $XDG_CACHE_HOME/memra,

@@ -1,9 +1,12 @@
-/* The seed gate's four cases (DESIGN section 5), shared by the host suite
- * (host arm) and the GPU suite (device arm). */
+/* The seed gate's four cases: the Rust engine's own kernel gate, which
+ * memra_engine_self_check runs on the caller's GPU and the test suites run
+ * through both arms. */
 #ifndef MEMRA_GATE_CASES_H
 #define MEMRA_GATE_CASES_H
 
 #include <stdint.h>
+
+#include <memra/memra.h>
 
 #define GATE_MAX_PAIRS 8
 #define GATE_MAX_EXPERT 256

@@ -1,0 +1,195 @@
+#include "self_check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "gate_cases.h"
+#include "rng.h"
+
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        memra_status st_ = (call);                                                                 \
+        if (st_) {                                                                                 \
+            snprintf(why, why_len, "%s: %s (%s)", #call, memra_status_string(st_),                 \
+                     memra_last_error());                                                          \
+            bad = -(int)st_;                                                                       \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t why_len)
+{
+    const uint32_t n = c->n;
+    const size_t n3 = 3 * (size_t)n;
+    int bad = 1;
+    memra_devptr dsel = 0, dselw = 0, dptrs = 0, dscl = 0;
+    uint64_t *dp = malloc(n3 * 8), *hp = malloc(n3 * 8);
+    float *ds = malloc(n3 * 4), *hs = malloc(n3 * 4);
+    memra_faults hf, f0 = {0, 0, MEMRA_NO_FAULT}, f1;
+    snprintf(why, why_len, "out of host memory");
+    if (!dp || !hp || !ds || !hs)
+        goto out;
+    TRY(memra_alloc(eng, (size_t)n * 4, &dsel));
+    TRY(memra_alloc(eng, (size_t)n * 4, &dselw));
+    TRY(memra_alloc(eng, n3 * 8, &dptrs));
+    TRY(memra_alloc(eng, n3 * 4, &dscl));
+    /* Poison the outputs so an unwritten element cannot pass. */
+    memset(dp, 0xA7, n3 * 8);
+    memset(ds, 0xA7, n3 * 4);
+    TRY(memra_copy_htod_async(eng, dptrs, dp, n3 * 8, c->stream));
+    TRY(memra_copy_htod_async(eng, dscl, ds, n3 * 4, c->stream));
+    TRY(memra_upload_i32_async(eng, dsel, c->sel, n, c->stream));
+    TRY(memra_upload_f32_async(eng, dselw, c->selw, n, c->stream));
+    /* The fault word is read, never cleared: what this case adds is the
+     * difference, and a caller's own counts survive the check. */
+    if (c->check_faults)
+        TRY(memra_engine_faults(eng, c->stream, &f0, 0));
+    TRY(memra_moe_vrows_tables_from_sel(eng, dsel, dselw, n, c->n_expert, c->il, c->mac, c->sl,
+                                        dptrs, dscl, c->stream));
+    TRY(memra_download_u64_async(eng, dp, dptrs, n3, c->stream));
+    TRY(memra_download_f32_async(eng, ds, dscl, n3, c->stream));
+    TRY(memra_sync(eng, c->stream));
+    memra_vrows_tables_host(c->sel, c->selw, n, c->n_expert, c->mac, c->sl, hp, hs, &hf);
+    for (size_t i = 0; i < n3; i++) {
+        if (dp[i] != hp[i]) {
+            snprintf(why, why_len, "n=%u ptrs[%zu]: device 0x%llx, host 0x%llx", n, i,
+                     (unsigned long long)dp[i], (unsigned long long)hp[i]);
+            goto out;
+        }
+        if (memcmp(&ds[i], &hs[i], 4)) {
+            uint32_t a, b;
+            memcpy(&a, &ds[i], 4), memcpy(&b, &hs[i], 4);
+            snprintf(why, why_len, "n=%u scl[%zu]: device 0x%08x, host 0x%08x", n, i, a, b);
+            goto out;
+        }
+    }
+    if (c->check_faults) {
+        TRY(memra_engine_faults(eng, c->stream, &f1, 0));
+        const uint32_t bad_expert = f1.bad_expert - f0.bad_expert;
+        const uint32_t nonfinite = f1.nonfinite - f0.nonfinite;
+        /* MEMRA_NO_FAULT is the largest index, so the minimum is right
+         * whether or not either side saw a fault. */
+        const uint32_t first = f0.first_pair < hf.first_pair ? f0.first_pair : hf.first_pair;
+        if (bad_expert != hf.bad_expert || nonfinite != hf.nonfinite || f1.first_pair != first) {
+            snprintf(why, why_len, "faults: device {%u,%u,%u}, host {%u,%u,%u}", bad_expert,
+                     nonfinite, f1.first_pair, hf.bad_expert, hf.nonfinite, first);
+            goto out;
+        }
+    }
+    bad = 0;
+out:
+    if (dsel)
+        memra_free(eng, dsel);
+    if (dselw)
+        memra_free(eng, dselw);
+    if (dptrs)
+        memra_free(eng, dptrs);
+    if (dscl)
+        memra_free(eng, dscl);
+    free(dp), free(hp), free(ds), free(hs);
+    return bad;
+}
+
+int memra_gate_case_check(memra_engine *eng, size_t i, int il, char *why, size_t why_len)
+{
+    const gate_case *g = &gate_cases[i];
+    float selw[GATE_MAX_PAIRS], planes[3][GATE_MAX_EXPERT];
+    gate_inputs(g, selw, planes);
+    memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
+    memra_case c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL,
+                    &g->slabs,  il,          NULL,   1};
+    return memra_case_check(eng, &c, why, why_len);
+}
+
+int memra_random_case_make(memra_random_case *r, uint64_t *s, uint32_t n, uint32_t n_expert,
+                           int bad_ids, int with_macros, int min_stride_bit, int il)
+{
+    r->sel = malloc((size_t)n * 4);
+    r->selw = malloc((size_t)n * 4);
+    r->pl = malloc(3 * (size_t)n_expert * 4);
+    if (!r->sel || !r->selw || !r->pl) {
+        free(r->sel), free(r->selw), free(r->pl);
+        return -1;
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        r->sel[p] = (int32_t)(rng_next(s) % n_expert);
+        if (bad_ids && rng_next(s) % 64 == 0)
+            r->sel[p] = (rng_next(s) & 1) ? -(int32_t)(1 + rng_next(s) % 5)
+                                          : (int32_t)(n_expert + rng_next(s) % 5);
+        r->selw[p] = rng_special_float(s);
+    }
+    for (uint32_t e = 0; e < 3 * n_expert; e++)
+        r->pl[e] = rng_special_float(s);
+    r->mac = (memra_vrows_macros){{r->pl, r->pl + n_expert, r->pl + 2 * (size_t)n_expert}};
+    rng_high_slabs(s, n_expert, min_stride_bit, &r->sl);
+    r->c = (memra_case){n,   n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL,
+                        &r->sl, il,       NULL,   1};
+    return 0;
+}
+
+void memra_random_case_free(memra_random_case *r)
+{
+    free(r->sel), free(r->selw), free(r->pl);
+}
+
+/* The layers the check mirrors its planes on: the top of the range, out of
+ * a serving process's way. */
+#define SELF_CHECK_FIRST_LAYER (MEMRA_MAX_LAYERS - 8)
+
+memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report *report)
+{
+    static const char fn[] = "memra_engine_self_check";
+    if (!eng || !report)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn, eng ? "report" : "eng");
+    memset(report, 0, sizeof *report);
+    memra_status st = memra_engine_warmup(eng);
+    if (st)
+        return st;
+    memra_stream own;
+    memra_engine_stream(eng, &own);
+    memra_faults before;
+    if ((st = memra_engine_faults(eng, own, &before, 0)))
+        return st;
+    char why[512];
+    for (size_t i = 0; i < N_GATE_CASES; i++) {
+        report->cases++;
+        report->entries += 6ull * gate_cases[i].n_pairs;
+        const int r = memra_gate_case_check(eng, i, SELF_CHECK_FIRST_LAYER + (int)i, why, sizeof why);
+        if (r < 0)
+            return memra_fail((memra_status)-r, "%s: %s", fn, why);
+        if (r && !report->failed++)
+            snprintf(report->first_failure, sizeof report->first_failure, "gate case %s: %.200s",
+                     gate_cases[i].name, why);
+    }
+    /* A batch with every kind of float and some out-of-range ids, at serving
+     * strides past 4 GiB, with and without macro planes. */
+    uint64_t seed = 0x5e1fc4ec;
+    for (int k = 0; k < 2; k++) {
+        memra_random_case r;
+        if (memra_random_case_make(&r, &seed, 1u << 16, 256, 1, k == 0, 32,
+                                   SELF_CHECK_FIRST_LAYER + 4 + k))
+            return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+        r.c.stream = own;
+        report->cases++;
+        report->entries += 6ull * r.c.n;
+        const int bad = memra_case_check(eng, &r.c, why, sizeof why);
+        memra_random_case_free(&r);
+        if (bad < 0)
+            return memra_fail((memra_status)-bad, "%s: %s", fn, why);
+        if (bad && !report->failed++)
+            snprintf(report->first_failure, sizeof report->first_failure,
+                     "random batch %d (2^16 pairs, special floats): %.180s", k, why);
+    }
+    /* A clear fault word is left clear: the faults counted here are the
+     * check's, not the serving process's. */
+    memra_faults after;
+    if (before.bad_expert == 0 && before.nonfinite == 0 && before.first_pair == MEMRA_NO_FAULT &&
+        (st = memra_engine_faults(eng, own, &after, 1)))
+        return st;
+    if (report->failed)
+        return memra_fail(MEMRA_ERR_SELF_CHECK, "%s: %u of %u cases differ from the host arm: %s",
+                          fn, report->failed, report->cases, report->first_failure);
+    return MEMRA_OK;
+}
