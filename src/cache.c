@@ -561,8 +561,8 @@ static int lock_bounded(int fd, char *why, size_t n)
 
 /* The key and file name of this library's entry for (arch, is_ptx) as
  * built by `nv`. */
-static void entry_for(const memra_nvrtc *nv, int arch, int is_ptx, memra_cache_key *key,
-                      char *name, size_t len)
+static void entry_for(const memra_nvrtc *nv, int arch, int is_ptx, memra_cache_key *key, char *name,
+                      size_t len)
 {
     key_for(nv->major, nv->minor, arch, is_ptx, key);
     memra_cache_entry_name(key, is_ptx, name, len);
@@ -722,7 +722,8 @@ static int better_first(const void *a, const void *b)
         return y->score - x->score;
     if (x->h.arch != y->h.arch)
         return y->h.arch - x->h.arch;
-    return (y->h.nvrtc_major * 1000 + y->h.nvrtc_minor) - (x->h.nvrtc_major * 1000 + x->h.nvrtc_minor);
+    return (y->h.nvrtc_major * 1000 + y->h.nvrtc_minor) -
+           (x->h.nvrtc_major * 1000 + x->h.nvrtc_minor);
 }
 
 /* How well an entry suits the device and driver, by the rules NVRTC

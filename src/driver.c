@@ -53,7 +53,7 @@ static void load_cuda(memra_driver *d)
         return;
     }
 #define MEMRA_X(name, ver, req)                                                                    \
-    memra_set_fn(&d->name, lookup(&pl, #name, ver));                                                     \
+    memra_set_fn(&d->name, lookup(&pl, #name, ver));                                               \
     if (req && !d->name) {                                                                         \
         snprintf(d->cuda_error, sizeof d->cuda_error,                                              \
                  "libcuda.so.1 lacks %s (CUDA %d.%d ABI): the driver is too old", #name,           \

@@ -87,12 +87,12 @@
  * points. Several may be loaded side by side (RTLD_LOCAL); each engine
  * chooses the one that suits its device and the driver (jit.c). */
 typedef struct memra_nvrtc {
-    char path[512];     /* the file opened, or the soname looked up on the loader path */
-    const char *origin; /* how it was found, e.g. "MEMRA_NVRTC_PATH" */
+    char path[512];      /* the file opened, or the soname looked up on the loader path */
+    const char *origin;  /* how it was found, e.g. "MEMRA_NVRTC_PATH" */
     memra_status status; /* MEMRA_OK when it loaded and every entry point resolved */
-    char why[256];      /* otherwise why not */
-    int major, minor;   /* nvrtcVersion */
-    int archs[128];     /* nvrtcGetSupportedArchs: the XY of sm_XY, ascending */
+    char why[256];       /* otherwise why not */
+    int major, minor;    /* nvrtcVersion */
+    int archs[128];      /* nvrtcGetSupportedArchs: the XY of sm_XY, ascending */
     int n_archs;
 #define MEMRA_X(name) __typeof__(&name) name;
     MEMRA_NVRTC_ENTRY_POINTS(MEMRA_X)

@@ -432,8 +432,8 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     const int force_ptx = force && strcmp(force, "1") == 0;
     attempts a = {{0}, 0, 0};
     memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
-    const int n = memra_jit_plan(d, sm, drv, force_ptx, plan, 2 * MEMRA_NVRTC_MAX, a.why,
-                                 sizeof a.why);
+    const int n =
+        memra_jit_plan(d, sm, drv, force_ptx, plan, 2 * MEMRA_NVRTC_MAX, a.why, sizeof a.why);
     a.used = strlen(a.why);
     CUmodule mod = NULL;
     memra_kernel_origin o = {0};

@@ -69,8 +69,8 @@ int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_
             if (nv->status)
                 snprintf(reason, sizeof reason, "%s", nv->why);
             else
-                usable = memra_jit_target(nv, sm, driver_version, pass, &arch, reason,
-                                          sizeof reason);
+                usable =
+                    memra_jit_target(nv, sm, driver_version, pass, &arch, reason, sizeof reason);
             if (usable && k < max) {
                 plan[k++] = (memra_jit_choice){nv, arch, pass};
                 cubins += !pass;

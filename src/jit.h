@@ -44,8 +44,8 @@ int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_
  * with `options` (NULL-terminated, without the arch option); a compile error
  * returns MEMRA_ERR_NVRTC with NVRTC's log in the message. */
 memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const char *file,
-                                  int arch, int is_ptx, const char *const *options,
-                                  memra_image *out);
+                                   int arch, int is_ptx, const char *const *options,
+                                   memra_image *out);
 
 /* The embedded table kernel with the fixed exactness options. */
 memra_status memra_jit_compile(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *out);

@@ -124,7 +124,7 @@ int memra_random_case_make(memra_random_case *r, uint64_t *s, uint32_t n, uint32
         r->pl[e] = rng_special_float(s);
     r->mac = (memra_vrows_macros){{r->pl, r->pl + n_expert, r->pl + 2 * (size_t)n_expert}};
     rng_high_slabs(s, n_expert, min_stride_bit, &r->sl);
-    r->c = (memra_case){n,   n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL,
+    r->c = (memra_case){n,      n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL,
                         &r->sl, il,       NULL,   1};
     return 0;
 }
@@ -156,7 +156,8 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
     for (size_t i = 0; i < N_GATE_CASES; i++) {
         report->cases++;
         report->entries += 6ull * gate_cases[i].n_pairs;
-        const int r = memra_gate_case_check(eng, i, SELF_CHECK_FIRST_LAYER + (int)i, why, sizeof why);
+        const int r =
+            memra_gate_case_check(eng, i, SELF_CHECK_FIRST_LAYER + (int)i, why, sizeof why);
         if (r < 0)
             return memra_fail((memra_status)-r, "%s: %s", fn, why);
         if (r && !report->failed++)

@@ -279,9 +279,16 @@ static void execute(const op *o)
     case MOCK_OP_LAUNCH: {
         host_dim3 g = {o->l.grid[0], o->l.grid[1], o->l.grid[2]};
         host_dim3 b = {o->l.block[0], o->l.block[1], o->l.block[2]};
-        if (o->l.f == (CUfunction)&fn_vrows)
+        if (o->l.f == (CUfunction)&fn_vrows) {
             run_vrows_on_host(o->l.args, g, b);
-        else
+            if (mock.corrupt_tables) {
+                uint64_t scl;
+                uint32_t n_pairs;
+                memcpy(&scl, o->l.args + offsetof(memra_vrows_args, scl), 8);
+                memcpy(&n_pairs, o->l.args + offsetof(memra_vrows_args, n_pairs), 4);
+                ((unsigned char *)(uintptr_t)scl)[8 * (size_t)n_pairs] ^= 1;
+            }
+        } else
             run_take_on_host(o->l.args);
         break;
     }
@@ -893,8 +900,8 @@ static CUresult judge_image(const char *img)
     const int sm = mock.sm_major * 10 + mock.sm_minor;
     if (strcmp(kind, "PTX") == 0)
         return maj * 1000 + min * 10 > mock.driver_version ? CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-               : arch > sm                                ? CUDA_ERROR_INVALID_PTX
-                                                          : CUDA_SUCCESS;
+               : arch > sm                                 ? CUDA_ERROR_INVALID_PTX
+                                                           : CUDA_SUCCESS;
     if (maj > mock.driver_version / 1000)
         return CUDA_ERROR_INVALID_IMAGE;
     return arch / 10 != sm / 10 || arch > sm ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_SUCCESS;

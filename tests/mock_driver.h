@@ -51,6 +51,9 @@ typedef struct mock_state {
     int driver_version;
     /* Every cuModuleLoadData fails with this when set (a driver refusing all). */
     CUresult refuse_loads;
+    /* A broken GPU: each table launch flips the low bit of its first down
+     * scale after it runs. */
+    int corrupt_tables;
     const char *compile_log; /* non-NULL: nvrtcCompileProgram fails with it */
     int compile_delay_ms;    /* widens the window for racing processes */
     int fail_call, fail_nth; /* the fail_nth'th call of fail_call fails */

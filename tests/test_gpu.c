@@ -83,6 +83,19 @@ static void test_param_layout_matches_abi(void **state)
     }
 }
 
+/* The boot-time gate on this GPU, through the public call. */
+static void test_self_check(void **state)
+{
+    (void)state;
+    memra_self_check_report rep;
+    if (memra_engine_self_check(eng, &rep))
+        fail_msg("self check: %s", memra_last_error());
+    assert_int_equal(rep.failed, 0);
+    assert_int_equal(rep.cases, 6);
+    printf("self check: %u cases, %llu entries exact\n", rep.cases,
+           (unsigned long long)rep.entries);
+}
+
 static void test_gate_cases(void **state)
 {
     (void)state;
@@ -348,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_kernel_compiles_as_cubin_for_this_sm),
         cmocka_unit_test(test_param_layout_matches_abi),
         cmocka_unit_test(test_gate_cases),
+        cmocka_unit_test(test_self_check),
         cmocka_unit_test(test_random_sizes_special_floats),
         cmocka_unit_test(test_out_of_range_and_fault_word),
         cmocka_unit_test(test_graph_capture_and_replay),

@@ -52,6 +52,13 @@ if os.path.exists("/dev/full"):
     expect("--json to a full disk", ["bench", "--json", "/dev/full"], 1, ["/dev/full"])
 expect("info works", ["info"], 0)
 expect("check works", ["check"], 0)
+# No visible device is said as such, not as a driver error.
+for verb in ("info", "check"):
+    rc, out, err = run([verb])
+    if "driver: not available" not in out and "no CUDA device visible" not in out:
+        failures.append(f"{verb} with CUDA_VISIBLE_DEVICES='': no 'no CUDA device' line:\n{out}")
+    if "no CUDA device visible" in out and 'CUDA_VISIBLE_DEVICES=""' not in out:
+        failures.append(f"{verb}: the no-device line does not name CUDA_VISIBLE_DEVICES:\n{out}")
 
 if failures:
     print("\n".join(failures))

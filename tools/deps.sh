@@ -37,6 +37,18 @@ if ! command -v meson >/dev/null 2>&1 || ! command -v ninja >/dev/null 2>&1; the
   echo "deps: meson/ninja from PyPI"
   python3 -m pip install -q --user meson ninja && export PATH="$HOME/.local/bin:$PATH"
 fi
+# The SASS check (tests/test_nvrtc.c) reads every target's machine code with
+# nvdisasm; where the toolkit has none, NVIDIA's wheel provides one.
+if [ -z "${MEMRA_NVDISASM:-}" ] && ! command -v nvdisasm >/dev/null 2>&1 &&
+  [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvdisasm" ]; then
+  nvd_dir="${XDG_CACHE_HOME:-$HOME/.cache}/memra-tools/nvdisasm"
+  if [ ! -x "$nvd_dir/nvidia/cu13/bin/nvdisasm" ]; then
+    echo "deps: nvdisasm from PyPI (nvidia-cuda-nvdisasm)"
+    python3 -m pip install -q --target "$nvd_dir" "nvidia-cuda-nvdisasm>=13,<14" >/tmp/memra-pip.log 2>&1 ||
+      echo "deps: nvdisasm could not be installed (see /tmp/memra-pip.log); the SASS check will skip"
+  fi
+  [ -x "$nvd_dir/nvidia/cu13/bin/nvdisasm" ] && export MEMRA_NVDISASM="$nvd_dir/nvidia/cu13/bin/nvdisasm"
+fi
 command -v meson >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 || {
   echo "deps: meson and ninja are required" >&2
   exit 1

@@ -83,8 +83,8 @@ static void print_device(const memra_driver *d, int ordinal)
                                  plan, 2 * MEMRA_NVRTC_MAX, why, sizeof why);
     if (n) {
         char path[1200] = "";
-        const int cached = memra_cache_has_entry(plan[0].nv, plan[0].arch, plan[0].is_ptx, path,
-                                                 sizeof path);
+        const int cached =
+            memra_cache_has_entry(plan[0].nv, plan[0].arch, plan[0].is_ptx, path, sizeof path);
         printf("  will use: %s_%d %s from NVRTC %d.%d (%s); cache entry %s\n",
                plan[0].is_ptx ? "compute" : "sm", plan[0].arch, plan[0].is_ptx ? "PTX" : "CUBIN",
                plan[0].nv->major, plan[0].nv->minor, plan[0].nv->path,
