@@ -14,6 +14,7 @@ command -v flock >/dev/null 2>&1 || missing+=(util-linux)
 dpkg -s libcmocka-dev >/dev/null 2>&1 || missing+=(libcmocka-dev)
 dpkg -s libxxhash-dev >/dev/null 2>&1 || missing+=(libxxhash-dev)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
+command -v cargo >/dev/null 2>&1 || missing+=(cargo)
 # clang alone is not enough for the fuzz stage: libFuzzer's runtime is in
 # libclang-rt-14-dev, which apt only pulls in as a Recommends.
 memra_fuzzer_links() {

@@ -29,6 +29,15 @@ builddir=${MEMRA_BUILDDIR:-build}
 echo "== build and test ($builddir)"
 setup "$builddir"
 meson test -C "$builddir" --print-errorlogs --num-processes "$jobs" "$@"
+
+# The Rust client against the library just built (no registry needed).
+if command -v cargo >/dev/null 2>&1; then
+  echo "== Rust crate: cargo test --offline (bindings/rust, against $builddir/src/libmemra.so.0)"
+  MEMRA_LIB="$PWD/$builddir/src/libmemra.so.0" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
+    cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml
+else
+  echo "== Rust crate SKIPPED: cargo is not installed and could not be installed"
+fi
 [ "${MEMRA_QUICK:-0}" = 1 ] && exit 0
 
 echo "== host suite under AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -1,0 +1,488 @@
+//! memra from Rust: device-built MoE "verify rows" pointer and scale tables,
+//! bit-identical to the host arithmetic, from a serving engine's own device
+//! buffers.
+//!
+//! A thin, safe client of the C library (`libmemra.so.0`, opened with
+//! `dlopen` at first use; `MEMRA_LIB` names the file). The C library is the
+//! one implementation; this crate adds ownership (device buffers free
+//! themselves, an engine lives as long as its buffers) and `Result`s.
+//!
+//! ```no_run
+//! use memra::Engine;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let e = Engine::new(0)?;
+//! let sel = e.htod_i32(&[0, 3, 7, 1])?;
+//! let selw = e.htod(&[0.5, 0.25, 1.0, 0.125])?;
+//! let mut ptrs = e.htod_u64(&[0; 12])?;
+//! let mut scl = e.htod(&[0.0; 12])?;
+//! let bases = (0x7f00_0000_0000, 0x7f40_0000_0000, 0x7f80_0000_0000);
+//! let strides = (24 << 20, 24 << 20, 48 << 20);
+//! e.moe_vrows_tables_from_sel(&sel, &selw, 0, None, bases, strides, 4, &mut ptrs, &mut scl)?;
+//! let (ptrs, scl) = (e.dtoh_u64(&ptrs)?, e.dtoh(&scl)?);
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod ffi;
+
+use std::marker::PhantomData;
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+pub use error::{Error, Result, Status};
+pub use ffi::Faults;
+
+/// `MEMRA_MAX_PAIRS`: the most (token, expert) pairs one call takes.
+pub const MAX_PAIRS: usize = 1 << 28;
+/// `MEMRA_MAX_LAYERS`: layer indices are `0..MAX_LAYERS`.
+pub const MAX_LAYERS: u32 = 65536;
+
+/// Per-expert macro scales, one plane each for gate, up and down.
+pub type Macros<'a> = Option<(&'a [f32], &'a [f32], &'a [f32])>;
+
+fn check(status: c_int) -> Result<()> {
+    if status == 0 {
+        return Ok(());
+    }
+    let lib = ffi::lib()?;
+    let mut message = ffi::cstr(unsafe { (lib.memra_last_error)() });
+    if message.is_empty() {
+        message = ffi::cstr(unsafe { (lib.memra_status_string)(status) });
+    }
+    Err(Error::Call {
+        status: Status::from_code(status),
+        code: status,
+        message,
+    })
+}
+
+/// The library's version, `major * 10000 + minor * 100 + patch`.
+pub fn version() -> Result<u32> {
+    Ok(unsafe { (ffi::lib()?.memra_version)() })
+}
+
+/// Number of CUDA devices (0 where none is visible).
+pub fn device_count() -> Result<usize> {
+    let mut n: c_int = 0;
+    check(unsafe { (ffi::lib()?.memra_device_count)(&mut n) })?;
+    Ok(n as usize)
+}
+
+struct Inner {
+    ptr: ffi::EnginePtr,
+    /// Expert count for calls without macro planes (see `set_expert_count`).
+    experts: std::sync::atomic::AtomicU32,
+}
+
+// Safety: every memra call is thread-safe; the handle is destroyed once, by
+// the last owner (the engine or one of its buffers).
+unsafe impl Send for Inner {}
+unsafe impl Sync for Inner {}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(lib) = ffi::lib() {
+            unsafe { (lib.memra_engine_destroy)(self.ptr) }
+        }
+    }
+}
+
+/// One GPU. Retains the device's primary context (shared with the rest of
+/// the process). Cheap to clone (shared); freed when the engine and all its
+/// buffers are gone.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+/// The engine's device, for `e.ctx().name()`.
+pub struct Ctx<'a> {
+    engine: &'a Engine,
+}
+
+impl Ctx<'_> {
+    /// The device's name, e.g. "NVIDIA H200".
+    pub fn name(&self) -> Result<String> {
+        let info = self.engine.info()?;
+        Ok(ffi::cstr(info.name.as_ptr()))
+    }
+
+    /// The SM, `10 * major + minor` (90 on an H200).
+    pub fn sm(&self) -> Result<u32> {
+        Ok(self.engine.info()?.sm as u32)
+    }
+}
+
+/// A device buffer of `len` elements of `T`, freed on drop.
+pub struct DeviceBuffer<T> {
+    engine: Arc<Inner>,
+    ptr: ffi::DevPtr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> DeviceBuffer<T> {
+    /// The device address (a `CUdeviceptr`).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        if let Ok(lib) = ffi::lib() {
+            unsafe { (lib.memra_free)(self.engine.ptr, self.ptr) };
+        }
+    }
+}
+
+fn macros_of(m: Macros<'_>) -> Option<ffi::Macros> {
+    m.map(|(g, u, d)| ffi::Macros {
+        plane: [g.as_ptr(), u.as_ptr(), d.as_ptr()],
+    })
+}
+
+/// The expert count a call implies: the planes' length (all three equal),
+/// else `fallback`.
+fn experts_of(m: Macros<'_>, fallback: u32) -> Result<u32> {
+    match m {
+        Some((g, u, d)) => {
+            if g.len() != u.len() || g.len() != d.len() {
+                return Err(Error::arg(
+                    Status::InvalidArg,
+                    format!(
+                        "macros: the planes hold {}, {} and {} experts; they must be equal",
+                        g.len(),
+                        u.len(),
+                        d.len()
+                    ),
+                ));
+            }
+            u32::try_from(g.len()).map_err(|_| {
+                Error::arg(Status::InvalidArg, format!("macros: {} experts", g.len()))
+            })
+        }
+        None => Ok(fallback),
+    }
+}
+
+fn slabs_of(bases: (u64, u64, u64), strides: (usize, usize, usize)) -> ffi::Slabs {
+    ffi::Slabs {
+        base: [bases.0, bases.1, bases.2],
+        stride: [strides.0 as u64, strides.1 as u64, strides.2 as u64],
+    }
+}
+
+/// Without macro planes and without `set_expert_count`, the largest count
+/// whose rows are all addressable: every id is then checked to be
+/// non-negative and its pointers never wrap past 2^64.
+fn addressable_experts(slabs: &ffi::Slabs) -> u32 {
+    let mut n = i32::MAX as u64 + 1;
+    for k in 0..3 {
+        if slabs.stride[k] > 0 {
+            n = n.min((u64::MAX - slabs.base[k]) / slabs.stride[k] + 1);
+        }
+    }
+    n.max(1) as u32
+}
+
+fn pairs_u32(n_pairs: usize) -> Result<u32> {
+    if n_pairs == 0 || n_pairs > MAX_PAIRS {
+        return Err(Error::arg(
+            Status::InvalidArg,
+            format!("n_pairs = {n_pairs} is outside [1, {MAX_PAIRS}]"),
+        ));
+    }
+    Ok(n_pairs as u32)
+}
+
+impl Engine {
+    /// An engine on device `ordinal`.
+    pub fn new(ordinal: usize) -> Result<Engine> {
+        let lib = ffi::lib()?;
+        let ordinal = c_int::try_from(ordinal)
+            .map_err(|_| Error::arg(Status::InvalidArg, format!("ordinal {ordinal}")))?;
+        let mut ptr: ffi::EnginePtr = std::ptr::null_mut();
+        check(unsafe { (lib.memra_engine_create)(ordinal, &mut ptr) })?;
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                ptr,
+                experts: std::sync::atomic::AtomicU32::new(0),
+            }),
+        })
+    }
+
+    fn info(&self) -> Result<ffi::EngineInfo> {
+        let lib = ffi::lib()?;
+        let mut info: ffi::EngineInfo = unsafe { std::mem::zeroed() };
+        check(unsafe { (lib.memra_engine_get_info)(self.inner.ptr, &mut info) })?;
+        Ok(info)
+    }
+
+    /// The device this engine runs on.
+    pub fn ctx(&self) -> Ctx<'_> {
+        Ctx { engine: self }
+    }
+
+    /// The engine's own non-blocking stream (a `CUstream`), on which the
+    /// synchronous copies and `moe_vrows_tables_from_sel` run.
+    pub fn stream(&self) -> Result<*mut c_void> {
+        let mut s: ffi::Stream = std::ptr::null_mut();
+        check(unsafe { (ffi::lib()?.memra_engine_stream)(self.inner.ptr, &mut s) })?;
+        Ok(s)
+    }
+
+    /// Waits for the work queued on `stream` (a raw `CUstream`; null is the
+    /// legacy default stream).
+    pub fn sync(&self, stream: *mut c_void) -> Result<()> {
+        check(unsafe { (ffi::lib()?.memra_sync)(self.inner.ptr, stream) })
+    }
+
+    /// Compiles (or loads from the kernel cache) the table kernel now.
+    pub fn warmup(&self) -> Result<()> {
+        check(unsafe { (ffi::lib()?.memra_engine_warmup)(self.inner.ptr) })
+    }
+
+    /// The expert count that calls without macro planes check ids against.
+    pub fn set_expert_count(&self, n_expert: u32) {
+        self.inner
+            .experts
+            .store(n_expert, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Reads the fault word (after the engine's stream); `reset` clears it
+    /// in the same step on the device.
+    pub fn faults(&self, reset: bool) -> Result<Faults> {
+        let mut f = Faults::default();
+        let s = self.stream()?;
+        check(unsafe {
+            (ffi::lib()?.memra_engine_faults)(self.inner.ptr, s, &mut f, reset as c_int)
+        })?;
+        Ok(f)
+    }
+
+    fn upload<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let lib = ffi::lib()?;
+        let bytes = std::mem::size_of_val(data).max(1);
+        let mut ptr: ffi::DevPtr = 0;
+        check(unsafe { (lib.memra_alloc)(self.inner.ptr, bytes, &mut ptr) })?;
+        let buf = DeviceBuffer {
+            engine: self.inner.clone(),
+            ptr,
+            len: data.len(),
+            _t: PhantomData,
+        };
+        check(unsafe {
+            (lib.memra_copy_htod)(
+                self.inner.ptr,
+                ptr,
+                data.as_ptr() as *const c_void,
+                std::mem::size_of_val(data),
+            )
+        })?;
+        Ok(buf)
+    }
+
+    fn download<T: Copy + Default>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); buf.len];
+        check(unsafe {
+            (ffi::lib()?.memra_copy_dtoh)(
+                self.inner.ptr,
+                out.as_mut_ptr() as *mut c_void,
+                buf.ptr,
+                std::mem::size_of_val(out.as_slice()),
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// A new device buffer holding `data` (complete on return).
+    pub fn htod(&self, data: &[f32]) -> Result<DeviceBuffer<f32>> {
+        self.upload(data)
+    }
+    pub fn htod_i32(&self, data: &[i32]) -> Result<DeviceBuffer<i32>> {
+        self.upload(data)
+    }
+    pub fn htod_u64(&self, data: &[u64]) -> Result<DeviceBuffer<u64>> {
+        self.upload(data)
+    }
+
+    /// The buffer's contents (after everything queued on the engine's stream).
+    pub fn dtoh(&self, buf: &DeviceBuffer<f32>) -> Result<Vec<f32>> {
+        self.download(buf)
+    }
+    pub fn dtoh_i32(&self, buf: &DeviceBuffer<i32>) -> Result<Vec<i32>> {
+        self.download(buf)
+    }
+    pub fn dtoh_u64(&self, buf: &DeviceBuffer<u64>) -> Result<Vec<u64>> {
+        self.download(buf)
+    }
+
+    /// Mirrors layer `il`'s macro planes now (call before capturing a graph).
+    pub fn prepare_layer(&self, il: u16, macros: Macros<'_>, stream: *mut c_void) -> Result<()> {
+        let n = experts_of(macros, 0)?;
+        let m = macros_of(macros);
+        check(unsafe {
+            (ffi::lib()?.memra_vrows_prepare_layer)(
+                self.inner.ptr,
+                il as c_int,
+                n,
+                m.as_ref().map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+                stream,
+            )
+        })
+    }
+
+    /// The verify-rows tables for `n_pairs` pairs, built on the device in
+    /// one launch on the engine's own stream (so `dtoh` after it sees them).
+    /// `ptrs` holds 3 * n_pairs pointers and `scl` 3 * n_pairs scales,
+    /// plane-major (gate, up, down). The expert count is the macro planes'
+    /// length; without planes, `set_expert_count`'s, else every expert whose
+    /// rows are addressable. Out-of-range ids and non-finite scales are
+    /// counted in `faults()`, not returned.
+    #[allow(clippy::too_many_arguments)] // allow: the seed's call shape, one knob per axis
+    pub fn moe_vrows_tables_from_sel(
+        &self,
+        sel: &DeviceBuffer<i32>,
+        selw: &DeviceBuffer<f32>,
+        il: u16,
+        macros: Macros<'_>,
+        bases: (u64, u64, u64),
+        strides: (usize, usize, usize),
+        n_pairs: usize,
+        ptrs: &mut DeviceBuffer<u64>,
+        scl: &mut DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let s = self.stream()?;
+        self.moe_vrows_tables_from_sel_on(
+            s, sel, selw, il, macros, bases, strides, n_pairs, ptrs, scl,
+        )
+    }
+
+    /// As `moe_vrows_tables_from_sel`, on a stream the caller owns (a raw
+    /// `CUstream`; null is the legacy default stream). Never synchronises.
+    #[allow(clippy::too_many_arguments)] // allow: the seed's call shape plus the stream
+    pub fn moe_vrows_tables_from_sel_on(
+        &self,
+        stream: *mut c_void,
+        sel: &DeviceBuffer<i32>,
+        selw: &DeviceBuffer<f32>,
+        il: u16,
+        macros: Macros<'_>,
+        bases: (u64, u64, u64),
+        strides: (usize, usize, usize),
+        n_pairs: usize,
+        ptrs: &mut DeviceBuffer<u64>,
+        scl: &mut DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let n = pairs_u32(n_pairs)?;
+        for (what, len, need) in [
+            ("sel", sel.len, n_pairs),
+            ("selw", selw.len, n_pairs),
+            ("ptrs", ptrs.len, 3 * n_pairs),
+            ("scl", scl.len, 3 * n_pairs),
+        ] {
+            if len < need {
+                return Err(Error::arg(
+                    Status::InvalidArg,
+                    format!("{what} holds {len} elements; n_pairs = {n_pairs} needs {need}"),
+                ));
+            }
+        }
+        let slabs = slabs_of(bases, strides);
+        let set = self.inner.experts.load(std::sync::atomic::Ordering::Relaxed);
+        let fallback = if set > 0 { set } else { addressable_experts(&slabs) };
+        let n_expert = experts_of(macros, fallback)?;
+        let m = macros_of(macros);
+        check(unsafe {
+            (ffi::lib()?.memra_moe_vrows_tables_from_sel)(
+                self.inner.ptr,
+                sel.ptr,
+                selw.ptr,
+                n,
+                n_expert,
+                il as c_int,
+                m.as_ref().map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+                &slabs,
+                ptrs.ptr,
+                scl.ptr,
+                stream,
+            )
+        })
+    }
+}
+
+/// What the host arm wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTables {
+    /// 3 * n_pairs pointers, plane-major.
+    pub ptrs: Vec<u64>,
+    /// 3 * n_pairs scales, plane-major.
+    pub scl: Vec<f32>,
+    /// Out-of-range ids and non-finite scales seen (the tables are written
+    /// in full either way).
+    pub faults: Faults,
+}
+
+/// The reference arithmetic on host slices: the same tables the device arm
+/// builds, bit for bit. Argument errors are `Err`; faulting pairs are not
+/// (see `HostTables::faults`).
+pub fn vrows_tables_host(
+    sel: &[i32],
+    selw: &[f32],
+    n_expert: u32,
+    macros: Macros<'_>,
+    bases: (u64, u64, u64),
+    strides: (usize, usize, usize),
+) -> Result<HostTables> {
+    let n = sel.len();
+    let n32 = pairs_u32(n)?;
+    if selw.len() != n {
+        return Err(Error::arg(
+            Status::InvalidArg,
+            format!("selw holds {} weights for {} ids", selw.len(), n),
+        ));
+    }
+    if let Some((g, u, d)) = macros {
+        let short = [g.len(), u.len(), d.len()].into_iter().min().unwrap_or(0);
+        if (short as u64) < n_expert as u64 {
+            return Err(Error::arg(
+                Status::InvalidArg,
+                format!("macros: a plane holds {short} scales, n_expert is {n_expert}"),
+            ));
+        }
+    }
+    let slabs = slabs_of(bases, strides);
+    let m = macros_of(macros);
+    let mut out = HostTables {
+        ptrs: vec![0; 3 * n],
+        scl: vec![0.0; 3 * n],
+        faults: Faults::default(),
+    };
+    let st = unsafe {
+        (ffi::lib()?.memra_vrows_tables_host)(
+            sel.as_ptr(),
+            selw.as_ptr(),
+            n32,
+            n_expert,
+            m.as_ref().map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+            &slabs,
+            out.ptrs.as_mut_ptr(),
+            out.scl.as_mut_ptr(),
+            &mut out.faults,
+        )
+    };
+    match Status::from_code(st) {
+        _ if st == 0 => Ok(out),
+        Status::ExpertRange | Status::NonfiniteScale => Ok(out),
+        _ => check(st).map(|_| out),
+    }
+}
