@@ -200,3 +200,15 @@ memra_status memra_set_nvrtc_path(const char *path)
                           path ? "empty" : "NULL");
     return memra_nvrtc_add(path, "memra_set_nvrtc_path");
 }
+
+memra_status memra_nvrtc_available(int *count)
+{
+    if (!count)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_nvrtc_available: count is NULL");
+    const memra_nvrtc *list;
+    const int n = memra_nvrtc_candidates(memra_driver_get(), &list);
+    *count = 0;
+    for (int i = 0; i < n; i++)
+        *count += list[i].status == MEMRA_OK;
+    return MEMRA_OK;
+}

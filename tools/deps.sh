@@ -15,6 +15,8 @@ dpkg -s libcmocka-dev >/dev/null 2>&1 || missing+=(libcmocka-dev)
 dpkg -s libxxhash-dev >/dev/null 2>&1 || missing+=(libxxhash-dev)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 command -v cargo >/dev/null 2>&1 || missing+=(cargo)
+# venv and pip for the Python package's tests (Debian splits them out)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv python3-pip)
 # clang alone is not enough for the fuzz stage: libFuzzer's runtime is in
 # libclang-rt-14-dev, which apt only pulls in as a Recommends.
 memra_fuzzer_links() {

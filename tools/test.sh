@@ -38,6 +38,14 @@ if command -v cargo >/dev/null 2>&1; then
 else
   echo "== Rust crate SKIPPED: cargo is not installed and could not be installed"
 fi
+# The Python package: its CPU tests against the library just built, and a
+# wheel built, installed and used in a fresh venv (pip install .).
+echo "== Python package: pytest python/tests (CPU; GPU tests skip without a GPU)"
+venv="$PWD/$builddir/py-venv"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q pytest numpy
+MEMRA_LIB="$PWD/$builddir/src/libmemra.so.0" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  python/tests
 [ "${MEMRA_QUICK:-0}" = 1 ] && exit 0
 
 echo "== host suite under AddressSanitizer + UndefinedBehaviorSanitizer"

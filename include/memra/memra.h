@@ -164,6 +164,10 @@ typedef struct memra_kernel_origin {
  * per device, from every NVRTC found (README: "How NVRTC is found and
  * chosen"). MEMRA_ERR_NVRTC with the loader's reason if it cannot be used. */
 MEMRA_API memra_status memra_set_nvrtc_path(const char *path);
+/* How many usable NVRTC libraries memra has found (discovering them on the
+ * first call): 0 tells a binding to look where its wheels put NVRTC and
+ * call memra_set_nvrtc_path(). */
+MEMRA_API memra_status memra_nvrtc_available(int *count);
 
 /* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
 MEMRA_API memra_status memra_device_count(int *count);

@@ -1,0 +1,251 @@
+"""memra: device-built MoE "verify rows" pointer and scale tables, bit-identical
+to the host arithmetic, in one capturable launch.
+
+A thin typed layer over the C library (ctypes; no extension module, so it
+does not depend on PyTorch's C++ ABI). ``memra.torch`` adds the PyTorch ops
+(``torch.ops.memra.vrows_tables_``); it is imported only when asked for.
+
+    import memra
+    ptrs, scl, faults = memra.vrows_tables_host(sel, selw, n_expert, planes, bases, strides)
+    eng = memra.Engine(0)          # one GPU; shares PyTorch's primary context
+"""
+import ctypes
+
+from . import _lib
+from ._errors import *  # noqa: F401,F403  (the exception classes)
+from ._errors import Error, InvalidArgError, LibraryError, NullArgError
+from ._lib import Faults, check, lib
+from ._nvrtc import wheel_nvrtc_paths
+
+__version__ = _lib.VERSION
+
+MAX_PAIRS = 1 << 28
+MAX_LAYERS = 65536
+NO_FAULT = 0xFFFFFFFF
+_U64 = 1 << 64
+
+_nvrtc_checked = False
+
+
+def version():
+    """The loaded library's version, "major.minor.patch"."""
+    return lib().memra_version_string().decode()
+
+
+def set_nvrtc_path(path):
+    """Adds an NVRTC library (a file) for engines to choose from."""
+    check(lib().memra_set_nvrtc_path(str(path).encode()))
+
+
+def _ensure_nvrtc():
+    """Before the first engine: if the library found no NVRTC, offer it the
+    one the NVIDIA wheels on sys.path hold (those PyTorch pulled in)."""
+    global _nvrtc_checked
+    if _nvrtc_checked:
+        return
+    _nvrtc_checked = True
+    n = ctypes.c_int(0)
+    check(lib().memra_nvrtc_available(ctypes.byref(n)))
+    if n.value == 0:
+        for p in wheel_nvrtc_paths():
+            if lib().memra_set_nvrtc_path(p.encode()) == 0:
+                break
+
+
+# ---- argument checks: before anything reaches C, never silently truncated ----
+
+def _int(name, value, lo, hi):
+    """An integer in [lo, hi), else InvalidArgError naming the argument."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise InvalidArgError(f"{name} must be an integer, not {type(value).__name__}")
+    v = value.__index__()
+    if not lo <= v < hi:
+        raise InvalidArgError(f"{name} = {v} is outside [{lo}, {hi})")
+    return v
+
+
+def _triple(name, values, hi=_U64):
+    try:
+        vals = list(values)
+    except TypeError:
+        raise InvalidArgError(f"{name} must be three integers") from None
+    if len(vals) != 3:
+        raise InvalidArgError(f"{name} must be three integers (gate, up, down), got {len(vals)}")
+    return [_int(f"{name}[{k}]", v, 0, hi) for k, v in enumerate(vals)]
+
+
+def slabs(bases, strides):
+    """Slab bases (device addresses) and strides (bytes per expert), gate/up/down."""
+    s = _lib.Slabs()
+    s.base[:] = _triple("bases", bases)
+    s.stride[:] = _triple("strides", strides)
+    return s
+
+
+def _planes_numpy(planes, n_expert):
+    """Three float32 planes of n_expert each (a [3, n_expert] array or three
+    arrays), C-contiguous, kept alive by the caller; None for none."""
+    if planes is None:
+        return None, None
+    import numpy as np
+    arrs = [planes[k] for k in range(3)] if len(planes) == 3 else None
+    if arrs is None:
+        raise InvalidArgError("macros must be three planes (gate, up, down) or None")
+    keep = []
+    m = _lib.Macros()
+    for k, a in enumerate(arrs):
+        a = np.asarray(a)
+        if a.dtype != np.float32:
+            raise InvalidArgError(f"macros[{k}] is {a.dtype}, not float32 (no silent rounding)")
+        if a.ndim != 1 or a.shape[0] != n_expert:
+            raise InvalidArgError(f"macros[{k}] has shape {a.shape}, want ({n_expert},)")
+        a = np.ascontiguousarray(a)
+        keep.append(a)
+        m.plane[k] = a.ctypes.data
+    return m, keep
+
+
+def vrows_tables_host(sel, selw, n_expert, macros=None, bases=(0, 0, 0), strides=(0, 0, 0)):
+    """The reference arithmetic on NumPy arrays: returns (ptrs uint64[3n],
+    scl float32[3n], faults). Out-of-range ids and non-finite scales are
+    reported in faults (the tables are written in full); argument errors
+    raise a memra.Error subclass."""
+    import numpy as np
+    sel = np.asarray(sel)
+    selw = np.asarray(selw)
+    if sel.dtype.kind not in "iu":
+        raise InvalidArgError(f"sel is {sel.dtype}, not an integer array")
+    if selw.dtype != np.float32:
+        raise InvalidArgError(f"selw is {selw.dtype}, not float32 (no silent rounding)")
+    if sel.ndim != 1 or selw.shape != sel.shape:
+        raise InvalidArgError(f"sel {sel.shape} and selw {selw.shape} must be equal 1-D shapes")
+    n = _int("n_pairs", sel.shape[0], 1, MAX_PAIRS + 1)
+    n_expert = _int("n_expert", n_expert, 1, 1 << 32)
+    if sel.size and (sel.min() < -(1 << 31) or sel.max() >= 1 << 31):
+        raise InvalidArgError("sel holds ids outside int32")
+    sel = np.ascontiguousarray(sel, dtype=np.int32)
+    selw = np.ascontiguousarray(selw)
+    m, keep = _planes_numpy(macros, n_expert)
+    s = slabs(bases, strides)
+    ptrs = np.empty(3 * n, dtype=np.uint64)
+    scl = np.empty(3 * n, dtype=np.float32)
+    f = Faults()
+    st = lib().memra_vrows_tables_host(sel.ctypes.data, selw.ctypes.data, n, n_expert,
+                                       ctypes.byref(m) if m else None, ctypes.byref(s),
+                                       ptrs.ctypes.data, scl.ctypes.data, ctypes.byref(f))
+    del keep
+    if st not in (0, 5, 6):  # 5, 6: faults, reported in f
+        check(st)
+    return ptrs, scl, f
+
+
+def device_count():
+    n = ctypes.c_int(0)
+    check(lib().memra_device_count(ctypes.byref(n)))
+    return n.value
+
+
+def _stream(stream):
+    """A CUstream as memra takes it: an int (0 is the legacy default stream,
+    as CUDA and PyTorch mean it), passed through unchanged."""
+    if stream is None:
+        return None
+    return _int("stream", stream, 0, _U64) or None
+
+
+class Engine:
+    """One GPU. Retains the device's primary context, so it shares memory and
+    streams with PyTorch. Close it (or use it as a context manager) after the
+    CUDA graphs that captured its launches are gone."""
+
+    def __init__(self, device=0):
+        index = getattr(device, "index", device)
+        if getattr(device, "type", "cuda") != "cuda":
+            raise InvalidArgError(f"device {device} is not a CUDA device")
+        index = 0 if index is None else index
+        self.device = _int("device", index, 0, 1 << 31)
+        _ensure_nvrtc()
+        self._h = ctypes.c_void_p()
+        check(lib().memra_engine_create(self.device, ctypes.byref(self._h)))
+
+    def close(self):
+        if self._h:
+            lib().memra_engine_destroy(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _ptr(self):
+        if not self._h:
+            raise InvalidArgError("the engine is closed")
+        return self._h
+
+    def info(self):
+        i = _lib.EngineInfo()
+        check(lib().memra_engine_get_info(self._ptr(), ctypes.byref(i)))
+        return {"ordinal": i.ordinal, "name": i.name.decode(), "sm": i.sm,
+                "driver_version": i.driver_version, "nvrtc_version": i.nvrtc_version,
+                "kernel_ready": bool(i.kernel_ready), "kernel_is_ptx": bool(i.kernel_is_ptx),
+                "kernel_from_cache": bool(i.kernel_from_cache)}
+
+    def kernel_origin(self):
+        o = _lib.KernelOrigin()
+        check(lib().memra_engine_kernel_origin(self._ptr(), ctypes.byref(o)))
+        return {"ready": bool(o.ready), "nvrtc_version": o.nvrtc_version,
+                "nvrtc_path": o.nvrtc_path.decode(), "arch": o.arch, "is_ptx": bool(o.is_ptx),
+                "from_cache": bool(o.from_cache)}
+
+    @property
+    def stream(self):
+        """The engine's own non-blocking stream, as an int."""
+        s = ctypes.c_void_p()
+        check(lib().memra_engine_stream(self._ptr(), ctypes.byref(s)))
+        return s.value or 0
+
+    def warmup(self):
+        check(lib().memra_engine_warmup(self._ptr()))
+
+    def self_check(self):
+        """The seed gate on this GPU against the host arm; raises SelfCheckError
+        when they differ. Returns the report as a dict."""
+        r = _lib.SelfCheckReport()
+        st = lib().memra_engine_self_check(self._ptr(), ctypes.byref(r))
+        check(st)
+        return {"cases": r.cases, "failed": r.failed, "entries": r.entries}
+
+    def faults(self, stream=0, reset=False):
+        f = Faults()
+        check(lib().memra_engine_faults(self._ptr(), _stream(stream), ctypes.byref(f),
+                                        int(bool(reset))))
+        return f
+
+    def prepare_layer(self, layer, n_expert, macros, stream=0, _planes=None):
+        """Mirrors layer `layer`'s macro planes (NumPy float32, three of
+        n_expert) now: call before capturing a graph."""
+        layer = _int("layer", layer, 0, MAX_LAYERS)
+        n_expert = _int("n_expert", n_expert, 1, 1 << 32)
+        m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_expert)
+        check(lib().memra_vrows_prepare_layer(self._ptr(), layer, n_expert,
+                                              ctypes.byref(m) if m else None, _stream(stream)))
+        del keep
+
+    def tables_from_sel(self, sel, selw, n_pairs, n_expert, layer, macros, slab, ptrs, scl,
+                        stream=0, _planes=None):
+        """One launch on `stream` (an int CUstream; 0 is the legacy default
+        stream). sel, selw, ptrs, scl are device addresses (ints); macros are
+        NumPy planes or None; slab is memra.slabs(bases, strides)."""
+        n_pairs = _int("n_pairs", n_pairs, 1, MAX_PAIRS + 1)
+        n_expert = _int("n_expert", n_expert, 1, 1 << 32)
+        layer = _int("layer", layer, 0, MAX_LAYERS)
+        addrs = [_int(name, v, 0, _U64) for name, v in
+                 (("sel", sel), ("selw", selw), ("ptrs", ptrs), ("scl", scl))]
+        m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_expert)
+        check(lib().memra_moe_vrows_tables_from_sel(
+            self._ptr(), addrs[0], addrs[1], n_pairs, n_expert, layer,
+            ctypes.byref(m) if m else None, ctypes.byref(slab), addrs[2], addrs[3],
+            _stream(stream)))
+        del keep

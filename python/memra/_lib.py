@@ -1,0 +1,119 @@
+"""Loading libmemra with ctypes, and its signatures.
+
+The library is the one inside this package (``libmemra.so`` next to this
+file, as ``pip install`` puts it); ``MEMRA_LIB`` names another (a build
+folder's ``libmemra.so.0``). It is opened once, RTLD_LOCAL, and its version
+is checked against this package's."""
+import ctypes
+import os
+
+from ._errors import LibraryError, error_for
+
+VERSION = "0.2.0"  # the C API this package is written for (memra_version())
+
+c_u32, c_u64, c_int, c_vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
+
+
+class Slabs(ctypes.Structure):
+    _fields_ = [("base", c_u64 * 3), ("stride", c_u64 * 3)]
+
+
+class Macros(ctypes.Structure):
+    _fields_ = [("plane", c_vp * 3)]
+
+
+class Faults(ctypes.Structure):
+    _fields_ = [("bad_expert", c_u32), ("nonfinite", c_u32), ("first_pair", c_u32)]
+
+    def __repr__(self):
+        return (f"Faults(bad_expert={self.bad_expert}, nonfinite={self.nonfinite}, "
+                f"first_pair={self.first_pair})")
+
+
+class EngineInfo(ctypes.Structure):
+    _fields_ = [("ordinal", c_int), ("name", ctypes.c_char * 256), ("sm", c_int),
+                ("driver_version", c_int), ("nvrtc_version", c_int), ("kernel_ready", c_int),
+                ("kernel_is_ptx", c_int), ("kernel_from_cache", c_int)]
+
+
+class KernelOrigin(ctypes.Structure):
+    _fields_ = [("ready", c_int), ("nvrtc_version", c_int), ("nvrtc_path", ctypes.c_char * 512),
+                ("arch", c_int), ("is_ptx", c_int), ("from_cache", c_int)]
+
+
+class SelfCheckReport(ctypes.Structure):
+    _fields_ = [("cases", c_u32), ("failed", c_u32), ("entries", c_u64),
+                ("first_failure", ctypes.c_char * 256)]
+
+
+P = ctypes.POINTER
+_SIGNATURES = {
+    "memra_version": (c_u32, []),
+    "memra_version_string": (ctypes.c_char_p, []),
+    "memra_status_string": (ctypes.c_char_p, [c_int]),
+    "memra_last_error": (ctypes.c_char_p, []),
+    "memra_set_nvrtc_path": (c_int, [ctypes.c_char_p]),
+    "memra_nvrtc_available": (c_int, [P(c_int)]),
+    "memra_device_count": (c_int, [P(c_int)]),
+    "memra_engine_create": (c_int, [c_int, P(c_vp)]),
+    "memra_engine_destroy": (None, [c_vp]),
+    "memra_engine_get_info": (c_int, [c_vp, P(EngineInfo)]),
+    "memra_engine_kernel_origin": (c_int, [c_vp, P(KernelOrigin)]),
+    "memra_engine_stream": (c_int, [c_vp, P(c_vp)]),
+    "memra_engine_warmup": (c_int, [c_vp]),
+    "memra_engine_self_check": (c_int, [c_vp, P(SelfCheckReport)]),
+    "memra_engine_faults": (c_int, [c_vp, c_vp, P(Faults), c_int]),
+    "memra_vrows_prepare_layer": (c_int, [c_vp, c_int, c_u32, P(Macros), c_vp]),
+    "memra_moe_vrows_tables_from_sel": (
+        c_int, [c_vp, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), c_u64, c_u64,
+                c_vp]),
+    "memra_vrows_tables_host": (
+        c_int, [c_vp, c_vp, c_u32, c_u32, P(Macros), P(Slabs), c_vp, c_vp, P(Faults)]),
+}
+
+_lib = None
+
+
+def _path():
+    env = os.environ.get("MEMRA_LIB")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmemra.so")
+    return here if os.path.exists(here) else "libmemra.so.0"
+
+
+def lib():
+    """The loaded library (opened on first use)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    path = _path()
+    try:
+        L = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as e:
+        raise LibraryError(f"{path} could not be loaded ({e}); set MEMRA_LIB to libmemra's "
+                           f"path") from None
+    for name, (res, args) in _SIGNATURES.items():
+        try:
+            fn = getattr(L, name)
+        except AttributeError:
+            raise LibraryError(f"{path} lacks {name}: older than memra {VERSION}") from None
+        fn.restype, fn.argtypes = res, args
+    v = L.memra_version()
+    want = [int(x) for x in VERSION.split(".")]
+    have = [v // 10000, v // 100 % 100, v % 100]
+    if have[:2] != want[:2]:
+        raise LibraryError(f"{path} is memra {'.'.join(map(str, have))}, this package is "
+                           f"{VERSION}: install matching versions")
+    _lib = L
+    return L
+
+
+def check(status):
+    """Raises the memra.Error subclass for a non-zero status."""
+    if status:
+        L = lib()
+        msg = (L.memra_last_error() or b"").decode(errors="replace")
+        if not msg:
+            msg = L.memra_status_string(status).decode()
+        raise error_for(status, msg)

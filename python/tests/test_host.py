@@ -1,0 +1,167 @@
+"""CPU tests of the package (CI runs them): the host arm against NumPy's own
+arithmetic, bit for bit; every bad input a clear memra.Error naming the
+argument; version; NVRTC discovery in wheel layouts."""
+import os
+
+import numpy as np
+import pytest
+
+import memra
+
+BASES = (0x7F0000000000, 0x7F4000000000, 0x7F8000000000)
+STRIDES = (24 << 20, 24 << 20, 48 << 20)
+
+
+def special_floats(rng, n):
+    """Subnormals, +/-0, +/-inf, NaNs with payloads and ordinary values."""
+    kind = rng.integers(0, 6, n)
+    bits = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    sign = bits & np.uint32(0x80000000)
+    out = np.where(kind == 0, sign | (bits % np.uint32(0x7FFFFF) + 1), 0)
+    out = np.where(kind == 1, sign, out)
+    out = np.where(kind == 2, sign | np.uint32(0x7F800000), out)
+    out = np.where(kind == 3, sign | np.uint32(0x7F800000) | (bits % np.uint32(0x7FFFFF) + 1), out)
+    out = np.where(kind >= 4, sign | (np.uint32(0x3A000000) + bits % np.uint32(0x0A000000)), out)
+    return out.astype(np.uint32).view(np.float32)
+
+
+def reference(sel, selw, n_expert, planes, bases, strides):
+    """The arithmetic in NumPy: uint64 addresses, float32 products
+    (binary32 round to nearest even, subnormals kept), NaN canonical."""
+    n = sel.shape[0]
+    ok = (sel >= 0) & (sel < n_expert)
+    ex = np.where(ok, sel, 0).astype(np.uint64)
+    ptrs = np.concatenate([np.uint64(b) + ex * np.uint64(s) for b, s in zip(bases, strides)])
+    one = np.ones(n, np.float32)
+    g = planes[0][ex.astype(np.int64)] if planes is not None else one
+    u = planes[1][ex.astype(np.int64)] if planes is not None else one
+    d = planes[2][ex.astype(np.int64)] if planes is not None else one
+    with np.errstate(all="ignore"):
+        down = (selw.astype(np.float32) * d).astype(np.float32)
+    scl = np.concatenate([g, u, down]).astype(np.float32)
+    scl[np.tile(~ok, 3)] = 0.0
+    bits = scl.view(np.uint32).copy()
+    bits[np.isnan(scl)] = 0x7FC00000
+    return ptrs, bits
+
+
+@pytest.mark.parametrize("n,n_expert,with_planes", [(1, 1, False), (8, 256, True),
+                                                    (4099, 300, True), (70001, 64, False)])
+def test_host_arm_matches_numpy_bit_for_bit(n, n_expert, with_planes):
+    rng = np.random.default_rng(n)
+    sel = rng.integers(0, n_expert, n).astype(np.int32)
+    sel[rng.random(n) < 0.02] = -3
+    sel[rng.random(n) < 0.02] = n_expert + 5
+    selw = special_floats(rng, n)
+    planes = special_floats(rng, 3 * n_expert).reshape(3, n_expert) if with_planes else None
+    ptrs, scl, faults = memra.vrows_tables_host(sel, selw, n_expert, planes, BASES, STRIDES)
+    want_p, want_s = reference(sel, selw, n_expert, planes, BASES, STRIDES)
+    assert ptrs.dtype == np.uint64 and scl.dtype == np.float32
+    np.testing.assert_array_equal(ptrs, want_p)
+    np.testing.assert_array_equal(scl.view(np.uint32), want_s)
+    assert faults.bad_expert == int(((sel < 0) | (sel >= n_expert)).sum())
+
+
+def test_serving_strides_do_not_wrap():
+    sel = np.array([255, 0], np.int32)
+    ptrs, _, _ = memra.vrows_tables_host(sel, np.ones(2, np.float32), 256, None, BASES, STRIDES)
+    assert int(ptrs[4]) == 0x7F8000000000 + 255 * (48 << 20)  # 12 GiB into the down slab
+
+
+@pytest.mark.parametrize("call,cls,words", [
+    (lambda: memra.vrows_tables_host(np.array([], np.int32), np.array([], np.float32), 4),
+     memra.InvalidArgError, "n_pairs"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float64), 4),
+     memra.InvalidArgError, "selw is float64"),
+    (lambda: memra.vrows_tables_host(np.zeros(1, np.float32), np.ones(1, np.float32), 4),
+     memra.InvalidArgError, "sel is float32"),
+    (lambda: memra.vrows_tables_host([0, 1], np.ones(3, np.float32), 4),
+     memra.InvalidArgError, "selw"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 0),
+     memra.InvalidArgError, "n_expert"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 2**32 + 1),
+     memra.InvalidArgError, "n_expert = 4294967297"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 4, np.ones((3, 3), np.float32)),
+     memra.InvalidArgError, "macros[0] has shape (3,)"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 4, [np.ones(4, np.float64)] * 3),
+     memra.InvalidArgError, "float64"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 4, None, (2**64, 0, 0)),
+     memra.InvalidArgError, "bases[0]"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 4, None, (0, 0), (1, 1, 1)),
+     memra.InvalidArgError, "bases must be three"),
+    (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 2, None, (2**64 - 1, 0, 0),
+                                     (1, 1, 1)),
+     memra.SlabOverflowError, "slabs->base[0]"),
+    (lambda: memra.vrows_tables_host([2**40], np.ones(1, np.float32), 4),
+     memra.InvalidArgError, "int32"),
+])
+def test_bad_input_is_a_clear_error(call, cls, words):
+    with pytest.raises(cls) as e:
+        call()
+    assert isinstance(e.value, memra.Error)
+    assert words in str(e.value), str(e.value)
+    assert e.value.status == cls.status
+
+
+def test_integers_are_range_checked_not_truncated():
+    # ctypes would turn 2**32 + 1 into 1 without a word.
+    with pytest.raises(memra.InvalidArgError, match="n_pairs = 4294967297"):
+        memra._int("n_pairs", 2**32 + 1, 1, memra.MAX_PAIRS + 1)
+    with pytest.raises(memra.InvalidArgError, match="layer = 65536"):
+        memra._int("layer", 65536, 0, memra.MAX_LAYERS)
+    with pytest.raises(memra.InvalidArgError, match="must be an integer"):
+        memra._int("n_expert", 3.0, 1, 10)
+    with pytest.raises(memra.InvalidArgError, match="must be an integer"):
+        memra._int("n_expert", True, 1, 10)
+    assert memra._stream(0) is None  # the legacy default stream reaches C as NULL
+    assert memra._stream(0x1234) == 0x1234
+
+
+def test_errors_carry_status_and_message():
+    err = memra._errors.error_for(12, "memra_x: capturing")
+    assert isinstance(err, memra.CaptureError) and err.status == 12
+    assert err.status_name == "MEMRA_ERR_CAPTURE" and err.message == "memra_x: capturing"
+    unknown = memra._errors.error_for(99, "new")
+    assert type(unknown) is memra.Error and unknown.status == 99
+
+
+def test_version_matches_the_library():
+    assert memra.__version__ == memra.version()
+    v = memra.lib().memra_version()
+    assert [v // 10000, v // 100 % 100, v % 100] == [int(x) for x in memra.__version__.split(".")]
+
+
+def test_no_gpu_is_a_clear_error():
+    if memra.device_count() if _has_driver() else False:
+        pytest.skip("a GPU is present: the GPU tests cover engines")
+    with pytest.raises((memra.NoDriverError, memra.NoDeviceError)) as e:
+        memra.Engine(0)
+    assert len(str(e.value)) > 20
+
+
+def _has_driver():
+    try:
+        memra.device_count()
+        return True
+    except memra.NoDriverError:
+        return False
+
+
+def test_wheel_nvrtc_layouts_are_found(tmp_path):
+    for sub, name in (("nvidia/cu13/lib", "libnvrtc.so.13"),
+                      ("nvidia/cuda_nvrtc/lib", "libnvrtc.so.12")):
+        d = tmp_path / sub
+        d.mkdir(parents=True)
+        (d / name).write_bytes(b"")
+        (d / (name + ".0.88")).write_bytes(b"")  # the versioned file is not the soname
+        (d / "libnvrtc-builtins.so.13.0").write_bytes(b"")
+    found = memra.wheel_nvrtc_paths([str(tmp_path), "/nonexistent"])
+    assert [os.path.basename(f) for f in found] == ["libnvrtc.so.13", "libnvrtc.so.12"]
+
+
+def test_torch_op_refuses_cpu_tensors():
+    torch = pytest.importorskip("torch")
+    import memra.torch as mt
+    sel = torch.zeros(4, dtype=torch.int32)
+    with pytest.raises(memra.InvalidArgError, match="sel is on cpu, not a CUDA device"):
+        mt.vrows_tables(sel, torch.ones(4), 8, 0, None, [0, 0, 0], [1, 1, 1])

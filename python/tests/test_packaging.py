@@ -1,0 +1,45 @@
+"""pip install . in a fresh venv: the wheel builds with the project's own
+meson.build, installs a `memra` package with the library inside, imports
+outside the source tree, and runs the host arm."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+@pytest.mark.skipif(os.environ.get("MEMRA_SKIP_PACKAGING") == "1",
+                    reason="MEMRA_SKIP_PACKAGING=1 (no package index here)")
+def test_wheel_builds_installs_and_runs(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMRA_LIB", "PYTHONPATH")}
+    wheels = tmp_path / "wheels"
+    r = subprocess.run([py, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), ROOT],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (whl,) = list(wheels.glob("memra-*.whl"))
+    r = subprocess.run([py, "-m", "pip", "install", "-q", str(whl), "numpy"],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    script = textwrap.dedent("""
+        import os, numpy as np, memra
+        assert "site-packages" in memra.__file__, memra.__file__
+        assert os.path.exists(os.path.join(os.path.dirname(memra.__file__), "libmemra.so"))
+        assert memra.version() == memra.__version__
+        ptrs, scl, f = memra.vrows_tables_host(np.array([0, 7, 3], np.int32),
+                                               np.array([1, .5, .25], np.float32), 8,
+                                               None, (1 << 40, 2 << 40, 3 << 40),
+                                               (1 << 33, 1 << 33, 1 << 34))
+        assert int(ptrs[1]) == (1 << 40) + 7 * (1 << 33)
+        assert scl.tolist()[6:] == [1.0, 0.5, 0.25] and f.bad_expert == 0
+        print("installed memra", memra.__version__, "ok")
+    """)
+    r = subprocess.run([py, "-c", script], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "installed memra" in r.stdout
