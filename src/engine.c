@@ -9,6 +9,7 @@
 #include "error.h"
 #include "jit.h"
 #include "nvrtc_find.h"
+#include "route_abi.h"
 #include "vrows_abi.h"
 
 /* The fault word starts with zero counts and no first pair; so does the
@@ -470,14 +471,18 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
                           "%s: no NVRTC builds a kernel that this device (sm_%d) and driver "
                           "(CUDA %d.%d) load, and the kernel cache holds none:%s",
                           fn, sm, drv / 1000, drv % 1000 / 10, a.why);
-    CUfunction f, take;
+    CUfunction f, take, route, topk;
     if ((st = get_function(d, mod, MEMRA_VROWS_KERNEL, fn, &f)) ||
-        (st = get_function(d, mod, MEMRA_TAKE_KERNEL, fn, &take))) {
+        (st = get_function(d, mod, MEMRA_TAKE_KERNEL, fn, &take)) ||
+        (st = get_function(d, mod, MEMRA_ROUTE_KERNEL, fn, &route)) ||
+        (st = get_function(d, mod, MEMRA_ROUTE_TOPK_KERNEL, fn, &topk))) {
         d->cuModuleUnload(mod);
         return st;
     }
     eng->module = mod;
     eng->take_fn = take;
+    eng->route_fn = route;
+    eng->route_topk_fn = topk;
     eng->nvrtc = used;
     o.ready = 1;
     pthread_mutex_lock(&eng->state_lock);

@@ -14,10 +14,11 @@
  * it in. */
 typedef struct memra_layer_mirror {
     pthread_mutex_t lock; /* this layer's upload; never held across a device wait */
-    uint32_t n_expert;    /* planes per buffer; 0 before the first allocation */
+    uint32_t n_expert;    /* floats per plane; 0 before the first allocation */
+    int n_planes;         /* planes in the buffer: 3 macro planes, and/or a routing bias */
     int valid;            /* the last upload of the shadow was issued without error */
-    float *shadow;        /* pinned, 3 * n_expert */
-    CUdeviceptr dev;      /* 3 * n_expert floats */
+    float *shadow;        /* pinned, n_planes * n_expert */
+    CUdeviceptr dev;      /* n_planes * n_expert floats */
     CUevent uploaded;     /* recorded on upload_stream after each upload */
     CUstream upload_stream;
     int upload_done; /* the upload is known finished: no stream needs to wait for it */
@@ -46,7 +47,7 @@ struct memra_engine {
      * of a loaded kernel never take it. */
     pthread_mutex_t load_lock;
     _Atomic(CUfunction) fn; /* non-NULL once loaded */
-    CUfunction take_fn;
+    CUfunction take_fn, route_fn, route_topk_fn;
     CUmodule module;
     const memra_nvrtc *nvrtc; /* the NVRTC that built it (NULL: from the cache alone) */
     /* memra_engine_faults calls share the readback area. */

@@ -96,7 +96,12 @@ static int find_disassembler(char *out, size_t n)
     return ok && *out;
 }
 
-/* The machine code, not only the PTX: ptxas could still fuse or flush. */
+/* The machine code, not only the PTX: ptxas could still fuse or flush. The
+ * table kernel has one FMUL (the down scale) and no FFMA; no instruction of
+ * the module flushes subnormals. (The routing kernel's IEEE divisions,
+ * __fdiv_rn, use FFMA inside their correctly rounded quotient, so FFMA is
+ * only ruled out in the table kernel; routing's exactness is shown device
+ * against host.) */
 static void test_sass_multiply_is_exact_on_every_target(void **state)
 {
     (void)state;
@@ -124,14 +129,21 @@ static void test_sass_multiply_is_exact_on_every_target(void **state)
         snprintf(cmd, sizeof cmd, "'%s' -c '%s' 2>&1", dis, path);
         FILE *f = popen(cmd, "r");
         assert_non_null(f);
-        char line[512];
-        int fmul = 0, fmul_ftz = 0, ffma = 0, lines = 0;
+        char line[512], fn_name[128] = "";
+        int fmul = 0, fmul_ftz = 0, ffma = 0, lines = 0, ftz_anywhere = 0;
         while (fgets(line, sizeof line, f)) {
             lines++;
+            /* Functions start at a ".text.<name>:" label. */
+            const char *label = strstr(line, ".text.");
+            if (label && strchr(label, ':') && !strstr(line, ".section"))
+                sscanf(label + 6, "%127[^:]", fn_name);
+            if (strcmp(fn_name, "memra_vrows_tables") != 0)
+                continue;
+            ftz_anywhere += strstr(line, ".FTZ") != NULL;
             const char *m = strstr(line, "FMUL");
             if (m) {
                 fmul++;
-                fmul_ftz += strncmp(m, "FMUL.FTZ", 8) == 0 || strstr(m, ".FTZ") != NULL;
+                fmul_ftz += strstr(m, ".FTZ") != NULL;
             }
             ffma += strstr(line, "FFMA") != NULL;
         }
@@ -139,8 +151,9 @@ static void test_sass_multiply_is_exact_on_every_target(void **state)
         unlink(path);
         if (rc != 0 || lines < 10)
             fail_msg("sm_%d: %s failed (exit %d, %d lines)", arch, dis, rc, lines);
-        printf("sm_%d SASS: %d FMUL (%d with .FTZ), %d FFMA\n", arch, fmul, fmul_ftz, ffma);
-        if (fmul < 1 || fmul_ftz || ffma)
+        printf("sm_%d SASS of memra_vrows_tables: %d FMUL (%d with .FTZ), %d FFMA, %d .FTZ\n",
+               arch, fmul, fmul_ftz, ffma, ftz_anywhere);
+        if (fmul < 1 || fmul_ftz || ffma || ftz_anywhere)
             fail_msg("sm_%d: the down-scale multiply is not a lone FMUL without .FTZ "
                      "(FMUL %d, FMUL.FTZ %d, FFMA %d)",
                      arch, fmul, fmul_ftz, ffma);

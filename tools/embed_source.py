@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""Embed a text file as a NUL-terminated C array (the kernel source that NVRTC
-compiles at run time), so the library needs no file beside it.
+"""Embed text files, concatenated in order, as one NUL-terminated C array (the
+kernel source that NVRTC compiles at run time), so the library needs no file
+beside it.
 
-usage: embed_source.py INPUT OUTPUT SYMBOL
+usage: embed_source.py OUTPUT SYMBOL INPUT...
 """
 import os
 import sys
 
 
 def main() -> int:
-    src, out, symbol = sys.argv[1:4]
-    with open(src, "rb") as f:
-        data = f.read()
-    if b"\0" in data:
-        print(f"{src}: contains a NUL byte", file=sys.stderr)
-        return 1
-    lines = [f"/* Generated from {os.path.basename(src)} by embed_source.py: do not edit. */",
+    out, symbol, srcs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    data = b""
+    for src in srcs:
+        with open(src, "rb") as f:
+            part = f.read()
+        if b"\0" in part:
+            print(f"{src}: contains a NUL byte", file=sys.stderr)
+            return 1
+        data += part if part.endswith(b"\n") else part + b"\n"
+    names = ", ".join(os.path.basename(s) for s in srcs)
+    lines = [f"/* Generated from {names} by embed_source.py: do not edit. */",
              "#include <stddef.h>",
              f"const char {symbol}[] = {{"]
     for i in range(0, len(data), 16):

@@ -280,6 +280,75 @@ MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint
                                                  const memra_vrows_macros *macros,
                                                  memra_stream stream);
 
+/* ---- routing: router logits to sel, selw and the tables in one launch ---- *
+ * The exact rules (docs/routing.md), the same in both arms bit for bit:
+ *  1. logits (float32 or bfloat16, [n_tokens, n_expert] row-major) become
+ *     scores: softmax over the token's experts (exp(x - max) / sum) or
+ *     sigmoid 1 / (1 + exp(-x)), with memra's own binary32 exp and a fixed
+ *     summation order;
+ *  2. the choice score is score + bias[e] (bias: the optional per-expert
+ *     score-correction bias; it affects choosing only);
+ *  3. with n_group > 1, a group's score is the sum of its two best choice
+ *     scores and only the best topk_group groups stay in play;
+ *  4. the top_k experts in play by choice score, ties to the lower index,
+ *     listed best first, are the token's sel;
+ *  5. its selw are their unbiased scores, divided by their sum (taken in
+ *     that order) if renormalize, times routed_scaling_factor;
+ *  6. the tables are exactly memra_vrows_tables_host's from that sel/selw
+ *     (n_pairs = n_tokens * top_k, pair t*top_k + j).
+ * A token with any NaN or infinite logit gets experts 0..top_k-1 with
+ * weight +0; its pairs are counted as non-finite in the fault word. */
+#define MEMRA_ROUTE_MAX_EXPERT 1024
+#define MEMRA_ROUTE_MAX_TOP_K 32
+#define MEMRA_ROUTE_MAX_GROUPS 32
+
+typedef enum memra_route_scoring { MEMRA_ROUTE_SOFTMAX = 0, MEMRA_ROUTE_SIGMOID = 1 } memra_route_scoring;
+typedef enum memra_logits_dtype { MEMRA_LOGITS_F32 = 0, MEMRA_LOGITS_BF16 = 1 } memra_logits_dtype;
+
+typedef struct memra_route_spec {
+    uint32_t n_expert;           /* 1 .. MEMRA_ROUTE_MAX_EXPERT */
+    uint32_t top_k;              /* 1 .. MEMRA_ROUTE_MAX_TOP_K, at most the experts in play */
+    uint32_t n_group;            /* 1 .. MEMRA_ROUTE_MAX_GROUPS, dividing n_expert */
+    uint32_t topk_group;         /* 1 .. n_group (1 when n_group is 1) */
+    memra_route_scoring scoring; /* softmax (Mixtral, Qwen-MoE) or sigmoid (DeepSeek-V3, GLM-4.5) */
+    memra_logits_dtype logits_dtype;
+    int renormalize;             /* 0 or 1 */
+    float routed_scaling_factor; /* finite and > 0; 1.0f for none */
+    const float *bias;           /* host, n_expert finite floats, or NULL */
+} memra_route_spec;
+
+/* The routing rules on host arrays: logits [n_tokens, n_expert] (float or
+ * uint16_t bfloat16 bits per spec->logits_dtype); writes sel and selw
+ * (n_tokens * top_k each) and the tables (3 * n_tokens * top_k each). Bad
+ * arguments write nothing. Faults write everything, fill *faults (optional)
+ * and return MEMRA_ERR_EXPERT_RANGE or MEMRA_ERR_NONFINITE_SCALE. */
+MEMRA_API memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
+                                               const memra_route_spec *spec,
+                                               const memra_vrows_macros *macros,
+                                               const memra_vrows_slabs *slabs, int32_t *sel,
+                                               float *selw, uint64_t *ptrs, float *scl,
+                                               memra_faults *faults);
+
+/* The same on the device in one launch on `stream`, from device logits into
+ * device sel, selw, ptrs, scl: capturable, never synchronises. The macro
+ * planes and the bias (host arrays) are mirrored for layer il as by
+ * memra_vrows_prepare_layer; under capture a layer not yet mirrored is
+ * MEMRA_ERR_CAPTURE (call memra_route_prepare_layer first). Faults go to the
+ * engine's fault word. */
+MEMRA_API memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits,
+                                              uint32_t n_tokens, const memra_route_spec *spec,
+                                              int il, const memra_vrows_macros *macros,
+                                              const memra_vrows_slabs *slabs, memra_devptr sel,
+                                              memra_devptr selw, memra_devptr ptrs,
+                                              memra_devptr scl, memra_stream stream);
+
+/* Mirrors layer il's macro planes and bias for routing (and loads the
+ * kernel) now: call before capturing a graph. */
+MEMRA_API memra_status memra_route_prepare_layer(memra_engine *eng, int il,
+                                                 const memra_route_spec *spec,
+                                                 const memra_vrows_macros *macros,
+                                                 memra_stream stream);
+
 #ifdef __cplusplus
 }
 #endif

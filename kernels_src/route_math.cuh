@@ -1,0 +1,100 @@
+/* The routing arithmetic both arms share: exp, the expert order, and the
+ * fixed reduction order. Concatenated into the kernel source NVRTC compiles
+ * (after vrows.cu) and included by the host arm (src/route_host.c), so the
+ * two run the same sequence of IEEE binary32 operations.
+ *
+ * Every add, subtract, multiply and divide goes through memra_*_rn, which is
+ * the round-to-nearest intrinsic on the device and the plain operator on the
+ * host (compiled with -ffp-contract=off): no FMA, no fast-math, no
+ * flush-to-zero on either side. */
+#ifdef __CUDACC_RTC__
+#define memra_add_rn(a, b) __fadd_rn((a), (b))
+#define memra_sub_rn(a, b) __fsub_rn((a), (b))
+#define memra_div_rn(a, b) __fdiv_rn((a), (b))
+#endif
+
+/* Scores are in (0, 1], so no expert scores -inf: it marks "nothing". */
+#define MEMRA_NEG_INF_BITS 0xff800000u
+
+/* exp(x) in binary32: FreeBSD's e_expf.c (Sun's algorithm, error below one
+ * ulp), written with explicit roundings and integer bit tricks so that the
+ * device and the host compute it the same way. Range reduction
+ * x = k*ln2 + r, |r| <= 0.5 ln2, with ln2 split so k*ln2_hi is exact; a
+ * rational approximation of exp(r); scaling by 2^k in two steps below
+ * 2^-125 so a subnormal result is rounded once. NaN in, NaN out. */
+MEMRA_DEVICE float memra_expf(float x)
+{
+    const memra_u32 bits = memra_as_bits(x);
+    const memra_u32 hx = bits & 0x7fffffffu;
+    const int xsb = (int)(bits >> 31);
+    const float one = 1.0f, two = 2.0f;
+    const float ln2hi = memra_from_bits(0x3f317200u); /* 6.9314575195e-01 */
+    const float ln2lo = memra_from_bits(0x35bfbe8eu); /* 1.4286067653e-06 */
+    const float invln2 = memra_from_bits(0x3fb8aa3bu);
+    const float p1 = memra_from_bits(0x3e2aaa8fu);  /* 1.6666625440e-1 */
+    const float p2 = memra_from_bits(0xbb355215u);  /* -2.7667332906e-3 */
+    if (hx > 0x7f800000u)
+        return memra_add_rn(x, x); /* NaN */
+    if (hx == 0x7f800000u)
+        return xsb ? 0.0f : x;
+    if (!xsb && hx > 0x42b17217u) /* above ln(FLT_MAX): overflow */
+        return memra_from_bits(0x7f800000u);
+    if (xsb && hx > 0x42cff1b5u) /* below -103.972084: underflow */
+        return 0.0f;
+    float hi = 0.0f, lo = 0.0f, r = x;
+    int k = 0;
+    if (hx > 0x3eb17218u) { /* |x| > 0.5 ln2 */
+        if (hx < 0x3f851592u) { /* and |x| < 1.5 ln2 */
+            hi = xsb ? memra_add_rn(x, ln2hi) : memra_sub_rn(x, ln2hi);
+            lo = xsb ? -ln2lo : ln2lo;
+            k = xsb ? -1 : 1;
+        } else {
+            const float kf = memra_add_rn(memra_mul_rn(invln2, x), xsb ? -0.5f : 0.5f);
+            k = (int)kf; /* towards zero, as C and cvt.rzi do */
+            const float t = (float)k;
+            hi = memra_sub_rn(x, memra_mul_rn(t, ln2hi)); /* t*ln2hi is exact */
+            lo = memra_mul_rn(t, ln2lo);
+        }
+        r = memra_sub_rn(hi, lo);
+    } else if (hx < 0x39000000u) { /* |x| < 2^-14 */
+        return memra_add_rn(one, x);
+    }
+    const float t = memra_mul_rn(r, r);
+    const float c = memra_sub_rn(r, memra_mul_rn(t, memra_add_rn(p1, memra_mul_rn(t, p2))));
+    if (k == 0)
+        return memra_sub_rn(
+            one, memra_sub_rn(memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(c, two)), r));
+    const float y = memra_sub_rn(
+        one, memra_sub_rn(memra_sub_rn(lo, memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(two, c))),
+                          hi));
+    if (k >= -125) {
+        if (k == 128)
+            return memra_mul_rn(memra_mul_rn(y, 2.0f), memra_from_bits(0x7f000000u));
+        return memra_mul_rn(y, memra_from_bits((memra_u32)(0x7f + k) << 23));
+    }
+    return memra_mul_rn(memra_mul_rn(y, memra_from_bits((memra_u32)(0x7f + k + 100) << 23)),
+                        memra_from_bits(0x0d800000u)); /* 2^-100 */
+}
+
+/* The expert order: higher choice score first, the lower index on a tie.
+ * A total order on (score, index), so every lane of a reduction and the
+ * host agree on the winner whatever the order of comparisons. */
+MEMRA_DEVICE int memra_route_better(float a, int ia, float b, int ib)
+{
+    return a > b || (a == b && ia < ib);
+}
+
+/* One expert's score from its logit: softmax's numerator exp(x - max), or
+ * sigmoid 1 / (1 + exp(-x)). */
+MEMRA_DEVICE float memra_route_sigmoid(float x)
+{
+    return memra_div_rn(1.0f, memra_add_rn(1.0f, memra_expf(-x)));
+}
+
+/* Logits as float32: bfloat16 is the top half of a binary32. */
+MEMRA_DEVICE float memra_route_logit(const void *logits, int is_bf16, memra_u64 i)
+{
+    if (is_bf16)
+        return memra_from_bits((memra_u32)((const unsigned short *)logits)[i] << 16);
+    return ((const float *)logits)[i];
+}

@@ -1,0 +1,128 @@
+/* The routing device arm: router logits to sel, selw and the tables in one
+ * launch, with the layer's macro planes and bias mirrored like the table
+ * kernel's. */
+#include "engine.h"
+#include "error.h"
+#include "mirror.h"
+#include "route_abi.h"
+#include "route_spec.h"
+#include "validate.h"
+
+/* The checks both calls share, then the context and the loaded kernel. */
+static memra_status route_enter(memra_engine *eng, const char *fn, const memra_route_spec *spec,
+                                int il, const memra_vrows_macros *macros, CUstream s,
+                                int *have_macros, int *pushed)
+{
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    memra_status st = memra_route_spec_check(fn, spec);
+    if (st || (st = memra_macros_check(fn, macros, have_macros)))
+        return st;
+    if ((*have_macros || spec->bias) && (st = memra_check_layer(fn, il)))
+        return st;
+    if ((st = memra_ctx_enter(eng, fn, pushed)))
+        return st;
+    CUfunction f;
+    if ((st = memra_engine_kernel(eng, s, fn, &f)))
+        memra_ctx_leave(eng, *pushed);
+    return st;
+}
+
+memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_route_spec *spec,
+                                       const memra_vrows_macros *macros, memra_stream stream)
+{
+    static const char fn[] = "memra_route_prepare_layer";
+    CUstream s = (CUstream)stream;
+    int have_macros, pushed;
+    memra_status st = route_enter(eng, fn, spec, il, macros, s, &have_macros, &pushed);
+    if (st)
+        return st;
+    const float *planes[4];
+    const int n = memra_route_planes(spec, macros, have_macros, planes);
+    CUdeviceptr dev;
+    if (n)
+        st = memra_mirror_get(eng, fn, il, spec->n_expert, planes, n, s, &dev);
+    memra_ctx_leave(eng, pushed);
+    return st;
+}
+
+memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
+                                    const memra_route_spec *spec, int il,
+                                    const memra_vrows_macros *macros,
+                                    const memra_vrows_slabs *slabs, memra_devptr sel,
+                                    memra_devptr selw, memra_devptr ptrs, memra_devptr scl,
+                                    memra_stream stream)
+{
+    static const char fn[] = "memra_moe_route_tables";
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    memra_status st = memra_route_spec_check(fn, spec);
+    if (st)
+        return st;
+    if (!logits)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: logits is NULL", fn);
+    if (logits % (spec->logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4))
+        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = 0x%llx is not aligned to its element",
+                          fn, (unsigned long long)logits);
+    if (n_tokens == 0 || (uint64_t)n_tokens * spec->top_k > MEMRA_MAX_PAIRS)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: n_tokens = %u: n_tokens * top_k must be in [1, %u]", fn, n_tokens,
+                          MEMRA_MAX_PAIRS);
+    int have_macros;
+    if ((st = memra_vrows_validate(fn, sel, selw, n_tokens * spec->top_k, spec->n_expert, macros,
+                                   slabs, ptrs, scl, &have_macros)))
+        return st;
+    CUstream s = (CUstream)stream;
+    int pushed;
+    if ((st = route_enter(eng, fn, spec, il, macros, s, &have_macros, &pushed)))
+        return st;
+
+    const uint32_t E = spec->n_expert;
+    memra_route_args a = {
+        .logits = logits,
+        .pg = slabs->base[0],
+        .pu = slabs->base[1],
+        .pd = slabs->base[2],
+        .sg = slabs->stride[0],
+        .su = slabs->stride[1],
+        .sd = slabs->stride[2],
+        .sel = sel,
+        .selw = selw,
+        .ptrs = ptrs,
+        .scl = scl,
+        .faults = eng->faults,
+        .n_tokens = n_tokens,
+        .n_expert = E,
+        .top_k = spec->top_k,
+        .n_group = spec->n_group,
+        .topk_group = spec->topk_group,
+        .flags = (spec->scoring == MEMRA_ROUTE_SIGMOID ? MEMRA_ROUTE_FLAG_SIGMOID : 0u) |
+                 (spec->logits_dtype == MEMRA_LOGITS_BF16 ? MEMRA_ROUTE_FLAG_BF16 : 0u) |
+                 (spec->renormalize ? MEMRA_ROUTE_FLAG_RENORM : 0u),
+        .scale = spec->routed_scaling_factor,
+    };
+    const float *planes[4];
+    const int n = memra_route_planes(spec, macros, have_macros, planes);
+    if (n) {
+        CUdeviceptr dev;
+        if ((st = memra_mirror_get(eng, fn, il, E, planes, n, s, &dev)))
+            goto done;
+        if (have_macros) {
+            a.mg = dev;
+            a.mu = dev + (uint64_t)E * sizeof(float);
+            a.md = dev + (uint64_t)E * 2 * sizeof(float);
+        }
+        if (spec->bias)
+            a.bias = dev + (uint64_t)E * (have_macros ? 3 : 0) * sizeof(float);
+    }
+    size_t size = MEMRA_ROUTE_PARAM_BYTES;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &a, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    CUresult r = eng->d->cuLaunchKernel(eng->route_fn, memra_route_grid(n_tokens), 1, 1,
+                                        MEMRA_ROUTE_BLOCK, 1, 1, 0, s, NULL, extra);
+    if (r != CUDA_SUCCESS)
+        st = memra_cu_fail(eng->d, r, MEMRA_ERR_DRIVER, fn, "cuLaunchKernel");
+done:
+    memra_ctx_leave(eng, pushed);
+    return st;
+}

@@ -1,0 +1,222 @@
+/* The routing host arm: docs/routing.md's rules, step for step in the order
+ * the kernel (kernels_src/route.cu) takes them, with the same arithmetic
+ * (route_math.cuh). The tables are then memra_vrows_tables_host's. */
+#include <fenv.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "route_spec.h"
+#include "validate.h"
+
+/* route_math.cuh, compiled as C: plain operators in a translation unit built
+ * with -ffp-contract=off, in the default floating-point environment. */
+typedef uint32_t memra_u32;
+typedef uint64_t memra_u64;
+#define MEMRA_DEVICE static inline
+static inline memra_u32 memra_as_bits(float x)
+{
+    memra_u32 b;
+    memcpy(&b, &x, 4);
+    return b;
+}
+static inline float memra_from_bits(memra_u32 b)
+{
+    float x;
+    memcpy(&x, &b, 4);
+    return x;
+}
+#define memra_add_rn(a, b) ((a) + (b))
+#define memra_sub_rn(a, b) ((a) - (b))
+#define memra_mul_rn(a, b) ((a) * (b))
+#define memra_div_rn(a, b) ((a) / (b))
+#include "route_math.cuh"
+
+#define LANES 32
+
+/* The kernel's warp-wide max and sum: lane l's partial over experts l,
+ * l+32, ... in order, then the xor butterfly 16, 8, 4, 2, 1. */
+static float warp_max(const float *x, uint32_t n)
+{
+    float v[LANES];
+    for (uint32_t l = 0; l < LANES; l++) {
+        v[l] = memra_from_bits(MEMRA_NEG_INF_BITS);
+        for (uint32_t e = l; e < n; e += LANES) {
+            const float a = v[l], b = x[e];
+            v[l] = (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
+        }
+    }
+    for (uint32_t off = 16; off > 0; off >>= 1) {
+        float nv[LANES];
+        for (uint32_t l = 0; l < LANES; l++) {
+            const float a = v[l], b = v[l ^ off];
+            nv[l] = (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
+        }
+        memcpy(v, nv, sizeof v);
+    }
+    return v[0];
+}
+
+static float warp_sum(const float *x, uint32_t n)
+{
+    float v[LANES];
+    for (uint32_t l = 0; l < LANES; l++) {
+        v[l] = 0.0f;
+        for (uint32_t e = l; e < n; e += LANES)
+            v[l] = memra_add_rn(v[l], x[e]);
+    }
+    for (uint32_t off = 16; off > 0; off >>= 1) {
+        float nv[LANES];
+        for (uint32_t l = 0; l < LANES; l++)
+            nv[l] = memra_add_rn(v[l], v[l ^ off]);
+        memcpy(v, nv, sizeof v);
+    }
+    return v[0];
+}
+
+/* One token: its k experts and weights. Returns 1 when its logits are not
+ * all finite (then experts 0..k-1, weights +0). s and c are scratch of
+ * n_expert floats. */
+static int route_token(const memra_route_spec *sp, const void *logits, uint32_t t, float *s,
+                       float *c, int32_t *sel, float *w)
+{
+    const uint32_t E = sp->n_expert, K = sp->top_k;
+    const int bf16 = sp->logits_dtype == MEMRA_LOGITS_BF16;
+    int bad = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        s[e] = memra_route_logit(logits, bf16, (uint64_t)t * E + e);
+        bad |= (memra_as_bits(s[e]) & 0x7f800000u) == 0x7f800000u;
+    }
+    if (bad) {
+        for (uint32_t j = 0; j < K; j++)
+            sel[j] = (int32_t)j, w[j] = 0.0f;
+        return 1;
+    }
+    if (sp->scoring == MEMRA_ROUTE_SIGMOID) {
+        for (uint32_t e = 0; e < E; e++)
+            s[e] = memra_route_sigmoid(s[e]);
+    } else {
+        const float m = warp_max(s, E);
+        for (uint32_t e = 0; e < E; e++)
+            s[e] = memra_expf(memra_sub_rn(s[e], m));
+        const float sum = warp_sum(s, E);
+        for (uint32_t e = 0; e < E; e++)
+            s[e] = memra_div_rn(s[e], sum);
+    }
+    for (uint32_t e = 0; e < E; e++)
+        c[e] = sp->bias ? memra_add_rn(s[e], sp->bias[e]) : s[e];
+
+    const uint32_t G = E / sp->n_group;
+    uint32_t allowed = 0xffffffffu;
+    if (sp->n_group > 1) {
+        float gs[MEMRA_ROUTE_MAX_GROUPS];
+        for (uint32_t g = 0; g < sp->n_group; g++) {
+            float b1 = memra_from_bits(MEMRA_NEG_INF_BITS), b2 = b1;
+            int i1 = INT32_MAX, i2 = INT32_MAX;
+            for (uint32_t e = g * G; e < g * G + G; e++) {
+                if (memra_route_better(c[e], (int)e, b1, i1)) {
+                    b2 = b1, i2 = i1;
+                    b1 = c[e], i1 = (int)e;
+                } else if (memra_route_better(c[e], (int)e, b2, i2)) {
+                    b2 = c[e], i2 = (int)e;
+                }
+            }
+            gs[g] = G > 1 ? memra_add_rn(b1, b2) : b1;
+        }
+        allowed = 0;
+        for (uint32_t r = 0; r < sp->topk_group; r++) {
+            float v = memra_from_bits(MEMRA_NEG_INF_BITS);
+            int best = INT32_MAX;
+            for (uint32_t g = 0; g < sp->n_group; g++)
+                if (!((allowed >> g) & 1u) && memra_route_better(gs[g], (int)g, v, best))
+                    v = gs[g], best = (int)g;
+            allowed |= 1u << best;
+        }
+    }
+
+    uint8_t chosen[MEMRA_ROUTE_MAX_EXPERT] = {0};
+    for (uint32_t j = 0; j < K; j++) {
+        float v = memra_from_bits(MEMRA_NEG_INF_BITS);
+        int best = INT32_MAX;
+        for (uint32_t e = 0; e < E; e++)
+            if (!chosen[e] && ((allowed >> (e / G)) & 1u) && memra_route_better(c[e], (int)e, v, best))
+                v = c[e], best = (int)e;
+        chosen[best] = 1;
+        sel[j] = best;
+        w[j] = s[best];
+    }
+    if (sp->renormalize) {
+        float sum = 0.0f;
+        for (uint32_t j = 0; j < K; j++)
+            sum = memra_add_rn(sum, w[j]);
+        if (sum > 0.0f)
+            for (uint32_t j = 0; j < K; j++)
+                w[j] = memra_div_rn(w[j], sum);
+    }
+    for (uint32_t j = 0; j < K; j++)
+        w[j] = memra_mul_rn(w[j], sp->routed_scaling_factor);
+    return 0;
+}
+
+memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
+                                     const memra_route_spec *spec,
+                                     const memra_vrows_macros *macros,
+                                     const memra_vrows_slabs *slabs, int32_t *sel, float *selw,
+                                     uint64_t *ptrs, float *scl, memra_faults *faults)
+{
+    static const char fn[] = "memra_route_tables_host";
+    memra_status st = memra_route_spec_check(fn, spec);
+    if (st)
+        return st;
+    if (!logits)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: logits is NULL", fn);
+    if ((uintptr_t)logits % (spec->logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4))
+        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = %p is not aligned to its element",
+                          fn, logits);
+    if (n_tokens == 0 || (uint64_t)n_tokens * spec->top_k > MEMRA_MAX_PAIRS)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: n_tokens = %u: n_tokens * top_k must be in [1, %u]", fn, n_tokens,
+                          MEMRA_MAX_PAIRS);
+    const uint32_t n_pairs = n_tokens * spec->top_k;
+    int have_macros;
+    if ((st = memra_vrows_validate(fn, (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
+                                   n_pairs, spec->n_expert, macros, slabs,
+                                   (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl,
+                                   &have_macros)))
+        return st;
+    float *s = malloc(2 * sizeof(float) * spec->n_expert);
+    if (!s)
+        return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+
+    fenv_t saved;
+    fegetenv(&saved);
+    fesetenv(FE_DFL_ENV);
+    uint32_t bad_pairs = 0, first_bad = MEMRA_NO_FAULT;
+    for (uint32_t t = 0; t < n_tokens; t++) {
+        const size_t at = (size_t)t * spec->top_k;
+        if (route_token(spec, logits, t, s, s + spec->n_expert, sel + at, selw + at)) {
+            bad_pairs += spec->top_k;
+            if (first_bad == MEMRA_NO_FAULT)
+                first_bad = (uint32_t)at;
+        }
+    }
+    fesetenv(&saved);
+    free(s);
+
+    memra_faults f;
+    st = memra_vrows_tables_host(sel, selw, n_pairs, spec->n_expert, have_macros ? macros : NULL,
+                                 slabs, ptrs, scl, &f);
+    f.nonfinite += bad_pairs;
+    if (first_bad < f.first_pair)
+        f.first_pair = first_bad;
+    if (faults)
+        *faults = f;
+    if (bad_pairs)
+        return memra_fail(MEMRA_ERR_NONFINITE_SCALE,
+                          "%s: %u token(s) have a NaN or infinite logit; the first is token %u "
+                          "(pair %u): routed to experts 0..%u with weight +0",
+                          fn, bad_pairs / spec->top_k, first_bad / spec->top_k, first_bad,
+                          spec->top_k - 1);
+    return st;
+}
