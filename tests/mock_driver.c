@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "kernel_on_host.h"
+#include "route_abi.h"
 #include "vrows_abi.h"
 
 mock_state mock;
@@ -113,7 +114,7 @@ static alloc_rec *allocs;
 static int gen;
 static unsigned long long ctx_id[8], next_ctx_id = 100;
 static int fake_ctx[8];
-static char fn_vrows, fn_take;
+static char fn_vrows, fn_take, fn_route, fn_topk;
 
 /* Counts the call and says whether it is the one chosen to fail. */
 static int failing(int idx)
@@ -288,8 +289,14 @@ static void execute(const op *o)
                 memcpy(&n_pairs, o->l.args + offsetof(memra_vrows_args, n_pairs), 4);
                 ((unsigned char *)(uintptr_t)scl)[8 * (size_t)n_pairs] ^= 1;
             }
-        } else
+        } else if (o->l.f == (CUfunction)&fn_take) {
             run_take_on_host(o->l.args);
+        } else {
+            /* The lanes run as threads, unlocked: they take no mock lock. */
+            pthread_mutex_unlock(&mu);
+            run_route_on_host(o->l.args, o->l.args_size, g, b, o->l.f == (CUfunction)&fn_route);
+            pthread_mutex_lock(&mu);
+        }
         break;
     }
     case MOCK_OP_HTOD:
@@ -948,6 +955,10 @@ static CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
         *f = (CUfunction)&fn_vrows;
     else if (strcmp(name, MEMRA_TAKE_KERNEL) == 0)
         *f = (CUfunction)&fn_take;
+    else if (strcmp(name, MEMRA_ROUTE_KERNEL) == 0)
+        *f = (CUfunction)&fn_route;
+    else if (strcmp(name, MEMRA_ROUTE_TOPK_KERNEL) == 0)
+        *f = (CUfunction)&fn_topk;
     else
         return CUDA_ERROR_NOT_FOUND;
     return CUDA_SUCCESS;
@@ -971,7 +982,8 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
                                  void **params, void **extra)
 {
     ENTER_CU(cuLaunchKernel);
-    assert_true(f == (CUfunction)&fn_vrows || f == (CUfunction)&fn_take);
+    assert_true(f == (CUfunction)&fn_vrows || f == (CUfunction)&fn_take ||
+                f == (CUfunction)&fn_route || f == (CUfunction)&fn_topk);
     assert_null(params);
     assert_non_null(extra);
     /* The parameter block must be exactly the kernel's: a narrowed field
@@ -990,9 +1002,12 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
     assert_non_null(size);
     if (f == (CUfunction)&fn_vrows) {
         assert_int_equal(*size, sizeof(memra_vrows_args));
-    } else {
+    } else if (f == (CUfunction)&fn_take) {
         assert_int_equal(*size, sizeof(memra_take_args));
         assert_int_equal(gx * bx, 1);
+    } else {
+        assert_int_equal(*size, MEMRA_ROUTE_PARAM_BYTES);
+        assert_int_equal(bx, MEMRA_ROUTE_BLOCK);
     }
     assert_int_equal(gy, 1);
     assert_int_equal(gz, 1);

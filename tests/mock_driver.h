@@ -29,7 +29,7 @@ enum {
 typedef struct mock_launch {
     CUfunction f;
     unsigned grid[3], block[3];
-    unsigned char args[128];
+    unsigned char args[192];
     size_t args_size;
     CUstream stream;
 } mock_launch;
