@@ -12,35 +12,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "engine.h"
 #include "jit.h"
 #include "error.h"
 #include "vrows_abi.h"
 
-static const memra_driver *d;
-static const memra_nvrtc *nv; /* the NVRTC the engine's kernel came from */
+const memra_driver *d;
+const memra_nvrtc *nv; /* the NVRTC the engine's kernel came from */
 static FILE *json;
 static int json_first = 1;
-static int quick;
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult r_ = (x);                                                                         \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *n_ = "?";                                                                  \
-            d->cuGetErrorName(r_, &n_);                                                            \
-            fprintf(stderr, "%s:%d: %s = %s\n", __FILE__, __LINE__, #x, n_);                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#define MK(x)                                                                                      \
-    do {                                                                                           \
-        memra_status s_ = (x);                                                                     \
-        if (s_) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, memra_last_error());        \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+int quick;
 
 static double now_us(void)
 {
@@ -55,13 +37,13 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static void row(const char *group, const char *what, double value, const char *unit,
+void row(const char *group, const char *what, double value, const char *unit,
                 double baseline, const char *baseline_name)
 {
     if (baseline > 0)
@@ -254,8 +236,8 @@ static double round_trip_us(const launcher *l)
 }
 
 /* A CUBIN of `src` for sm_`sm` with the given options, loaded; returns `name`. */
-static CUfunction compile_cubin(const char *src, const char *name, int sm, const char *const *extra,
-                                CUmodule *mod)
+CUfunction compile_cubin(const char *src, const char *name, int sm, const char *const *extra,
+                         CUmodule *mod)
 {
     memra_image img;
     if (!nv || memra_jit_compile_src(nv, src, "bench.cu", sm, 0, extra, &img) != MEMRA_OK) {
@@ -636,6 +618,8 @@ static void bench_device(int ordinal)
         for (int k = 0; k < sets; k++)
             work_free(eng, &ws[k]);
     }
+
+    memra_bench_route(eng, info.sm, s);
 
     d->cuEventDestroy(e0), d->cuEventDestroy(e1);
     work_free(eng, &w8);

@@ -7,6 +7,7 @@
 #include "error.h"
 #include "gate_cases.h"
 #include "rng.h"
+#include "route_cases.h"
 
 #define TRY(call)                                                                                  \
     do {                                                                                           \
@@ -134,6 +135,85 @@ void memra_random_case_free(memra_random_case *r)
     free(r->sel), free(r->selw), free(r->pl);
 }
 
+int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed, int edges,
+                           int il, memra_stream stream, char *why, size_t why_len)
+{
+    const route_case *rc = &route_cases[ci];
+    memra_route_spec s = rc->spec;
+    float bias[MEMRA_ROUTE_MAX_EXPERT], planes[3 * MEMRA_ROUTE_MAX_EXPERT];
+    if (rc->with_bias) {
+        route_case_bias(s.n_expert, bias);
+        s.bias = bias;
+    }
+    route_case_planes(s.n_expert, planes);
+    const memra_vrows_macros mac = {
+        {planes, planes + s.n_expert, planes + 2 * (size_t)s.n_expert}};
+    const memra_vrows_macros *m = rc->with_macros ? &mac : NULL;
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const size_t np = (size_t)T * s.top_k;
+    const size_t lbytes = (size_t)T * s.n_expert * (s.logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4);
+    int bad = 1;
+    memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0;
+    void *logits = route_case_logits(&s, T, seed, edges);
+    int32_t *hsel = malloc(np * 4), *gsel = malloc(np * 4);
+    float *hselw = malloc(np * 4), *gselw = malloc(np * 4);
+    float *hscl = malloc(3 * np * 4), *gscl = malloc(3 * np * 4);
+    uint64_t *hptrs = malloc(3 * np * 8), *gptrs = malloc(3 * np * 8);
+    memra_faults hf, f0, f1;
+    snprintf(why, why_len, "out of host memory");
+    if (!logits || !hsel || !gsel || !hselw || !gselw || !hscl || !gscl || !hptrs || !gptrs)
+        goto out;
+    TRY(memra_alloc(eng, lbytes, &dl));
+    TRY(memra_alloc(eng, np * 4, &dsel));
+    TRY(memra_alloc(eng, np * 4, &dselw));
+    TRY(memra_alloc(eng, 3 * np * 8, &dptrs));
+    TRY(memra_alloc(eng, 3 * np * 4, &dscl));
+    TRY(memra_copy_htod_async(eng, dl, logits, lbytes, stream));
+    TRY(memra_engine_faults(eng, stream, &f0, 0));
+    TRY(memra_moe_route_tables(eng, dl, T, &s, il, m, &sl, dsel, dselw, dptrs, dscl, stream));
+    TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
+    TRY(memra_download_f32_async(eng, gselw, dselw, np, stream));
+    TRY(memra_download_u64_async(eng, gptrs, dptrs, 3 * np, stream));
+    TRY(memra_download_f32_async(eng, gscl, dscl, 3 * np, stream));
+    TRY(memra_engine_faults(eng, stream, &f1, 0));
+    memra_route_tables_host(logits, T, &s, m, &sl, hsel, hselw, hptrs, hscl, &hf);
+    for (size_t p = 0; p < np; p++)
+        if (gsel[p] != hsel[p] || memcmp(&gselw[p], &hselw[p], 4)) {
+            uint32_t a, b;
+            memcpy(&a, &gselw[p], 4), memcpy(&b, &hselw[p], 4);
+            snprintf(why, why_len, "%s: token %zu rank %zu: device (%d, 0x%08x), host (%d, 0x%08x)",
+                     rc->name, p / s.top_k, p % s.top_k, gsel[p], a, hsel[p], b);
+            goto out;
+        }
+    if (memcmp(gptrs, hptrs, 3 * np * 8) || memcmp(gscl, hscl, 3 * np * 4)) {
+        snprintf(why, why_len, "%s: the tables differ", rc->name);
+        goto out;
+    }
+    const uint32_t first = f0.first_pair < hf.first_pair ? f0.first_pair : hf.first_pair;
+    if (f1.nonfinite - f0.nonfinite != hf.nonfinite ||
+        f1.bad_expert - f0.bad_expert != hf.bad_expert || f1.first_pair != first) {
+        snprintf(why, why_len, "%s: faults: device {%u,%u,%u}, host {%u,%u,%u}", rc->name,
+                 f1.bad_expert - f0.bad_expert, f1.nonfinite - f0.nonfinite, f1.first_pair,
+                 hf.bad_expert, hf.nonfinite, first);
+        goto out;
+    }
+    bad = 0;
+out:
+    if (dl)
+        memra_free(eng, dl);
+    if (dsel)
+        memra_free(eng, dsel);
+    if (dselw)
+        memra_free(eng, dselw);
+    if (dptrs)
+        memra_free(eng, dptrs);
+    if (dscl)
+        memra_free(eng, dscl);
+    free(logits), free(hsel), free(gsel), free(hselw), free(gselw);
+    free(hscl), free(gscl), free(hptrs), free(gptrs);
+    return bad;
+}
+
 /* The layers the check mirrors its planes on: the top of the range, out of
  * a serving process's way. */
 #define SELF_CHECK_FIRST_LAYER (MEMRA_MAX_LAYERS - 8)
@@ -182,6 +262,18 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
         if (bad && !report->failed++)
             snprintf(report->first_failure, sizeof report->first_failure,
                      "random batch %d (2^16 pairs, special floats): %.180s", k, why);
+    }
+    /* The routing gate: every routing case, 256 tokens with edge logits. */
+    for (size_t i = 0; i < N_ROUTE_CASES; i++) {
+        report->cases++;
+        report->entries += 256ull * route_cases[i].spec.top_k * 8;
+        const int bad = memra_route_case_check(eng, i, 256, 0x70a7e + i, 1,
+                                               SELF_CHECK_FIRST_LAYER + 6 + (int)(i % 2), own,
+                                               why, sizeof why);
+        if (bad < 0)
+            return memra_fail((memra_status)-bad, "%s: %s", fn, why);
+        if (bad && !report->failed++)
+            snprintf(report->first_failure, sizeof report->first_failure, "routing: %.220s", why);
     }
     /* A clear fault word is left clear: the faults counted here are the
      * check's, not the serving process's. */

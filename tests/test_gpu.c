@@ -91,7 +91,7 @@ static void test_self_check(void **state)
     if (memra_engine_self_check(eng, &rep))
         fail_msg("self check: %s", memra_last_error());
     assert_int_equal(rep.failed, 0);
-    assert_int_equal(rep.cases, 6);
+    assert_int_equal(rep.cases, 11);
     printf("self check: %u cases, %llu entries exact\n", rep.cases,
            (unsigned long long)rep.entries);
 }

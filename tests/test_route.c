@@ -12,6 +12,7 @@
 
 #include "kernel_on_host.h"
 #include "mock_driver.h"
+#include "route_cases.h"
 
 /* ---- memra_expf ------------------------------------------------------------ */
 
@@ -191,80 +192,25 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
 
 /* ---- configs and inputs ----------------------------------------------------- */
 
-typedef struct config {
-    const char *name;
-    memra_route_spec spec;
-    int with_bias, with_macros;
-} config;
+typedef route_case config;
+#define configs route_cases
+#define N_CONFIGS N_ROUTE_CASES
 
 static float bias_store[1024], planes_store[3][1024];
-
-static config configs[] = {
-    {"softmax top-8 of 64", {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f, NULL}, 0,
-     1},
-    {"softmax top-8 of 64, renormalized",
-     {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f, NULL}, 0, 0},
-    {"DeepSeek-V3: 256 / 8 groups / top-4 groups / top-8, sigmoid, bias, x2.5",
-     {256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f, NULL}, 1, 1},
-    {"GLM-style: 160, 1 group, top-8, sigmoid, bias",
-     {160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f, NULL}, 1, 1},
-    {"bf16 softmax top-6 of 1024, 32 groups of 32, top-4 groups",
-     {1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f, NULL}, 0, 1},
-};
-#define N_CONFIGS (sizeof configs / sizeof configs[0])
 
 static memra_route_spec spec_of(const config *c)
 {
     memra_route_spec s = c->spec;
     if (c->with_bias) {
-        for (uint32_t e = 0; e < s.n_expert; e++)
-            bias_store[e] = (float)((e * 37u) % 101u) * 0.001f - 0.05f;
+        route_case_bias(s.n_expert, bias_store);
         s.bias = bias_store;
     }
     return s;
 }
 
-/* Logits: normal(ish) values, with edges sprinkled in: ties, ±0,
- * subnormals, huge magnitudes, and now and then a NaN or inf. */
 static void *make_logits(const memra_route_spec *s, uint32_t n_tokens, uint64_t seed, int edges)
 {
-    const size_t n = (size_t)n_tokens * s->n_expert;
-    const int bf16 = s->logits_dtype == MEMRA_LOGITS_BF16;
-    void *out = malloc(n * (bf16 ? 2 : 4));
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = rng_next(&seed);
-        float x = (float)((int64_t)(r >> 11) % 2000001 - 1000000) / 200000.0f; /* [-5, 5] */
-        if (edges) {
-            switch (r % 97) {
-            case 0:
-                x = 0.0f;
-                break;
-            case 1:
-                x = -0.0f;
-                break;
-            case 2:
-                x = u2f((uint32_t)(r >> 40) % 0x7fffff + 1); /* subnormal */
-                break;
-            case 3:
-                x = 1.0f; /* ties */
-                break;
-            case 4:
-                x = (r >> 8) & 1 ? 80.0f : -80.0f;
-                break;
-            case 5:
-                if ((r >> 20) % 7 == 0)
-                    x = (r >> 9) & 1 ? u2f(0x7fc00001u) : u2f(0xff800000u); /* NaN, -inf */
-                break;
-            default:
-                break;
-            }
-        }
-        if (bf16)
-            ((uint16_t *)out)[i] = (uint16_t)(f2u(x) >> 16);
-        else
-            ((float *)out)[i] = x;
-    }
-    return out;
+    return route_case_logits(s, n_tokens, seed, edges);
 }
 
 typedef struct outputs {
@@ -293,10 +239,11 @@ static void outputs_free(outputs *o)
 
 static memra_vrows_macros macros_of(const memra_route_spec *s, int with)
 {
-    for (uint32_t e = 0; e < s->n_expert; e++)
-        for (int k = 0; k < 3; k++)
-            planes_store[k][e] = 0.5f + (float)((e * 13u + (uint32_t)k * 7u) % 29u) / 16.0f;
     (void)with;
+    float flat[3 * 1024];
+    route_case_planes(s->n_expert, flat);
+    for (int k = 0; k < 3; k++)
+        memcpy(planes_store[k], flat + (size_t)k * s->n_expert, 4 * (size_t)s->n_expert);
     return (memra_vrows_macros){{planes_store[0], planes_store[1], planes_store[2]}};
 }
 

@@ -186,9 +186,11 @@ MEMRA_API memra_status memra_engine_get_info(memra_engine *eng, memra_engine_inf
 MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kernel_origin *out);
 /* The seed gate on this engine's GPU: its four cases (fixture strides,
  * serving strides past 4 and 8 GiB, the macro-free bank, a spread
- * selection) and two random batches of 2^16 pairs with special floats and
- * out-of-range ids, built by the device arm and compared pointer for
- * pointer and scale bit for bit with the host arm, faults included. A few
+ * selection), two random batches of 2^16 pairs with special floats and
+ * out-of-range ids, and the routing gate (five routing configurations,
+ * 256 tokens of edge-value logits each), built by the device arm and
+ * compared pointer for pointer and scale bit for bit with the host arm,
+ * faults included. A few
  * milliseconds once the kernel is loaded (it loads it if needed). A serving
  * process can run it at boot and keep the host arm where it fails.
  * MEMRA_OK when exact; MEMRA_ERR_SELF_CHECK with the first difference in

@@ -249,3 +249,65 @@ class Engine:
             ctypes.byref(m) if m else None, ctypes.byref(slab), addrs[2], addrs[3],
             _stream(stream)))
         del keep
+
+
+# ---- routing ----------------------------------------------------------------
+
+SCORINGS = {"softmax": 0, "sigmoid": 1}
+
+
+def route_spec(n_expert, top_k, scoring="softmax", n_group=1, topk_group=1, renormalize=False,
+               routed_scaling_factor=1.0, bias=None, bf16=False):
+    """A memra_route_spec. `bias` is a float32 array of n_expert (kept alive
+    by the caller) or None; the library checks every field."""
+    if scoring not in SCORINGS:
+        raise InvalidArgError(f"scoring must be 'softmax' or 'sigmoid', not {scoring!r}")
+    s = _lib.RouteSpec()
+    s.n_expert = _int("n_expert", n_expert, 1, 1 << 32)
+    s.top_k = _int("top_k", top_k, 1, 1 << 32)
+    s.n_group = _int("n_group", n_group, 1, 1 << 32)
+    s.topk_group = _int("topk_group", topk_group, 1, 1 << 32)
+    s.scoring = SCORINGS[scoring]
+    s.logits_dtype = 1 if bf16 else 0
+    s.renormalize = int(bool(renormalize))
+    s.routed_scaling_factor = float(routed_scaling_factor)
+    s.bias = bias
+    return s
+
+
+def route_tables_host(logits, top_k, bases=(0, 0, 0), strides=(0, 0, 0), macros=None, **spec):
+    """The routing host arm on a NumPy float32 [n_tokens, n_expert] array (or
+    uint16 bfloat16 bits with bf16=True): returns (sel int32, selw float32,
+    ptrs uint64, scl float32, faults). Spec keywords as route_spec's; bias a
+    float32 array or None."""
+    import numpy as np
+    logits = np.ascontiguousarray(logits)
+    if logits.ndim != 2:
+        raise InvalidArgError(f"logits must be [n_tokens, n_expert], not {logits.shape}")
+    bf16 = logits.dtype == np.uint16
+    if not bf16 and logits.dtype != np.float32:
+        raise InvalidArgError(f"logits are {logits.dtype}; want float32 or uint16 bf16 bits")
+    n_tokens, n_expert = logits.shape
+    bias = spec.pop("bias", None)
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=np.float32)
+        if bias.shape != (n_expert,):
+            raise InvalidArgError(f"bias has shape {bias.shape}, want ({n_expert},)")
+    s = route_spec(n_expert, top_k, bias=bias.ctypes.data if bias is not None else None,
+                   bf16=bf16, **spec)
+    n = _int("n_tokens", n_tokens, 1, 1 << 32) * s.top_k
+    m, keep = _planes_numpy(macros, n_expert)
+    sl = slabs(bases, strides)
+    sel = np.empty(n, np.int32)
+    selw = np.empty(n, np.float32)
+    ptrs = np.empty(3 * n, np.uint64)
+    scl = np.empty(3 * n, np.float32)
+    f = Faults()
+    st = lib().memra_route_tables_host(logits.ctypes.data, n_tokens, ctypes.byref(s),
+                                       ctypes.byref(m) if m else None, ctypes.byref(sl),
+                                       sel.ctypes.data, selw.ctypes.data, ptrs.ctypes.data,
+                                       scl.ctypes.data, ctypes.byref(f))
+    del keep
+    if st not in (0, 5, 6):
+        check(st)
+    return sel, selw, ptrs, scl, f

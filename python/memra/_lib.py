@@ -46,6 +46,13 @@ class SelfCheckReport(ctypes.Structure):
                 ("first_failure", ctypes.c_char * 256)]
 
 
+class RouteSpec(ctypes.Structure):
+    _fields_ = [("n_expert", c_u32), ("top_k", c_u32), ("n_group", c_u32),
+                ("topk_group", c_u32), ("scoring", c_int), ("logits_dtype", c_int),
+                ("renormalize", c_int), ("routed_scaling_factor", ctypes.c_float),
+                ("bias", c_vp)]
+
+
 P = ctypes.POINTER
 _SIGNATURES = {
     "memra_version": (c_u32, []),
@@ -67,6 +74,13 @@ _SIGNATURES = {
     "memra_moe_vrows_tables_from_sel": (
         c_int, [c_vp, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), c_u64, c_u64,
                 c_vp]),
+    "memra_route_prepare_layer": (c_int, [c_vp, c_int, P(RouteSpec), P(Macros), c_vp]),
+    "memra_moe_route_tables": (
+        c_int, [c_vp, c_u64, c_u32, P(RouteSpec), c_int, P(Macros), P(Slabs), c_u64, c_u64, c_u64,
+                c_u64, c_vp]),
+    "memra_route_tables_host": (
+        c_int, [c_vp, c_u32, P(RouteSpec), P(Macros), P(Slabs), c_vp, c_vp, c_vp, c_vp,
+                P(Faults)]),
     "memra_vrows_tables_host": (
         c_int, [c_vp, c_vp, c_u32, c_u32, P(Macros), P(Slabs), c_vp, c_vp, P(Faults)]),
 }

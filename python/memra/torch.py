@@ -13,6 +13,7 @@ float32 [3 * n_pairs] on the same device, all contiguous; ``planes`` a CPU
 float32 tensor [3, n_expert] (gate, up, down macro scales) or None; ``bases``
 and ``strides`` three ints each in [0, 2^63). One engine per device, shared.
 """
+import ctypes
 from typing import List, Optional
 
 import torch
@@ -20,7 +21,7 @@ import torch
 import memra
 from memra import InvalidArgError
 
-__all__ = ["vrows_tables_", "vrows_tables", "prepare_layer", "engine"]
+__all__ = ["vrows_tables_", "vrows_tables", "prepare_layer", "engine", "route_tables"]
 
 _engines = {}
 
@@ -130,3 +131,43 @@ def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_exp
         return
     n_expert = macros.shape[-1] if n_expert is None else n_expert
     eng.prepare_layer(layer, n_expert, None, stream=stream, _planes=_planes(macros, n_expert))
+
+
+def route_tables(logits: torch.Tensor, top_k: int, layer: int = 0,
+                 macros: Optional[torch.Tensor] = None, bases=(0, 0, 0), strides=(0, 0, 0),
+                 scoring: str = "softmax", n_group: int = 1, topk_group: int = 1,
+                 renormalize: bool = False, routed_scaling_factor: float = 1.0,
+                 bias: Optional[torch.Tensor] = None):
+    """Router logits ([n_tokens, n_expert], float32 or bfloat16, CUDA,
+    contiguous) to (sel int32, selw float32, ptrs int64, scl float32) in one
+    launch on the current stream: memra_moe_route_tables. bias: a CPU float32
+    tensor [n_expert] (the score-correction bias, for choosing only)."""
+    if not isinstance(logits, torch.Tensor) or logits.device.type != "cuda":
+        raise InvalidArgError("logits must be a CUDA tensor")
+    if logits.dtype not in (torch.float32, torch.bfloat16):
+        raise InvalidArgError(f"logits are {logits.dtype}, want float32 or bfloat16")
+    if logits.dim() != 2 or not logits.is_contiguous():
+        raise InvalidArgError("logits must be a contiguous [n_tokens, n_expert] tensor")
+    n_tokens, n_expert = logits.shape
+    if bias is not None:
+        if bias.device.type != "cpu" or bias.dtype != torch.float32 or \
+                tuple(bias.shape) != (n_expert,) or not bias.is_contiguous():
+            raise InvalidArgError(f"bias must be a contiguous CPU float32 tensor [{n_expert}]")
+    spec = memra.route_spec(n_expert, top_k, scoring, n_group, topk_group, renormalize,
+                            routed_scaling_factor,
+                            bias.data_ptr() if bias is not None else None,
+                            logits.dtype == torch.bfloat16)
+    n = memra._int("n_tokens", n_tokens, 1, 1 << 32) * spec.top_k
+    planes = _planes(macros, n_expert)
+    sel = torch.empty(n, dtype=torch.int32, device=logits.device)
+    selw = torch.empty(n, dtype=torch.float32, device=logits.device)
+    ptrs = torch.empty(3 * n, dtype=torch.int64, device=logits.device)
+    scl = torch.empty(3 * n, dtype=torch.float32, device=logits.device)
+    eng = engine(logits.device)
+    stream = torch.cuda.current_stream(logits.device).cuda_stream
+    memra.check(memra.lib().memra_moe_route_tables(
+        eng._ptr(), logits.data_ptr(), n_tokens, ctypes.byref(spec),
+        memra._int("layer", layer, 0, memra.MAX_LAYERS), ctypes.byref(planes) if planes else None,
+        ctypes.byref(_slab(bases, strides)), sel.data_ptr(), selw.data_ptr(), ptrs.data_ptr(),
+        scl.data_ptr(), memra._stream(stream)))
+    return sel, selw, ptrs, scl

@@ -165,3 +165,23 @@ def test_torch_op_refuses_cpu_tensors():
     sel = torch.zeros(4, dtype=torch.int32)
     with pytest.raises(memra.InvalidArgError, match="sel is on cpu, not a CUDA device"):
         mt.vrows_tables(sel, torch.ones(4), 8, 0, None, [0, 0, 0], [1, 1, 1])
+
+
+def test_route_host_deepseek_config():
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((16, 256)).astype(np.float32)
+    bias = (rng.standard_normal(256) * 0.01).astype(np.float32)
+    sel, selw, ptrs, scl, f = memra.route_tables_host(
+        logits, 8, BASES, STRIDES, scoring="sigmoid", n_group=8, topk_group=4,
+        renormalize=True, routed_scaling_factor=2.5, bias=bias)
+    assert sel.shape == (128,) and f.nonfinite == 0
+    sel = sel.reshape(16, 8)
+    # the chosen experts lie in 4 groups of 32 and are listed best first
+    for t in range(16):
+        assert len(set(sel[t] // 32)) <= 4
+        c = 1 / (1 + np.exp(-logits[t].astype(np.float64))) + bias
+        assert all(c[sel[t][j]] >= c[sel[t][j + 1]] for j in range(7))
+    # renormalised and scaled: each token's weights sum to 2.5 (within rounding)
+    np.testing.assert_allclose(selw.reshape(16, 8).sum(1), 2.5, rtol=1e-5)
+    with pytest.raises(memra.InvalidArgError, match="n_group"):
+        memra.route_tables_host(logits, 8, n_group=3)
