@@ -43,8 +43,8 @@ double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-void row(const char *group, const char *what, double value, const char *unit,
-                double baseline, const char *baseline_name)
+void row(const char *group, const char *what, double value, const char *unit, double baseline,
+         const char *baseline_name)
 {
     if (baseline > 0)
         printf("  %-50s %10.3f %-5s  x%.3f vs %s\n", what, value, unit, value / baseline,

@@ -78,9 +78,8 @@ static void step(setup *su, int variant)
         } else {
             topk(su, l);
             if (variant == TWO_STEP)
-                MK(memra_moe_vrows_tables_from_sel(su->eng, l->sel, l->selw, np,
-                                                   su->spec.n_expert, il, &su->mac, &su->sl,
-                                                   l->ptrs, l->scl, su->s));
+                MK(memra_moe_vrows_tables_from_sel(su->eng, l->sel, l->selw, np, su->spec.n_expert,
+                                                   il, &su->mac, &su->sl, l->ptrs, l->scl, su->s));
         }
         if (variant == TOPK)
             consume(su, su->consume_sel, l->sel, l->selw, np);
@@ -161,12 +160,22 @@ static void bench_config(memra_engine *eng, size_t ci, uint32_t T, CUfunction c1
             .mg = planes_dev,
             .mu = planes_dev + E4,
             .md = planes_dev + 2 * E4,
-            .pg = su.sl.base[0], .pu = su.sl.base[1], .pd = su.sl.base[2],
-            .sg = su.sl.stride[0], .su = su.sl.stride[1], .sd = su.sl.stride[2],
-            .sel = l->sel, .selw = l->selw, .ptrs = l->ptrs, .scl = l->scl,
+            .pg = su.sl.base[0],
+            .pu = su.sl.base[1],
+            .pd = su.sl.base[2],
+            .sg = su.sl.stride[0],
+            .su = su.sl.stride[1],
+            .sd = su.sl.stride[2],
+            .sel = l->sel,
+            .selw = l->selw,
+            .ptrs = l->ptrs,
+            .scl = l->scl,
             .faults = eng->faults,
-            .n_tokens = T, .n_expert = su.spec.n_expert, .top_k = su.spec.top_k,
-            .n_group = su.spec.n_group, .topk_group = su.spec.topk_group,
+            .n_tokens = T,
+            .n_expert = su.spec.n_expert,
+            .top_k = su.spec.top_k,
+            .n_group = su.spec.n_group,
+            .topk_group = su.spec.topk_group,
             .flags = (su.spec.scoring == MEMRA_ROUTE_SIGMOID ? MEMRA_ROUTE_FLAG_SIGMOID : 0u) |
                      (su.spec.logits_dtype ? MEMRA_ROUTE_FLAG_BF16 : 0u) |
                      (su.spec.renormalize ? MEMRA_ROUTE_FLAG_RENORM : 0u),

@@ -149,6 +149,49 @@ def main():
     row("graph", "PyTorch ops (gather, multiply, concatenate)", t_torch, "us")
     row("graph", "memra op (one kernel)", t_memra, "us", t_torch)
 
+    # Routing: DeepSeek-V3's (sigmoid, bias, 8 groups, top-4 groups, top-8,
+    # renormalised, x2.5) router step and its tables, memra's one launch
+    # beside the same in PyTorch ops, per layer of a 32-layer graph.
+    print("\nrouting + tables per decode layer in a CUDA graph (DeepSeek-V3 config, 32 layers)")
+    bias = torch.randn(N_EXPERT) * 0.01
+    bias_dev = bias.to(DEV)
+    for tokens in (1, 8, 64):
+        logits = [torch.randn(tokens, N_EXPERT, device=DEV) for _ in range(layers)]
+
+        def memra_route():
+            for il in range(layers):
+                mt.route_tables(logits[il], 8, il, pl[il], BASES, STRIDES, scoring="sigmoid",
+                                n_group=8, topk_group=4, renormalize=True,
+                                routed_scaling_factor=2.5, bias=bias)
+
+        def torch_route():
+            for il in range(layers):
+                sc = torch.sigmoid(logits[il])
+                c = sc + bias_dev
+                g = c.view(tokens, 8, 32).topk(2, dim=-1).values.sum(-1)
+                gi = g.topk(4, dim=-1).indices
+                mask = torch.zeros(tokens, 8, dtype=torch.bool, device=DEV).scatter_(1, gi, True)
+                cm = c.masked_fill(~mask.repeat_interleave(32, dim=1), float("-inf"))
+                idx = cm.topk(8, dim=-1).indices
+                w = sc.gather(1, idx)
+                w = w / w.sum(-1, keepdim=True) * 2.5
+                s = idx.reshape(-1)
+                p = pl_dev[il]
+                torch.cat([BASES[0] + s * STRIDES[0], BASES[1] + s * STRIDES[1],
+                           BASES[2] + s * STRIDES[2]])
+                torch.cat([p[0][s], p[1][s], w.reshape(-1) * p[2][s]])
+
+        for il in range(layers):
+            mt.route_tables(logits[il], 8, il, pl[il], BASES, STRIDES, scoring="sigmoid",
+                            n_group=8, topk_group=4, renormalize=True, routed_scaling_factor=2.5,
+                            bias=bias)
+        torch.cuda.synchronize()
+        t_torch = graph_us_per_layer(torch_route, layers)
+        t_memra = graph_us_per_layer(memra_route, layers)
+        row("route", f"{tokens} token(s): PyTorch ops (router + tables)", t_torch, "us")
+        row("route", f"{tokens} token(s): memra_moe_route_tables (one kernel)", t_memra, "us",
+            t_torch)
+
     with open(args.json, "w") as f:
         json.dump({"device": props.name, "torch": torch.__version__, "memra": memra.version(),
                    "rows": rows}, f, indent=1)

@@ -184,7 +184,6 @@ memra_status memra_mirror_get(memra_engine *eng, const char *fn, int il, uint32_
     return st;
 }
 
-
 memra_status memra_check_layer(const char *fn, int il)
 {
     if (il < 0 || il >= MEMRA_MAX_LAYERS)

@@ -18,16 +18,26 @@ typedef struct route_case {
 } route_case;
 
 static const route_case route_cases[] = {
-    {"softmax top-8 of 64", {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f, NULL}, 0,
+    {"softmax top-8 of 64",
+     {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f, NULL},
+     0,
      1},
     {"softmax top-8 of 64, renormalized",
-     {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f, NULL}, 0, 0},
+     {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f, NULL},
+     0,
+     0},
     {"DeepSeek-V3: 256 experts, 8 groups, top-4 groups, top-8, sigmoid, bias, x2.5",
-     {256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f, NULL}, 1, 1},
+     {256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f, NULL},
+     1,
+     1},
     {"GLM-style: 160 experts, 1 group, top-8, sigmoid, bias",
-     {160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f, NULL}, 1, 1},
+     {160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f, NULL},
+     1,
+     1},
     {"bf16 softmax top-6 of 1024, 32 groups of 32, top-4 groups",
-     {1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f, NULL}, 0, 1},
+     {1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f, NULL},
+     0,
+     1},
 };
 #define N_ROUTE_CASES (sizeof route_cases / sizeof route_cases[0])
 

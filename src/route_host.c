@@ -140,7 +140,8 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
         float v = memra_from_bits(MEMRA_NEG_INF_BITS);
         int best = INT32_MAX;
         for (uint32_t e = 0; e < E; e++)
-            if (!chosen[e] && ((allowed >> (e / G)) & 1u) && memra_route_better(c[e], (int)e, v, best))
+            if (!chosen[e] && ((allowed >> (e / G)) & 1u) &&
+                memra_route_better(c[e], (int)e, v, best))
                 v = c[e], best = (int)e;
         chosen[best] = 1;
         sel[j] = best;
@@ -160,8 +161,7 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
 }
 
 memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
-                                     const memra_route_spec *spec,
-                                     const memra_vrows_macros *macros,
+                                     const memra_route_spec *spec, const memra_vrows_macros *macros,
                                      const memra_vrows_slabs *slabs, int32_t *sel, float *selw,
                                      uint64_t *ptrs, float *scl, memra_faults *faults)
 {
@@ -172,18 +172,17 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
     if (!logits)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: logits is NULL", fn);
     if ((uintptr_t)logits % (spec->logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4))
-        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = %p is not aligned to its element",
-                          fn, logits);
+        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = %p is not aligned to its element", fn,
+                          logits);
     if (n_tokens == 0 || (uint64_t)n_tokens * spec->top_k > MEMRA_MAX_PAIRS)
         return memra_fail(MEMRA_ERR_INVALID_ARG,
                           "%s: n_tokens = %u: n_tokens * top_k must be in [1, %u]", fn, n_tokens,
                           MEMRA_MAX_PAIRS);
     const uint32_t n_pairs = n_tokens * spec->top_k;
     int have_macros;
-    if ((st = memra_vrows_validate(fn, (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
-                                   n_pairs, spec->n_expert, macros, slabs,
-                                   (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl,
-                                   &have_macros)))
+    if ((st = memra_vrows_validate(fn, (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw, n_pairs,
+                                   spec->n_expert, macros, slabs, (uint64_t)(uintptr_t)ptrs,
+                                   (uint64_t)(uintptr_t)scl, &have_macros)))
         return st;
     float *s = malloc(2 * sizeof(float) * spec->n_expert);
     if (!s)

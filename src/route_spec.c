@@ -17,8 +17,8 @@ memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec
                           "%s: spec->n_group = %u must be in [1, %d] and divide n_expert = %u", fn,
                           s->n_group, MEMRA_ROUTE_MAX_GROUPS, s->n_expert);
     if (s->topk_group == 0 || s->topk_group > s->n_group)
-        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->topk_group = %u is outside [1, %u]",
-                          fn, s->topk_group, s->n_group);
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->topk_group = %u is outside [1, %u]", fn,
+                          s->topk_group, s->n_group);
     const uint32_t in_play = s->topk_group * (s->n_expert / s->n_group);
     if (s->top_k == 0 || s->top_k > MEMRA_ROUTE_MAX_TOP_K || s->top_k > in_play)
         return memra_fail(MEMRA_ERR_INVALID_ARG,
@@ -43,8 +43,8 @@ memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec
     for (uint32_t e = 0; s->bias && e < s->n_expert; e++) {
         memcpy(&b, &s->bias[e], 4);
         if ((b & 0x7f800000u) == 0x7f800000u)
-            return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->bias[%u] = %g is not finite", fn,
-                              e, (double)s->bias[e]);
+            return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->bias[%u] = %g is not finite", fn, e,
+                              (double)s->bias[e]);
     }
     return MEMRA_OK;
 }

@@ -146,8 +146,7 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         s.bias = bias;
     }
     route_case_planes(s.n_expert, planes);
-    const memra_vrows_macros mac = {
-        {planes, planes + s.n_expert, planes + 2 * (size_t)s.n_expert}};
+    const memra_vrows_macros mac = {{planes, planes + s.n_expert, planes + 2 * (size_t)s.n_expert}};
     const memra_vrows_macros *m = rc->with_macros ? &mac : NULL;
     const memra_vrows_slabs sl = GATE_SERVING_SLABS;
     const size_t np = (size_t)T * s.top_k;
@@ -267,9 +266,9 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
     for (size_t i = 0; i < N_ROUTE_CASES; i++) {
         report->cases++;
         report->entries += 256ull * route_cases[i].spec.top_k * 8;
-        const int bad = memra_route_case_check(eng, i, 256, 0x70a7e + i, 1,
-                                               SELF_CHECK_FIRST_LAYER + 6 + (int)(i % 2), own,
-                                               why, sizeof why);
+        const int bad =
+            memra_route_case_check(eng, i, 256, 0x70a7e + i, 1,
+                                   SELF_CHECK_FIRST_LAYER + 6 + (int)(i % 2), own, why, sizeof why);
         if (bad < 0)
             return memra_fail((memra_status)-bad, "%s: %s", fn, why);
         if (bad && !report->failed++)

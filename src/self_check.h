@@ -54,7 +54,7 @@ void memra_random_case_free(memra_random_case *r);
  * (edge values when `edges`), device arm against host arm: sel, selw, the
  * tables and the faults, bit for bit; the planes and bias on layer il.
  * Returns as memra_case_check. */
-int memra_route_case_check(memra_engine *eng, size_t i, uint32_t n_tokens, uint64_t seed,
-                           int edges, int il, memra_stream stream, char *why, size_t why_len);
+int memra_route_case_check(memra_engine *eng, size_t i, uint32_t n_tokens, uint64_t seed, int edges,
+                           int il, memra_stream stream, char *why, size_t why_len);
 
 #endif /* MEMRA_SELF_CHECK_H */

@@ -100,8 +100,8 @@ static void test_graph_replay_with_new_logits(void **state)
     assert_int_equal(memra_route_prepare_layer(eng, 77, &s, &mac, cs), MEMRA_OK);
     assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
     assert_int_equal(drv->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-    memra_status st = memra_moe_route_tables(eng, dl, T, &s, 77, &mac, &sl, dsel, dselw, dptrs,
-                                             dscl, cs);
+    memra_status st =
+        memra_moe_route_tables(eng, dl, T, &s, 77, &mac, &sl, dsel, dselw, dptrs, dscl, cs);
     CUgraph g = NULL;
     assert_int_equal(drv->cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     assert_int_equal(st, MEMRA_OK);

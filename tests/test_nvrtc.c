@@ -151,8 +151,8 @@ static void test_sass_multiply_is_exact_on_every_target(void **state)
         unlink(path);
         if (rc != 0 || lines < 10)
             fail_msg("sm_%d: %s failed (exit %d, %d lines)", arch, dis, rc, lines);
-        printf("sm_%d SASS of memra_vrows_tables: %d FMUL (%d with .FTZ), %d FFMA, %d .FTZ\n",
-               arch, fmul, fmul_ftz, ffma, ftz_anywhere);
+        printf("sm_%d SASS of memra_vrows_tables: %d FMUL (%d with .FTZ), %d FFMA, %d .FTZ\n", arch,
+               fmul, fmul_ftz, ffma, ftz_anywhere);
         if (fmul < 1 || fmul_ftz || ffma || ftz_anywhere)
             fail_msg("sm_%d: the down-scale multiply is not a lone FMUL without .FTZ "
                      "(FMUL %d, FMUL.FTZ %d, FFMA %d)",

@@ -329,8 +329,7 @@ static void test_ties_go_to_the_lower_index(void **state)
     float selw[4], scl[12];
     uint64_t ptrs[12];
     assert_int_equal(
-        memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL),
-        MEMRA_OK);
+        memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL), MEMRA_OK);
     /* groups 0 and 1 win the tie, then experts 0..3 within them */
     for (int j = 0; j < 4; j++)
         assert_int_equal(sel[j], j);
@@ -339,8 +338,7 @@ static void test_ties_go_to_the_lower_index(void **state)
     /* a strict order inside: 5 beats everything, then the rest by index */
     logits[5] = 0.5f;
     assert_int_equal(
-        memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL),
-        MEMRA_OK);
+        memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL), MEMRA_OK);
     assert_int_equal(sel[0], 5);
     assert_int_equal(sel[1], 0);
     assert_int_equal(sel[2], 1);
@@ -358,9 +356,8 @@ static void test_nonfinite_logits_route_to_zero_weights(void **state)
     float selw[6], scl[18];
     uint64_t ptrs[18];
     memra_faults f;
-    assert_int_equal(
-        memra_route_tables_host(logits, 2, &s, NULL, &slabs, sel, selw, ptrs, scl, &f),
-        MEMRA_ERR_NONFINITE_SCALE);
+    assert_int_equal(memra_route_tables_host(logits, 2, &s, NULL, &slabs, sel, selw, ptrs, scl, &f),
+                     MEMRA_ERR_NONFINITE_SCALE);
     assert_non_null(strstr(memra_last_error(), "token 1"));
     assert_int_equal(sel[3], 0), assert_int_equal(sel[4], 1), assert_int_equal(sel[5], 2);
     for (int j = 3; j < 6; j++)
@@ -392,15 +389,24 @@ static void test_bf16_is_its_float_value(void **state)
 static void test_bad_specs(void **state)
 {
     (void)state;
-    const memra_route_spec good = {256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f,
-                                   NULL};
+    const memra_route_spec good = {256, 8,    8,   4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32,
+                                   1,   2.5f, NULL};
     static const struct {
         const char *field;
         int which;
-    } cases[] = {{"n_expert", 0}, {"n_expert", 1}, {"n_group", 2},  {"n_group", 3},
-                 {"topk_group", 4}, {"top_k", 5},   {"top_k", 6},    {"scoring", 7},
-                 {"logits_dtype", 8}, {"renormalize", 9}, {"routed_scaling_factor", 10},
-                 {"routed_scaling_factor", 11}, {"bias[3]", 12}};
+    } cases[] = {{"n_expert", 0},
+                 {"n_expert", 1},
+                 {"n_group", 2},
+                 {"n_group", 3},
+                 {"topk_group", 4},
+                 {"top_k", 5},
+                 {"top_k", 6},
+                 {"scoring", 7},
+                 {"logits_dtype", 8},
+                 {"renormalize", 9},
+                 {"routed_scaling_factor", 10},
+                 {"routed_scaling_factor", 11},
+                 {"bias[3]", 12}};
     float logits[256] = {0}, bias[256] = {0};
     int32_t sel[8] = {-7};
     float selw[8], scl[24];
@@ -408,19 +414,48 @@ static void test_bad_specs(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memra_route_spec s = good;
         switch (cases[i].which) {
-        case 0: s.n_expert = 0; break;
-        case 1: s.n_expert = 2048; break;
-        case 2: s.n_group = 3; break;
-        case 3: s.n_group = 64; s.n_expert = 256; break;
-        case 4: s.topk_group = 9; break;
-        case 5: s.top_k = 33; break;
-        case 6: s.topk_group = 1; s.top_k = 33; break;
-        case 7: s.scoring = (memra_route_scoring)5; break;
-        case 8: s.logits_dtype = (memra_logits_dtype)7; break;
-        case 9: s.renormalize = 2; break;
-        case 10: s.routed_scaling_factor = 0.0f; break;
-        case 11: s.routed_scaling_factor = u2f(0x7fc00000u); break;
-        case 12: bias[3] = u2f(0x7f800000u); s.bias = bias; break;
+        case 0:
+            s.n_expert = 0;
+            break;
+        case 1:
+            s.n_expert = 2048;
+            break;
+        case 2:
+            s.n_group = 3;
+            break;
+        case 3:
+            s.n_group = 64;
+            s.n_expert = 256;
+            break;
+        case 4:
+            s.topk_group = 9;
+            break;
+        case 5:
+            s.top_k = 33;
+            break;
+        case 6:
+            s.topk_group = 1;
+            s.top_k = 33;
+            break;
+        case 7:
+            s.scoring = (memra_route_scoring)5;
+            break;
+        case 8:
+            s.logits_dtype = (memra_logits_dtype)7;
+            break;
+        case 9:
+            s.renormalize = 2;
+            break;
+        case 10:
+            s.routed_scaling_factor = 0.0f;
+            break;
+        case 11:
+            s.routed_scaling_factor = u2f(0x7fc00000u);
+            break;
+        case 12:
+            bias[3] = u2f(0x7f800000u);
+            s.bias = bias;
+            break;
         }
         memra_status st =
             memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL);
@@ -429,17 +464,17 @@ static void test_bad_specs(void **state)
         assert_int_equal(sel[0], -7); /* nothing written */
         bias[3] = 0.0f;
     }
-    assert_int_equal(memra_route_tables_host(logits, 1, NULL, NULL, &slabs, sel, selw, ptrs, scl,
-                                             NULL),
-                     MEMRA_ERR_NULL_ARG);
-    assert_int_equal(memra_route_tables_host(NULL, 1, &good, NULL, &slabs, sel, selw, ptrs, scl,
-                                             NULL),
-                     MEMRA_ERR_NULL_ARG);
-    assert_int_equal(memra_route_tables_host(logits, 0, &good, NULL, &slabs, sel, selw, ptrs, scl,
-                                             NULL),
-                     MEMRA_ERR_INVALID_ARG);
-    assert_int_equal(memra_route_tables_host((char *)logits + 2, 1, &good, NULL, &slabs, sel,
-                                             selw, ptrs, scl, NULL),
+    assert_int_equal(
+        memra_route_tables_host(logits, 1, NULL, NULL, &slabs, sel, selw, ptrs, scl, NULL),
+        MEMRA_ERR_NULL_ARG);
+    assert_int_equal(
+        memra_route_tables_host(NULL, 1, &good, NULL, &slabs, sel, selw, ptrs, scl, NULL),
+        MEMRA_ERR_NULL_ARG);
+    assert_int_equal(
+        memra_route_tables_host(logits, 0, &good, NULL, &slabs, sel, selw, ptrs, scl, NULL),
+        MEMRA_ERR_INVALID_ARG);
+    assert_int_equal(memra_route_tables_host((char *)logits + 2, 1, &good, NULL, &slabs, sel, selw,
+                                             ptrs, scl, NULL),
                      MEMRA_ERR_MISALIGNED);
 }
 
@@ -512,8 +547,8 @@ static void test_device_matches_host_every_config(void **state)
         memra_faults f0, f1;
         assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
         assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, (int)ci,
-                                                c->with_macros ? &mac : NULL, &slabs, d.sel,
-                                                d.selw, d.ptrs, d.scl, own),
+                                                c->with_macros ? &mac : NULL, &slabs, d.sel, d.selw,
+                                                d.ptrs, d.scl, own),
                          MEMRA_OK);
         outputs dv, h;
         dev_read(eng, &d, np, &dv);
@@ -602,9 +637,9 @@ static void test_device_refuses_bad_input(void **state)
                      MEMRA_ERR_NULL_ARG);
     assert_int_equal(memra_moe_route_tables(eng, 66, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_MISALIGNED);
-    assert_int_equal(memra_moe_route_tables(eng, 64, 1u << 26, &s, 0, NULL, &slabs, 64, 64, 64,
-                                            64, NULL),
-                     MEMRA_ERR_INVALID_ARG);
+    assert_int_equal(
+        memra_moe_route_tables(eng, 64, 1u << 26, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
+        MEMRA_ERR_INVALID_ARG);
     s.top_k = 0;
     assert_int_equal(memra_moe_route_tables(eng, 64, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_INVALID_ARG);

@@ -1,28 +1,60 @@
 #!/usr/bin/env bash
 # One device-machine session: build, the whole suite (GPU gate included), the
-# rig setup, memra info/check, and the benchmark. Logs go to $1 (default out/).
+# rig setup, memra info/check, the Rust crate's gate (a test binary built
+# elsewhere and carried in .device/), the Python package's CPU tests, NVRTC
+# from an unusual folder (throwaway machines only), and the benchmarks.
+# Logs go to $1 (default out/).
+#   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-out}
+stages=" ${MEMRA_STAGES:-test rig check rust pytest elsewhere bench} "
+has() { [[ "$stages" == *" $1 "* ]]; }
 out=/tmp/memra-logs
 rm -rf "$out"; mkdir -p "$out" "$dest"
 # The device tool returns at most 8 files: pack every log into one archive.
-trap 'tar czf "$dest/logs.tgz" -C "$out" . && cp "$out/bench.json" "$dest/" 2>/dev/null' EXIT
+trap 'tar czf "$dest/logs.tgz" -C "$out" . && cp "$out"/*.json "$dest/" 2>/dev/null' EXIT
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: ${MEMRA_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   echo "kernel: $(uname -r)"
-} | tee "$out/env.txt"
+  echo "stages:$stages"
+} | tee -a "$out/env.txt"
 b=/tmp/memra-build
-meson setup "$b" >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
+[ -f "$b/build.ninja" ] || meson setup "$b" >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
 meson compile -C "$b" >"$out/compile.log" 2>&1 || { tail -40 "$out/compile.log"; exit 1; }
-meson test -C "$b" --print-errorlogs 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
-# The inherited environment is the machine's, not ours: leave it out.
-sed '/^Inherited environment:/d' "$b/meson-logs/testlog.txt" >"$out/testlog.txt"
-meson test -C "$b" --setup rig --suite gpu 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
-"$b/tools/memra" info 2>&1 | tee "$out/info.log"
-"$b/tools/memra" check 2>&1 | tee "$out/check.log"
-if [ "${MEMRA_SKIP_BENCH:-0}" != 1 ]; then
+lib="$b/src/libmemra.so.0"
+if has test; then
+  meson test -C "$b" --print-errorlogs 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
+  # The inherited environment is the machine's, not ours: leave it out.
+  sed '/^Inherited environment:/d' "$b/meson-logs/testlog.txt" >"$out/testlog.txt"
+fi
+if has rig; then
+  meson test -C "$b" --setup rig test_gpu 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
+fi
+if has check; then
+  "$b/tools/memra" info 2>&1 | tee "$out/info.log"
+  "$b/tools/memra" check 2>&1 | tee "$out/check.log"
+fi
+if has rust; then
+  if [ -x .device/vrows_dev_tables ]; then
+    echo "== the seed's gate (bindings/rust/tests/vrows_dev_tables.rs), under the rig lock" | tee "$out/rust-gate.log"
+    flock /tmp/memra-5090.lock env MEMRA_LIB="$lib" .device/vrows_dev_tables --ignored \
+      --test-threads=1 --nocapture 2>&1 | tee -a "$out/rust-gate.log"
+  else
+    echo "rust: no .device/vrows_dev_tables carried" | tee "$out/rust-gate.log"
+  fi
+fi
+if has pytest; then
+  MEMRA_LIB="$lib" MEMRA_SKIP_PACKAGING=1 python3 -m pytest -q -p no:cacheprovider python/tests \
+    --ignore=python/tests/test_torch_gpu.py 2>&1 | tee "$out/pytest-cpu.log" | tail -3
+fi
+if has elsewhere && [ "${MEMRA_THROWAWAY_MACHINE:-0}" = 1 ]; then
+  tools/gpu-nvrtc-elsewhere.sh "$b" "$out" >/dev/null 2>&1
+  grep -E '^== |memra check:|will use|kernel:|PASSED|FAILED' "$out/nvrtc-elsewhere.log"
+fi
+if has bench; then
   "$b/tools/memra" bench --json "$out/bench.json" 2>&1 | tee "$out/bench.log"
+  MEMRA_LIB="$lib" python3 benchmarks/bench_torch.py --json "$out/bench-torch.json" 2>&1 | tee "$out/bench-torch.log"
 fi

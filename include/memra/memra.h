@@ -304,7 +304,10 @@ MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint
 #define MEMRA_ROUTE_MAX_TOP_K 32
 #define MEMRA_ROUTE_MAX_GROUPS 32
 
-typedef enum memra_route_scoring { MEMRA_ROUTE_SOFTMAX = 0, MEMRA_ROUTE_SIGMOID = 1 } memra_route_scoring;
+typedef enum memra_route_scoring {
+    MEMRA_ROUTE_SOFTMAX = 0,
+    MEMRA_ROUTE_SIGMOID = 1
+} memra_route_scoring;
 typedef enum memra_logits_dtype { MEMRA_LOGITS_F32 = 0, MEMRA_LOGITS_BF16 = 1 } memra_logits_dtype;
 
 typedef struct memra_route_spec {
