@@ -156,10 +156,15 @@ static void test_out_of_range_and_fault_word(void **state)
     selw[500] = NAN;
     memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {5 * MiB, 5 * MiB, 9 * MiB}};
     dcase c = {N, E, sel, selw, NULL, &sl, 0, NULL, 1};
-    CHECK_CASE(eng, &c); /* compares the fault word with the host arm's too */
     memra_faults f;
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK); /* start clear */
+    CHECK_CASE(eng, &c); /* compares what the launch added to the fault word with the host arm */
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK); /* read and clear */
+    assert_int_equal(f.bad_expert, 4);
+    assert_int_equal(f.nonfinite, 1);
+    assert_int_equal(f.first_pair, 417);
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 0), MEMRA_OK);
-    assert_int_equal(f.bad_expert, 0); /* CHECK_CASE reset it */
+    assert_int_equal(f.bad_expert, 0);
     assert_int_equal(f.first_pair, MEMRA_NO_FAULT);
 }
 
@@ -332,6 +337,8 @@ static void test_two_engines_one_device(void **state)
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
     dcase c = {N, 4, sel, selw, NULL, &sl, 0, NULL, 1};
     CHECK_CASE(second, &c);
+    assert_int_equal(memra_engine_faults(second, NULL, &f, 1), MEMRA_OK);
+    assert_int_equal(f.bad_expert, 1);
     memra_devptr d;
     assert_int_equal(memra_alloc(second, 4096, &d), MEMRA_OK);
     assert_int_equal(memra_upload_i32(second, d, sel, N), MEMRA_OK);

@@ -277,7 +277,7 @@ static void test_context_reset_is_noticed(void **state)
     CU(drv->cuStreamSynchronize(NULL));
     memra_faults f;
     assert_int_equal(memra_engine_faults(old, NULL, &f, 1), MEMRA_ERR_CONTEXT_RESET);
-    assert_int_equal(gate_case_check(old, 1, why, sizeof why), 1);
+    assert_int_equal(gate_case_check(old, 1, why, sizeof why), -(int)MEMRA_ERR_CONTEXT_RESET);
     assert_non_null(strstr(why, "reset"));
     memra_engine_destroy(old);
     uint32_t back[4];
