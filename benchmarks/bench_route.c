@@ -150,6 +150,8 @@ static void bench_config(memra_engine *eng, size_t ci, uint32_t T, CUfunction c1
         CK(d->cuStreamSynchronize(s));
         free(logits);
         MK(memra_route_prepare_layer(eng, il, &su.spec, &su.mac, s));
+        /* the two-step path's table kernel mirrors the planes alone */
+        MK(memra_vrows_prepare_layer(eng, LAYERS + il, su.spec.n_expert, &su.mac, s));
         CK(d->cuStreamSynchronize(s));
         /* The top-k kernel's own launch, as memra_moe_route_tables makes it. */
         const CUdeviceptr planes_dev = eng->layers[il]->dev;

@@ -13,12 +13,37 @@
 #define memra_warp_sync() __syncwarp()
 #define memra_warp_any(p) __any_sync(0xffffffffu, (p))
 #define memra_shfl_xor_f(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
-#define memra_shfl_xor_i(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
 #define memra_shfl_f(v, l) __shfl_sync(0xffffffffu, (v), (l))
 #define MEMRA_SHARED __shared__
+#if __CUDA_ARCH__ >= 800
+#define memra_warp_max_u32(x) __reduce_max_sync(0xffffffffu, (x))
+#define memra_warp_min_u32(x) __reduce_min_sync(0xffffffffu, (x))
+#else
+MEMRA_DEVICE memra_u32 memra_warp_max_u32(memra_u32 x)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
+        x = o > x ? o : x;
+    }
+    return x;
+}
+MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
+        x = o < x ? o : x;
+    }
+    return x;
+}
+#endif
 #endif
 
 #define MEMRA_ROUTE_WARPS 4 /* tokens per block of 128 threads */
+#ifdef __CUDACC_RTC__
+#define MEMRA_UNROLL_N _Pragma("unroll 8")
+#else
+#define MEMRA_UNROLL_N
+#endif
 #define MEMRA_ROUTE_MAX_EXPERT 1024
 #define MEMRA_ROUTE_SIGMOID 1u
 #define MEMRA_ROUTE_BF16 2u
@@ -33,22 +58,35 @@ MEMRA_DEVICE float memra_route_max(float a, float b)
     return (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
 }
 
-/* (value, index) argmax across the warp under memra_route_better. */
+/* A float's place in the expert order as an unsigned key: larger values
+ * have larger keys, and +0 and -0 one key (they are equal scores, ranked by
+ * index). The sentinel -inf has the smallest key of any value used. */
+MEMRA_DEVICE memra_u32 memra_route_key(float v)
+{
+    memra_u32 b = memra_as_bits(v);
+    if (b == 0x80000000u)
+        b = 0;
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+/* The index of the best (value, index) across the warp under
+ * memra_route_better: the largest key, then the lowest index among the
+ * lanes that hold it. Two warp reductions (redux.sync from sm_80, shuffles
+ * before); comparisons only, so the winner is the same on any hardware. */
 #define MEMRA_WARP_ARGMAX(v, i)                                                                    \
-    for (int off_ = 16; off_ > 0; off_ >>= 1) {                                                   \
-        const float ov_ = memra_shfl_xor_f((v), off_);                                             \
-        const int oi_ = memra_shfl_xor_i((i), off_);                                               \
-        if (memra_route_better(ov_, oi_, (v), (i)))                                                \
-            (v) = ov_, (i) = oi_;                                                                  \
-    }
+    do {                                                                                           \
+        const memra_u32 k_ = memra_route_key(v);                                                   \
+        const memra_u32 kmax_ = memra_warp_max_u32(k_);                                            \
+        (i) = (int)memra_warp_min_u32(k_ == kmax_ ? (memra_u32)(i) : 0xffffffffu);                 \
+    } while (0)
 
 /* The parameters of both entry points (src/route_abi.h). */
 #define MEMRA_ROUTE_PARAMS                                                                         \
     const void *logits, const float *bias, const float *mg, const float *mu, const float *md,      \
         memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,        \
-        int *sel, float *selw, memra_u64 *ptrs, float *scl, memra_u32 *faults,                    \
-        memra_u32 n_tokens, memra_u32 n_expert, memra_u32 top_k, memra_u32 n_group,               \
-        memra_u32 topk_group, memra_u32 flags, float scale
+        int *sel, float *selw, memra_u64 *ptrs, float *scl, memra_u32 *faults, memra_u32 n_tokens, \
+        memra_u32 n_expert, memra_u32 top_k, memra_u32 n_group, memra_u32 topk_group,              \
+        memra_u32 flags, float scale
 #define MEMRA_ROUTE_ARGS                                                                           \
     logits, bias, mg, mu, md, pg, pu, pd, sg, su, sd, sel, selw, ptrs, scl, faults, n_tokens,      \
         n_expert, top_k, n_group, topk_group, flags, scale
@@ -68,6 +106,7 @@ MEMRA_DEVICE void memra_route_warp(const int tables, MEMRA_ROUTE_PARAMS)
     /* 1. Logits; a token with any NaN or infinite logit is routed to
      *    experts 0..k-1 with weight +0 and counted. */
     int bad = 0;
+    MEMRA_UNROLL_N
     for (memra_u32 i = 0; i < per; i++) {
         const memra_u32 e = lane + 32u * i;
         if (e < E) {
@@ -129,6 +168,7 @@ MEMRA_DEVICE void memra_route_warp(const int tables, MEMRA_ROUTE_PARAMS)
             if (lane < n_group) {
                 float b1 = memra_from_bits(MEMRA_NEG_INF_BITS), b2 = b1;
                 int i1 = MEMRA_ROUTE_NO_INDEX, i2 = MEMRA_ROUTE_NO_INDEX;
+                MEMRA_UNROLL_N
                 for (memra_u32 e = lane * G; e < lane * G + G; e++) {
                     const float c = c_sh[e];
                     if (memra_route_better(c, (int)e, b1, i1)) {
@@ -145,7 +185,7 @@ MEMRA_DEVICE void memra_route_warp(const int tables, MEMRA_ROUTE_PARAMS)
             for (memra_u32 r = 0; r < topk_group; r++) {
                 float v = taken ? memra_from_bits(MEMRA_NEG_INF_BITS) : gs;
                 int g = taken ? MEMRA_ROUTE_NO_INDEX : (int)lane;
-                MEMRA_WARP_ARGMAX(v, g)
+                MEMRA_WARP_ARGMAX(v, g);
                 allowed |= 1u << g;
                 taken |= g == (int)lane;
             }
@@ -162,12 +202,13 @@ MEMRA_DEVICE void memra_route_warp(const int tables, MEMRA_ROUTE_PARAMS)
         for (memra_u32 j = 0; j < top_k; j++) {
             float v = memra_from_bits(MEMRA_NEG_INF_BITS);
             int idx = MEMRA_ROUTE_NO_INDEX;
+            MEMRA_UNROLL_N
             for (memra_u32 i = 0; i < per; i++) {
                 const memra_u32 e = lane + 32u * i;
                 if (((open >> i) & 1u) && memra_route_better(c_sh[e], (int)e, v, idx))
                     v = c_sh[e], idx = (int)e;
             }
-            MEMRA_WARP_ARGMAX(v, idx)
+            MEMRA_WARP_ARGMAX(v, idx);
             if ((memra_u32)idx % 32u == lane)
                 open &= ~(1u << ((memra_u32)idx / 32u));
             if (j == lane)
@@ -197,8 +238,8 @@ MEMRA_DEVICE void memra_route_warp(const int tables, MEMRA_ROUTE_PARAMS)
         sel[p] = my_e;
         selw[p] = w;
         if (tables) {
-            const memra_vrows_out o = memra_vrows_pair(my_e, w, p, mg, mu, md, pg, pu, pd, sg, su,
-                                                       sd, n_expert, faults);
+            const memra_vrows_out o =
+                memra_vrows_pair(my_e, w, p, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
             MEMRA_ST(&ptrs[p], o.g);
             MEMRA_ST(&ptrs[n_pairs + p], o.u);
             MEMRA_ST(&ptrs[2u * n_pairs + p], o.d);

@@ -82,14 +82,28 @@ static inline float memra_shfl_xor_f(float v, int off)
 {
     return memra_shfl_f(v, (int)(HOST_LANE ^ (unsigned)off));
 }
-static inline int memra_shfl_xor_i(int v, int off)
+
+static inline memra_u32 memra_warp_max_u32(memra_u32 x)
 {
     host_warp *w = HOST_WARP;
-    w->i[HOST_LANE] = v;
+    w->i[HOST_LANE] = (int)x;
     memra_warp_sync();
-    const int r = w->i[HOST_LANE ^ (unsigned)off];
+    memra_u32 m = 0;
+    for (int l = 0; l < 32; l++)
+        m = (memra_u32)w->i[l] > m ? (memra_u32)w->i[l] : m;
     memra_warp_sync();
-    return r;
+    return m;
+}
+static inline memra_u32 memra_warp_min_u32(memra_u32 x)
+{
+    host_warp *w = HOST_WARP;
+    w->i[HOST_LANE] = (int)x;
+    memra_warp_sync();
+    memra_u32 m = 0xffffffffu;
+    for (int l = 0; l < 32; l++)
+        m = (memra_u32)w->i[l] < m ? (memra_u32)w->i[l] : m;
+    memra_warp_sync();
+    return m;
 }
 
 #define MEMRA_KERNEL static void
