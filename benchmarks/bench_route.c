@@ -79,7 +79,8 @@ static void step(setup *su, int variant)
             topk(su, l);
             if (variant == TWO_STEP)
                 MK(memra_moe_vrows_tables_from_sel(su->eng, l->sel, l->selw, np, su->spec.n_expert,
-                                                   il, &su->mac, &su->sl, l->ptrs, l->scl, su->s));
+                                                   LAYERS + il, &su->mac, &su->sl, l->ptrs, l->scl,
+                                                   su->s));
         }
         if (variant == TOPK)
             consume(su, su->consume_sel, l->sel, l->selw, np);
