@@ -240,12 +240,7 @@ MEMRA_DEVICE void memra_route_warp(const int tables, MEMRA_ROUTE_PARAMS)
         if (tables) {
             const memra_vrows_out o =
                 memra_vrows_pair(my_e, w, p, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
-            MEMRA_ST(&ptrs[p], o.g);
-            MEMRA_ST(&ptrs[n_pairs + p], o.u);
-            MEMRA_ST(&ptrs[2u * n_pairs + p], o.d);
-            MEMRA_ST(&scl[p], o.s0);
-            MEMRA_ST(&scl[n_pairs + p], o.s1);
-            MEMRA_ST(&scl[2u * n_pairs + p], o.s2);
+            memra_vrows_store(o, p, n_pairs, ptrs, scl);
         }
     }
 }

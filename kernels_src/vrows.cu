@@ -101,6 +101,18 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p, cons
 #define MEMRA_ST(ptr, v) (*(ptr) = (v))
 #endif
 
+/* Pair p's three pointers and three scales into the plane-major tables. */
+MEMRA_DEVICE void memra_vrows_store(const memra_vrows_out o, memra_u32 p, memra_u32 n_pairs,
+                                    memra_u64 *MEMRA_RESTRICT ptrs, float *MEMRA_RESTRICT scl)
+{
+    MEMRA_ST(&ptrs[p], o.g);
+    MEMRA_ST(&ptrs[n_pairs + p], o.u);
+    MEMRA_ST(&ptrs[2u * n_pairs + p], o.d);
+    MEMRA_ST(&scl[p], o.s0);
+    MEMRA_ST(&scl[n_pairs + p], o.s1);
+    MEMRA_ST(&scl[2u * n_pairs + p], o.s2);
+}
+
 MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRICT sel,
                                    const float *MEMRA_RESTRICT selw, const float *MEMRA_RESTRICT mg,
                                    const float *MEMRA_RESTRICT mu, const float *MEMRA_RESTRICT md,
@@ -131,12 +143,7 @@ MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRI
             break;
         const memra_vrows_out o =
             memra_vrows_pair(ex[k], w[k], p, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
-        MEMRA_ST(&ptrs[p], o.g);
-        MEMRA_ST(&ptrs[n_pairs + p], o.u);
-        MEMRA_ST(&ptrs[2u * n_pairs + p], o.d);
-        MEMRA_ST(&scl[p], o.s0);
-        MEMRA_ST(&scl[n_pairs + p], o.s1);
-        MEMRA_ST(&scl[2u * n_pairs + p], o.s2);
+        memra_vrows_store(o, p, n_pairs, ptrs, scl);
     }
 }
 

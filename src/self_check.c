@@ -20,6 +20,14 @@
         }                                                                                          \
     } while (0)
 
+/* Frees the device buffers a check allocated (0: not allocated). */
+static void free_buffers(memra_engine *eng, const memra_devptr *bufs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (bufs[i])
+            memra_free(eng, bufs[i]);
+}
+
 int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t why_len)
 {
     const uint32_t n = c->n;
@@ -80,15 +88,9 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
         }
     }
     bad = 0;
-out:
-    if (dsel)
-        memra_free(eng, dsel);
-    if (dselw)
-        memra_free(eng, dselw);
-    if (dptrs)
-        memra_free(eng, dptrs);
-    if (dscl)
-        memra_free(eng, dscl);
+out:;
+    const memra_devptr bufs[] = {dsel, dselw, dptrs, dscl};
+    free_buffers(eng, bufs, 4);
     free(dp), free(hp), free(ds), free(hs);
     return bad;
 }
@@ -197,17 +199,9 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         goto out;
     }
     bad = 0;
-out:
-    if (dl)
-        memra_free(eng, dl);
-    if (dsel)
-        memra_free(eng, dsel);
-    if (dselw)
-        memra_free(eng, dselw);
-    if (dptrs)
-        memra_free(eng, dptrs);
-    if (dscl)
-        memra_free(eng, dscl);
+out:;
+    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl};
+    free_buffers(eng, bufs, 5);
     free(logits), free(hsel), free(gsel), free(hselw), free(gselw);
     free(hscl), free(gscl), free(hptrs), free(gptrs);
     return bad;

@@ -32,15 +32,16 @@ static const char *fake(const char *name)
     return p;
 }
 
-/* A toolkit folder holding `lib` as lib64/<its file name>. */
-static const char *toolkit_with(const char *lib)
+/* A toolkit folder holding `lib` as lib64/libnvrtc.so.<major>, the name a
+ * toolkit gives it. */
+static const char *toolkit_with(const char *lib, int major)
 {
     static char home[400];
     static int made;
     snprintf(home, sizeof home, "%s/cuda-%ld-%d", tmp, (long)getpid(), made++);
     char d[500], link[700];
     snprintf(d, sizeof d, "%s/lib64", home);
-    snprintf(link, sizeof link, "%s/%s", d, strrchr(lib, '/') + 1);
+    snprintf(link, sizeof link, "%s/libnvrtc.so.%d", d, major);
     if (mkdir(home, 0700) || mkdir(d, 0700) || symlink(lib, link)) {
         perror(link);
         _exit(4);
@@ -115,12 +116,12 @@ static int case_newer_major_skipped(void)
     char msg[4096];
     child_driver(12080, 9, 0);
     setenv("MEMRA_NVRTC_PATH", fake("V13_0"), 1);
-    setenv("CUDA_HOME", toolkit_with(fake("V12_9")), 1);
+    setenv("CUDA_HOME", toolkit_with(fake("V12_9"), 12), 1);
     memra_kernel_origin o = warm(msg, sizeof msg, NULL);
     CHILD_CHECK(o.ready);
     CHILD_CHECK(o.nvrtc_version == 12090);
     CHILD_CHECK(!o.is_ptx && o.arch == 90);
-    CHILD_CHECK(strstr(o.nvrtc_path, "libnvrtc.so.12") != NULL);
+    CHILD_CHECK(strstr(o.nvrtc_path, "/lib64/libnvrtc.so.12") != NULL); /* via CUDA_HOME */
     return 0;
 }
 
@@ -230,7 +231,7 @@ static int case_load_failure_falls_through(void)
     char msg[4096];
     child_driver(13000, 9, 0);
     setenv("MEMRA_NVRTC_PATH", fake("V12_9_BAD"), 1);
-    setenv("CUDA_HOME", toolkit_with(fake("V12_8")), 1);
+    setenv("CUDA_HOME", toolkit_with(fake("V12_8"), 12), 1);
     memra_kernel_origin o = warm(msg, sizeof msg, NULL);
     CHILD_CHECK(o.ready && o.nvrtc_version == 12080 && !o.is_ptx && o.arch == 90);
     return 0;
