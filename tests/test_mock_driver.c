@@ -300,43 +300,6 @@ static void test_capture_and_replay(void **state)
     memra_engine_destroy(eng);
 }
 
-/* The gate a serving process runs at boot: exact on a sound device, and it
- * leaves a clear fault word clear. */
-static void test_self_check_exact(void **state)
-{
-    (void)state;
-    memra_engine *eng = make_engine();
-    memra_self_check_report rep;
-    assert_int_equal(memra_engine_self_check(eng, &rep), MEMRA_OK);
-    assert_int_equal(rep.cases, 6 + 5);
-    assert_int_equal(rep.failed, 0);
-    assert_true(rep.entries >= 6u * 2 * 65536);
-    assert_string_equal(rep.first_failure, "");
-    memra_faults f;
-    assert_int_equal(memra_engine_faults(eng, NULL, &f, 0), MEMRA_OK);
-    assert_int_equal(f.bad_expert, 0);
-    assert_int_equal(f.nonfinite, 0);
-    assert_int_equal(f.first_pair, MEMRA_NO_FAULT);
-    assert_int_equal(memra_engine_self_check(NULL, &rep), MEMRA_ERR_NULL_ARG);
-    assert_int_equal(memra_engine_self_check(eng, NULL), MEMRA_ERR_NULL_ARG);
-    memra_engine_destroy(eng);
-}
-
-/* A device whose tables are off by one bit fails it, and says where. */
-static void test_self_check_catches_a_wrong_bit(void **state)
-{
-    (void)state;
-    memra_engine *eng = make_engine();
-    mock.corrupt_tables = 1;
-    memra_self_check_report rep;
-    assert_int_equal(memra_engine_self_check(eng, &rep), MEMRA_ERR_SELF_CHECK);
-    assert_int_equal(rep.failed, 6); /* the table cases; routing writes its own */
-    assert_non_null(strstr(rep.first_failure, "gate case fixture"));
-    assert_non_null(strstr(rep.first_failure, "scl["));
-    assert_non_null(strstr(memra_last_error(), "6 of 11 cases differ"));
-    memra_engine_destroy(eng);
-}
-
 static void test_no_driver(void **state)
 {
     (void)state;
@@ -623,8 +586,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_launch_argument_widths, setup, teardown),
         cmocka_unit_test_setup_teardown(test_macro_cache_hits_and_content_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capture_and_replay, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_self_check_exact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_driver, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nvrtc_failure_carries_log, setup, teardown),

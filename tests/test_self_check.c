@@ -1,0 +1,80 @@
+/* memra_engine_self_check on the mock driver: exact on a sound device,
+ * failing (and saying where) on one that flips a bit. Its routing cases run
+ * the routing kernel's source with warps as threads, which valgrind makes
+ * very slow: this file runs in the plain and sanitizer builds, not under
+ * valgrind (suite mock-threads). */
+#include "testutil.h"
+
+#include "mock_driver.h"
+
+static int setup(void **state)
+{
+    (void)state;
+    mock_install();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    mock_drain();
+    assert_int_equal(mock.live_allocs, 0);
+    assert_int_equal(mock.live_pinned, 0);
+    assert_int_equal(mock.events_live, 0);
+    mock_uninstall();
+    return 0;
+}
+
+static memra_engine *make_engine(void)
+{
+    memra_engine *eng = NULL;
+    if (memra_engine_create(0, &eng))
+        fail_msg("engine_create: %s", memra_last_error());
+    return eng;
+}
+
+/* The gate a serving process runs at boot: exact on a sound device, and it
+ * leaves a clear fault word clear. */
+static void test_self_check_exact(void **state)
+{
+    (void)state;
+    memra_engine *eng = make_engine();
+    memra_self_check_report rep;
+    assert_int_equal(memra_engine_self_check(eng, &rep), MEMRA_OK);
+    assert_int_equal(rep.cases, 6 + 5);
+    assert_int_equal(rep.failed, 0);
+    assert_true(rep.entries >= 6u * 2 * 65536);
+    assert_string_equal(rep.first_failure, "");
+    memra_faults f;
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 0), MEMRA_OK);
+    assert_int_equal(f.bad_expert, 0);
+    assert_int_equal(f.nonfinite, 0);
+    assert_int_equal(f.first_pair, MEMRA_NO_FAULT);
+    assert_int_equal(memra_engine_self_check(NULL, &rep), MEMRA_ERR_NULL_ARG);
+    assert_int_equal(memra_engine_self_check(eng, NULL), MEMRA_ERR_NULL_ARG);
+    memra_engine_destroy(eng);
+}
+
+/* A device whose tables are off by one bit fails it, and says where. */
+static void test_self_check_catches_a_wrong_bit(void **state)
+{
+    (void)state;
+    memra_engine *eng = make_engine();
+    mock.corrupt_tables = 1;
+    memra_self_check_report rep;
+    assert_int_equal(memra_engine_self_check(eng, &rep), MEMRA_ERR_SELF_CHECK);
+    assert_int_equal(rep.failed, 6); /* the table cases; routing writes its own */
+    assert_non_null(strstr(rep.first_failure, "gate case fixture"));
+    assert_non_null(strstr(rep.first_failure, "scl["));
+    assert_non_null(strstr(memra_last_error(), "6 of 11 cases differ"));
+    memra_engine_destroy(eng);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_self_check_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
