@@ -7,41 +7,9 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "device_case.h"
 #include "gate_cases.h"
-#include "mock_driver.h"
+#include "mock_fixture.h"
 #include "vrows_abi.h"
-
-static int setup(void **state)
-{
-    (void)state;
-    mock_install();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    /* Whatever a test did, the engine gave everything back. */
-    assert_int_equal(mock.live_allocs, 0);
-    assert_int_equal(mock.ctx_refs, 0);
-    assert_int_equal(mock.streams_live, 0);
-    assert_int_equal(mock.modules_live, 0);
-    assert_int_equal(mock.live_pinned, 0);
-    assert_int_equal(mock.events_live, 0);
-    assert_int_equal(mock.stale_uses, 0);
-    mock_uninstall();
-    return 0;
-}
-
-static memra_engine *make_engine(void)
-{
-    memra_engine *eng = NULL;
-    memra_status st = memra_engine_create(0, &eng);
-    if (st)
-        fail_msg("engine_create: %s", memra_last_error());
-    return eng;
-}
 
 /* device_case_check plus what only the mock can see: one launch, its grid. */
 static void run_device_case(memra_engine *eng, const dcase *c)
@@ -59,7 +27,7 @@ static void run_device_case(memra_engine *eng, const dcase *c)
 static void test_engine_info_and_lifecycle(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     memra_engine_info info;
     assert_int_equal(memra_engine_get_info(eng, &info), MEMRA_OK);
     assert_string_equal(info.name, "Mock GPU 0");
@@ -76,7 +44,7 @@ static void test_engine_info_and_lifecycle(void **state)
 static void test_jit_options_cubin_for_exact_sm(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK); /* once */
     assert_int_equal(mock.calls[MOCK_nvrtcCompileProgram], 1);
@@ -98,7 +66,7 @@ static void test_jit_ptx_for_unknown_sm(void **state)
     (void)state;
     mock.sm_major = 13;
     mock.sm_minor = 0;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     assert_non_null(strstr(mock.options, "--gpu-architecture=compute_120 "));
     memra_engine_info info;
@@ -110,7 +78,7 @@ static void test_jit_ptx_for_unknown_sm(void **state)
 static void test_gate_cases_through_launch(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     char why[512];
     for (size_t i = 0; i < N_GATE_CASES; i++) {
         const int launches = mock.launches;
@@ -125,7 +93,7 @@ static void test_gate_cases_through_launch(void **state)
 static void test_random_launches_match_host_arm(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     uint64_t s = 0xfeed;
     static const uint32_t sizes[] = {1, 3, 255, 256, 257, 511, 513, 4099, 70001};
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
@@ -144,7 +112,7 @@ static void test_random_launches_match_host_arm(void **state)
 static void test_launch_argument_widths(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     memra_devptr b;
     assert_int_equal(memra_alloc(eng, 4096, &b), MEMRA_OK);
     const int32_t sel[1] = {0};
@@ -180,7 +148,7 @@ static void test_launch_argument_widths(void **state)
 static void test_macro_cache_hits_and_content_check(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     enum { N = 16, E = 8 };
     float pl[3][E];
     for (int k = 0; k < 3; k++)
@@ -229,7 +197,7 @@ static void test_macro_cache_hits_and_content_check(void **state)
 static void test_capture_and_replay(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     enum { N = 300, E = 64 };
     float pl[3][E];
     for (int k = 0; k < 3; k++)
@@ -332,7 +300,7 @@ static void test_no_device(void **state)
 static void test_nvrtc_failure_carries_log(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     mock.compile_log = "vrows.cu(12): error: identifier \"oops\" is undefined";
     assert_int_equal(memra_engine_warmup(eng), MEMRA_ERR_NVRTC);
     assert_non_null(strstr(memra_last_error(), "identifier \"oops\" is undefined"));
@@ -348,7 +316,7 @@ static void test_nvrtc_absent(void **state)
     (void)state;
     mock_nv.status = MEMRA_ERR_NVRTC;
     snprintf(mock_nv.why, sizeof mock_nv.why, "libnvrtc.so.13: cannot open shared object file");
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_ERR_NVRTC);
     assert_non_null(strstr(memra_last_error(), "mock-nvrtc"));
     assert_non_null(strstr(memra_last_error(), "cannot open shared object file"));
@@ -359,7 +327,7 @@ static void test_nvrtc_absent(void **state)
 static void test_module_load_failure(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     mock.refuse_loads = CUDA_ERROR_INVALID_IMAGE;
     assert_int_equal(memra_engine_warmup(eng), MEMRA_ERR_MODULE_LOAD);
     assert_non_null(strstr(memra_last_error(), "cuModuleLoadData"));
@@ -372,7 +340,7 @@ static void test_module_load_failure(void **state)
 static void test_refused_cubin_falls_back_to_ptx(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     mock.fail_call = MOCK_cuModuleLoadData, mock.fail_nth = 1;
     mock.fail_result = CUDA_ERROR_NO_BINARY_FOR_GPU;
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
@@ -391,7 +359,7 @@ static void test_refused_cubin_falls_back_to_ptx(void **state)
 static void test_failed_upload_leaves_mirror_invalid(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     enum { N = 8, E = 4 };
     float pl[3][E];
     for (int k = 0; k < 3; k++)
@@ -426,7 +394,7 @@ static void test_failed_upload_leaves_mirror_invalid(void **state)
 static void test_out_of_memory(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     const float pl[4] = {1, 2, 3, 4};
     memra_vrows_macros mac = {{pl, pl, pl}};
@@ -446,7 +414,7 @@ static void test_out_of_memory(void **state)
 static void test_device_bad_input_touches_nothing(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     memra_devptr d;
     assert_int_equal(memra_alloc(eng, 4096, &d), MEMRA_OK);
     memra_vrows_slabs sl = {{0, 0, 0}, {1, 1, 1}}, wrap = {{~0ull, 0, 0}, {1, 1, 1}};
@@ -491,7 +459,7 @@ static void test_device_bad_input_touches_nothing(void **state)
 static void test_no_context_push_when_current(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     CUcontext ctx;
     mock_table.cuDevicePrimaryCtxRetain(&ctx, 0);
@@ -578,25 +546,32 @@ static void test_fault_injection_sweep(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_engine_info_and_lifecycle, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_jit_options_cubin_for_exact_sm, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_jit_ptx_for_unknown_sm, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gate_cases_through_launch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_random_launches_match_host_arm, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_launch_argument_widths, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_macro_cache_hits_and_content_check, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_capture_and_replay, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_driver, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_device, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nvrtc_failure_carries_log, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nvrtc_absent, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_module_load_failure, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refused_cubin_falls_back_to_ptx, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failed_upload_leaves_mirror_invalid, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_of_memory, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_device_bad_input_touches_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_context_push_when_current, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fault_injection_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_info_and_lifecycle, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_jit_options_cubin_for_exact_sm, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_jit_ptx_for_unknown_sm, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_gate_cases_through_launch, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_random_launches_match_host_arm, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_launch_argument_widths, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_macro_cache_hits_and_content_check, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_capture_and_replay, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_no_driver, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_no_device, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_nvrtc_failure_carries_log, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_nvrtc_absent, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_module_load_failure, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_cubin_falls_back_to_ptx, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_upload_leaves_mirror_invalid, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_memory, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_bad_input_touches_nothing, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_no_context_push_when_current, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fault_injection_sweep, mock_setup, mock_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,7 @@
 #include "testutil.h"
 
 #include "kernel_on_host.h"
-#include "mock_driver.h"
+#include "mock_fixture.h"
 #include "route_cases.h"
 
 /* ---- memra_expf ------------------------------------------------------------ */
@@ -480,24 +480,6 @@ static void test_bad_specs(void **state)
 
 /* ---- the device arm, through the mock --------------------------------------- */
 
-static int setup(void **state)
-{
-    (void)state;
-    mock_install();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    mock_drain();
-    assert_int_equal(mock.live_allocs, 0);
-    assert_int_equal(mock.live_pinned, 0);
-    assert_int_equal(mock.events_live, 0);
-    mock_uninstall();
-    return 0;
-}
-
 typedef struct dev_bufs {
     memra_devptr logits, sel, selw, ptrs, scl;
 } dev_bufs;
@@ -663,9 +645,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_specs),
     };
     const struct CMUnitTest device[] = {
-        cmocka_unit_test_setup_teardown(test_device_matches_host_every_config, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_device_capture_and_replay, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_device_refuses_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_matches_host_every_config, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_capture_and_replay, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_refuses_bad_input, mock_setup, mock_teardown),
     };
     if (argc > 1 && strcmp(argv[1], "device") == 0)
         return cmocka_run_group_tests(device, NULL, NULL);

@@ -5,40 +5,14 @@
  * valgrind (suite mock-threads). */
 #include "testutil.h"
 
-#include "mock_driver.h"
-
-static int setup(void **state)
-{
-    (void)state;
-    mock_install();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    mock_drain();
-    assert_int_equal(mock.live_allocs, 0);
-    assert_int_equal(mock.live_pinned, 0);
-    assert_int_equal(mock.events_live, 0);
-    mock_uninstall();
-    return 0;
-}
-
-static memra_engine *make_engine(void)
-{
-    memra_engine *eng = NULL;
-    if (memra_engine_create(0, &eng))
-        fail_msg("engine_create: %s", memra_last_error());
-    return eng;
-}
+#include "mock_fixture.h"
 
 /* The gate a serving process runs at boot: exact on a sound device, and it
  * leaves a clear fault word clear. */
 static void test_self_check_exact(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     memra_self_check_report rep;
     assert_int_equal(memra_engine_self_check(eng, &rep), MEMRA_OK);
     assert_int_equal(rep.cases, 6 + 5);
@@ -59,7 +33,7 @@ static void test_self_check_exact(void **state)
 static void test_self_check_catches_a_wrong_bit(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     mock.corrupt_tables = 1;
     memra_self_check_report rep;
     assert_int_equal(memra_engine_self_check(eng, &rep), MEMRA_ERR_SELF_CHECK);
@@ -73,8 +47,9 @@ static void test_self_check_catches_a_wrong_bit(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_self_check_exact, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_self_check_exact, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, mock_setup,
+                                        mock_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

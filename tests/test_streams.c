@@ -14,39 +14,9 @@
 
 #include "device_case.h"
 #include "gate_cases.h"
-#include "mock_driver.h"
+#include "mock_fixture.h"
 
 enum { N = 40, E = 16 };
-
-static int setup(void **state)
-{
-    (void)state;
-    mock_install();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    mock_drain();
-    assert_int_equal(mock.live_allocs, 0);
-    assert_int_equal(mock.live_pinned, 0);
-    assert_int_equal(mock.ctx_refs, 0);
-    assert_int_equal(mock.streams_live, 0);
-    assert_int_equal(mock.events_live, 0);
-    assert_int_equal(mock.modules_live, 0);
-    assert_int_equal(mock.stale_uses, 0);
-    mock_uninstall();
-    return 0;
-}
-
-static memra_engine *make_engine(void)
-{
-    memra_engine *eng = NULL;
-    if (memra_engine_create(0, &eng))
-        fail_msg("engine_create: %s", memra_last_error());
-    return eng;
-}
 
 static CUstream make_stream(void)
 {
@@ -123,7 +93,7 @@ static void upload_inputs(work *w, CUstream s)
 static void test_null_is_the_legacy_default_stream(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     work w;
     work_init(eng, &w, 1.0f, 1);
     upload_inputs(&w, NULL);
@@ -142,7 +112,7 @@ static void test_null_is_the_legacy_default_stream(void **state)
 static void test_per_thread_default_stream(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     work w;
     work_init(eng, &w, 1.0f, 3);
     upload_inputs(&w, CU_STREAM_PER_THREAD);
@@ -156,7 +126,7 @@ static void test_per_thread_default_stream(void **state)
 static void test_engine_stream_is_explicit(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     memra_stream own = NULL;
     assert_int_equal(memra_engine_stream(eng, &own), MEMRA_OK);
     assert_non_null(own);
@@ -176,7 +146,7 @@ static void test_engine_stream_is_explicit(void **state)
 static void test_upload_on_one_stream_launch_on_another(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     CUstream a = make_stream(), b = make_stream();
     work w;
@@ -207,7 +177,7 @@ static void test_upload_on_one_stream_launch_on_another(void **state)
 static void test_queued_upload_source_is_not_overwritten(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     CUstream a = make_stream();
     work w1, w2;
@@ -228,7 +198,7 @@ static void test_queued_upload_source_is_not_overwritten(void **state)
 static void test_hits_cost_nothing_once_ordered(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     CUstream a = make_stream(), b = make_stream();
     work w;
     work_init(eng, &w, 1.0f, 7);
@@ -265,7 +235,7 @@ static void test_hits_cost_nothing_once_ordered(void **state)
 static void test_capture_after_pending_upload(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     CUstream a = make_stream(), c = make_stream();
     work w;
@@ -305,7 +275,7 @@ static void run_other_stream_once(mock_op_kind kind, CUstream s)
 static void test_fault_reset_loses_no_count(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);
     CUstream a = make_stream(), b = make_stream();
     work w;
@@ -357,7 +327,7 @@ static void *capture_thread(void *arg)
 static void test_other_threads_global_capture_survives(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     CUstream cs = make_stream(), d = make_stream();
     pthread_barrier_t began, done;
     pthread_barrier_init(&began, NULL, 2);
@@ -395,7 +365,7 @@ static void test_other_threads_global_capture_survives(void **state)
 static void test_capture_mode_restored(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
     mock_table.cuThreadExchangeStreamCaptureMode(&m);
     work w;
@@ -415,7 +385,7 @@ static void test_capture_mode_restored(void **state)
 static void test_context_reset_is_noticed(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     work w;
     work_init(eng, &w, 1.0f, 12);
     upload_inputs(&w, NULL);
@@ -435,7 +405,7 @@ static void test_context_reset_is_noticed(void **state)
     assert_int_equal(mock.stale_uses, 0);
     assert_int_equal(mock.ctx_refs, 0);
     /* A new engine on the new context works. */
-    eng = make_engine();
+    eng = mock_engine();
     char why[512];
     if (gate_case_check(eng, 1, why, sizeof why))
         fail_msg("after the reset: %s", why);
@@ -482,7 +452,7 @@ static void *prepare_thread(void *arg)
 static void test_no_launch_waits_behind_a_stalled_upload(void **state)
 {
     (void)state;
-    memra_engine *eng = make_engine();
+    memra_engine *eng = mock_engine();
     CUstream s1 = make_stream(), s2 = make_stream();
     work w;
     work_init(eng, &w, 1.0f, 13);
@@ -523,7 +493,7 @@ static void test_no_launch_waits_behind_a_stalled_upload(void **state)
 static void test_two_engines_same_layer_index(void **state)
 {
     (void)state;
-    memra_engine *draft = make_engine(), *target = make_engine();
+    memra_engine *draft = mock_engine(), *target = mock_engine();
     work wd, wt;
     work_init(draft, &wd, 1.0f, 14);
     work_init(target, &wt, 7.0f, 14);
@@ -544,7 +514,7 @@ static void test_two_engines_same_layer_index(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, mock_setup, mock_teardown)
         T(test_null_is_the_legacy_default_stream),
         T(test_per_thread_default_stream),
         T(test_engine_stream_is_explicit),
