@@ -4,9 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "testutil.h"
+#include "gpu_fixture.h"
 
-#include "device_case.h"
 #include "device_case.h"
 #include "engine.h"
 #include "gate_cases.h"
@@ -25,26 +24,13 @@ static const memra_driver *drv;
 static int group_setup(void **state)
 {
     (void)state;
-    if (memra_engine_create(0, &eng)) {
-        fprintf(stderr, "engine_create: %s\n", memra_last_error());
-        return -1;
-    }
-    drv = memra_driver_get();
-    /* As in a serving process: the device's primary context is current. */
-    assert_int_equal(drv->cuCtxPushCurrent(eng->ctx), CUDA_SUCCESS);
-    memra_engine_info info;
-    memra_engine_get_info(eng, &info);
-    printf("device 0: %s, sm_%d, driver %d, NVRTC %d\n", info.name, info.sm, info.driver_version,
-           info.nvrtc_version);
-    return 0;
+    return gpu_engine_open(&eng, &drv);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    CUcontext c;
-    drv->cuCtxPopCurrent(&c);
-    memra_engine_destroy(eng);
+    gpu_engine_close(eng, drv);
     return 0;
 }
 
@@ -357,13 +343,8 @@ static void test_two_engines_one_device(void **state)
 
 int main(void)
 {
-    int n = 0;
-    memra_status st = memra_device_count(&n);
-    if (st || n == 0) {
-        printf("SKIP: no CUDA device here (%s)\n",
-               st ? memra_last_error() : "the driver reports 0 devices");
+    if (gpu_absent())
         return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_compiles_as_cubin_for_this_sm),
         cmocka_unit_test(test_param_layout_matches_abi),

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "testutil.h"
+#include "gpu_fixture.h"
 
 #include "engine.h"
 #include "gate_cases.h"
@@ -19,21 +19,19 @@ static const memra_driver *drv;
 static int group_setup(void **state)
 {
     (void)state;
-    if (memra_engine_create(0, &eng) || memra_engine_warmup(eng)) {
-        fprintf(stderr, "engine: %s\n", memra_last_error());
+    if (gpu_engine_open(&eng, &drv))
+        return -1;
+    if (memra_engine_warmup(eng)) {
+        fprintf(stderr, "warmup: %s\n", memra_last_error());
         return -1;
     }
-    drv = memra_driver_get();
-    assert_int_equal(drv->cuCtxPushCurrent(eng->ctx), CUDA_SUCCESS);
     return 0;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    CUcontext c;
-    drv->cuCtxPopCurrent(&c);
-    memra_engine_destroy(eng);
+    gpu_engine_close(eng, drv);
     return 0;
 }
 
@@ -139,13 +137,8 @@ static void test_graph_replay_with_new_logits(void **state)
 
 int main(void)
 {
-    int n = 0;
-    memra_status st = memra_device_count(&n);
-    if (st || n == 0) {
-        printf("SKIP: no CUDA device here (%s)\n",
-               st ? memra_last_error() : "the driver reports 0 devices");
+    if (gpu_absent())
         return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_param_layout),
         cmocka_unit_test(test_graph_replay_with_new_logits),

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "testutil.h"
+#include "gpu_fixture.h"
 
 #include "device_case.h"
 #include "engine.h"
@@ -41,13 +41,8 @@ static void spin_copy(CUstream s, memra_devptr src, memra_devptr dst, int n)
 static int group_setup(void **state)
 {
     (void)state;
-    if (memra_engine_create(0, &eng)) {
-        fprintf(stderr, "engine_create: %s\n", memra_last_error());
+    if (gpu_engine_open(&eng, &drv))
         return -1;
-    }
-    drv = memra_driver_get();
-    /* As in a serving process: the device's primary context is current. */
-    assert_int_equal(drv->cuCtxPushCurrent(eng->ctx), CUDA_SUCCESS);
     memra_engine_info info;
     memra_engine_get_info(eng, &info);
     memra_image img;
@@ -70,9 +65,7 @@ static int group_teardown(void **state)
     (void)state;
     if (spin_mod)
         drv->cuModuleUnload(spin_mod);
-    CUcontext c;
-    drv->cuCtxPopCurrent(&c);
-    memra_engine_destroy(eng);
+    gpu_engine_close(eng, drv);
     return 0;
 }
 
@@ -299,13 +292,8 @@ static void test_context_reset_is_noticed(void **state)
 
 int main(void)
 {
-    int n = 0;
-    memra_status st = memra_device_count(&n);
-    if (st || n == 0) {
-        printf("SKIP: no CUDA device here (%s)\n",
-               st ? memra_last_error() : "the driver reports 0 devices");
+    if (gpu_absent())
         return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_is_the_legacy_stream),
         cmocka_unit_test(test_upload_ordered_for_other_streams),
