@@ -14,6 +14,12 @@ memra_status memra_mirror_get(memra_engine *eng, const char *fn, int il, uint32_
                               const float *const *planes, int n_planes, CUstream s,
                               CUdeviceptr *dev);
 
+/* Plane k of a mirror of n_expert-float planes. */
+static inline CUdeviceptr memra_mirror_plane(CUdeviceptr dev, uint32_t n_expert, int k)
+{
+    return dev + (uint64_t)k * n_expert * sizeof(float);
+}
+
 /* il in [0, MEMRA_MAX_LAYERS), else MEMRA_ERR_INVALID_ARG naming it. */
 memra_status memra_check_layer(const char *fn, int il);
 

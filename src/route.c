@@ -8,17 +8,13 @@
 #include "route_spec.h"
 #include "validate.h"
 
-/* The checks both calls share, then the context and the loaded kernel. */
+/* After the arguments are checked: the layer index where the layer mirrors
+ * anything, then the context and the loaded kernel. */
 static memra_status route_enter(memra_engine *eng, const char *fn, const memra_route_spec *spec,
-                                int il, const memra_vrows_macros *macros, CUstream s,
-                                int *have_macros, int *pushed)
+                                int il, int have_macros, CUstream s, int *pushed)
 {
-    if (!eng)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
-    memra_status st = memra_route_spec_check(fn, spec);
-    if (st || (st = memra_macros_check(fn, macros, have_macros)))
-        return st;
-    if ((*have_macros || spec->bias) && (st = memra_check_layer(fn, il)))
+    memra_status st;
+    if ((have_macros || spec->bias) && (st = memra_check_layer(fn, il)))
         return st;
     if ((st = memra_ctx_enter(eng, fn, pushed)))
         return st;
@@ -32,10 +28,14 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
                                        const memra_vrows_macros *macros, memra_stream stream)
 {
     static const char fn[] = "memra_route_prepare_layer";
-    CUstream s = (CUstream)stream;
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
     int have_macros, pushed;
-    memra_status st = route_enter(eng, fn, spec, il, macros, s, &have_macros, &pushed);
-    if (st)
+    memra_status st = memra_route_spec_check(fn, spec);
+    if (st || (st = memra_macros_check(fn, macros, &have_macros)))
+        return st;
+    CUstream s = (CUstream)stream;
+    if ((st = route_enter(eng, fn, spec, il, have_macros, s, &pushed)))
         return st;
     const float *planes[4];
     const int n = memra_route_planes(spec, macros, have_macros, planes);
@@ -56,25 +56,13 @@ memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint
     static const char fn[] = "memra_moe_route_tables";
     if (!eng)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
-    memra_status st = memra_route_spec_check(fn, spec);
+    int have_macros, pushed;
+    memra_status st = memra_route_validate(fn, logits, n_tokens, spec, macros, slabs, sel, selw,
+                                           ptrs, scl, &have_macros);
     if (st)
         return st;
-    if (!logits)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: logits is NULL", fn);
-    if (logits % (spec->logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4))
-        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = 0x%llx is not aligned to its element",
-                          fn, (unsigned long long)logits);
-    if (n_tokens == 0 || (uint64_t)n_tokens * spec->top_k > MEMRA_MAX_PAIRS)
-        return memra_fail(MEMRA_ERR_INVALID_ARG,
-                          "%s: n_tokens = %u: n_tokens * top_k must be in [1, %u]", fn, n_tokens,
-                          MEMRA_MAX_PAIRS);
-    int have_macros;
-    if ((st = memra_vrows_validate(fn, sel, selw, n_tokens * spec->top_k, spec->n_expert, macros,
-                                   slabs, ptrs, scl, &have_macros)))
-        return st;
     CUstream s = (CUstream)stream;
-    int pushed;
-    if ((st = route_enter(eng, fn, spec, il, macros, s, &have_macros, &pushed)))
+    if ((st = route_enter(eng, fn, spec, il, have_macros, s, &pushed)))
         return st;
 
     const uint32_t E = spec->n_expert;
@@ -108,12 +96,12 @@ memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint
         if ((st = memra_mirror_get(eng, fn, il, E, planes, n, s, &dev)))
             goto done;
         if (have_macros) {
-            a.mg = dev;
-            a.mu = dev + (uint64_t)E * sizeof(float);
-            a.md = dev + (uint64_t)E * 2 * sizeof(float);
+            a.mg = memra_mirror_plane(dev, E, 0);
+            a.mu = memra_mirror_plane(dev, E, 1);
+            a.md = memra_mirror_plane(dev, E, 2);
         }
-        if (spec->bias)
-            a.bias = dev + (uint64_t)E * (have_macros ? 3 : 0) * sizeof(float);
+        if (spec->bias) /* after the macro planes, as memra_route_planes lists them */
+            a.bias = memra_mirror_plane(dev, E, n - 1);
     }
     size_t size = MEMRA_ROUTE_PARAM_BYTES;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &a, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,

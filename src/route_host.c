@@ -166,24 +166,14 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
                                      uint64_t *ptrs, float *scl, memra_faults *faults)
 {
     static const char fn[] = "memra_route_tables_host";
-    memra_status st = memra_route_spec_check(fn, spec);
+    int have_macros;
+    memra_status st =
+        memra_route_validate(fn, (uint64_t)(uintptr_t)logits, n_tokens, spec, macros, slabs,
+                             (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
+                             (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl, &have_macros);
     if (st)
         return st;
-    if (!logits)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: logits is NULL", fn);
-    if ((uintptr_t)logits % (spec->logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4))
-        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = %p is not aligned to its element", fn,
-                          logits);
-    if (n_tokens == 0 || (uint64_t)n_tokens * spec->top_k > MEMRA_MAX_PAIRS)
-        return memra_fail(MEMRA_ERR_INVALID_ARG,
-                          "%s: n_tokens = %u: n_tokens * top_k must be in [1, %u]", fn, n_tokens,
-                          MEMRA_MAX_PAIRS);
     const uint32_t n_pairs = n_tokens * spec->top_k;
-    int have_macros;
-    if ((st = memra_vrows_validate(fn, (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw, n_pairs,
-                                   spec->n_expert, macros, slabs, (uint64_t)(uintptr_t)ptrs,
-                                   (uint64_t)(uintptr_t)scl, &have_macros)))
-        return st;
     float *s = malloc(2 * sizeof(float) * spec->n_expert);
     if (!s)
         return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);

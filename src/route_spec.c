@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "validate.h"
 
 memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec)
 {
@@ -47,6 +48,27 @@ memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec
                               (double)s->bias[e]);
     }
     return MEMRA_OK;
+}
+
+memra_status memra_route_validate(const char *fn, uint64_t logits, uint32_t n_tokens,
+                                  const memra_route_spec *spec, const memra_vrows_macros *macros,
+                                  const memra_vrows_slabs *slabs, uint64_t sel, uint64_t selw,
+                                  uint64_t ptrs, uint64_t scl, int *have_macros)
+{
+    memra_status st = memra_route_spec_check(fn, spec);
+    if (st)
+        return st;
+    if (!logits)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: logits is NULL", fn);
+    if (logits % (spec->logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4))
+        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = 0x%llx is not aligned to its element",
+                          fn, (unsigned long long)logits);
+    if (n_tokens == 0 || (uint64_t)n_tokens * spec->top_k > MEMRA_MAX_PAIRS)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: n_tokens = %u: n_tokens * top_k must be in [1, %u]", fn, n_tokens,
+                          MEMRA_MAX_PAIRS);
+    return memra_vrows_validate(fn, sel, selw, n_tokens * spec->top_k, spec->n_expert, macros,
+                                slabs, ptrs, scl, have_macros);
 }
 
 int memra_route_planes(const memra_route_spec *spec, const memra_vrows_macros *macros,

@@ -84,9 +84,9 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
         CUdeviceptr planes;
         if ((st = memra_mirror_get(eng, fn, il, n_expert, macros->plane, 3, s, &planes)))
             goto done;
-        a.mg = planes;
-        a.mu = planes + (uint64_t)n_expert * sizeof(float);
-        a.md = planes + (uint64_t)n_expert * 2 * sizeof(float);
+        a.mg = memra_mirror_plane(planes, n_expert, 0);
+        a.mu = memra_mirror_plane(planes, n_expert, 1);
+        a.md = memra_mirror_plane(planes, n_expert, 2);
     }
 
     size_t size = sizeof a;
