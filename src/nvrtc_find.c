@@ -111,7 +111,9 @@ static void add_toolkit(const char *var)
     }
 }
 
-static void discover_locked(void)
+/* The candidates that come before memra_set_nvrtc_path's: an NVRTC the
+ * process already loaded, then MEMRA_NVRTC_PATH. Caller holds the lock. */
+static void add_first_locked(void)
 {
     for (size_t i = 0; i < N_SONAMES; i++) {
         void *h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
@@ -126,6 +128,11 @@ static void discover_locked(void)
     const char *env = getenv("MEMRA_NVRTC_PATH");
     if (env && *env)
         open_and_add(env, "MEMRA_NVRTC_PATH");
+}
+
+/* The ones after it: the toolkit folders, then the loader path. */
+static void add_rest_locked(void)
+{
     add_toolkit("CUDA_HOME");
     add_toolkit("CUDA_PATH");
     for (size_t i = 0; i < N_SONAMES; i++)
@@ -141,8 +148,10 @@ int memra_nvrtc_candidates(const memra_driver *d, const memra_nvrtc **list)
     }
     if (!discovered) {
         pthread_mutex_lock(&lock);
-        if (!discovered)
-            discover_locked();
+        if (!discovered) {
+            add_first_locked();
+            add_rest_locked();
+        }
         pthread_mutex_unlock(&lock);
     }
     *list = cands;
@@ -155,17 +164,9 @@ memra_status memra_nvrtc_add(const char *path, const char *origin)
     /* Before discovery it takes its place in the order after
      * MEMRA_NVRTC_PATH; after it, it joins the list for engines that have
      * not loaded their kernel yet. */
-    if (!discovered) {
-        const char *env = getenv("MEMRA_NVRTC_PATH");
-        for (size_t i = 0; i < N_SONAMES; i++) {
-            void *h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-            struct link_map *lm = NULL;
-            if (h && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
-                add_locked(lm->l_name, "already loaded in the process", h, NULL);
-        }
-        if (env && *env)
-            open_and_add(env, "MEMRA_NVRTC_PATH");
-    }
+    const int first = !discovered;
+    if (first)
+        add_first_locked();
     const int before = atomic_load(&n_cands);
     memra_status st = open_and_add(path, origin);
     if (st) {
@@ -173,8 +174,8 @@ memra_status memra_nvrtc_add(const char *path, const char *origin)
         st = memra_fail(st, "memra_set_nvrtc_path: %s: %s", path,
                         atomic_load(&n_cands) > before ? c->why : "refused");
     }
-    if (!discovered)
-        discover_locked();
+    if (first)
+        add_rest_locked();
     pthread_mutex_unlock(&lock);
     return st;
 }
