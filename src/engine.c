@@ -325,7 +325,15 @@ memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info)
                           eng ? "info" : "eng");
     pthread_mutex_lock(&eng->state_lock);
     *info = eng->info;
+    const memra_kernel_origin o = eng->origin;
     pthread_mutex_unlock(&eng->state_lock);
+    /* The kernel's fields are its origin's, once it is loaded. */
+    if (o.ready) {
+        info->kernel_ready = 1;
+        info->kernel_is_ptx = o.is_ptx;
+        info->kernel_from_cache = o.from_cache;
+        info->nvrtc_version = o.nvrtc_version;
+    }
     return MEMRA_OK;
 }
 
@@ -487,10 +495,6 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     o.ready = 1;
     pthread_mutex_lock(&eng->state_lock);
     eng->origin = o;
-    eng->info.kernel_ready = 1;
-    eng->info.kernel_is_ptx = o.is_ptx;
-    eng->info.kernel_from_cache = o.from_cache;
-    eng->info.nvrtc_version = o.nvrtc_version;
     pthread_mutex_unlock(&eng->state_lock);
     atomic_store_explicit(&eng->fn, f, memory_order_release);
     return MEMRA_OK;
