@@ -28,6 +28,23 @@ static void free_buffers(memra_engine *eng, const memra_devptr *bufs, int n)
             memra_free(eng, bufs[i]);
 }
 
+/* Whether the faults a launch added to the engine's fault word (read as f0
+ * before it and f1 after) differ from the host arm's hf; MEMRA_NO_FAULT is
+ * the largest index, so the first pair is the minimum whether or not either
+ * side saw a fault. */
+static int faults_differ(const memra_faults *f0, const memra_faults *f1, const memra_faults *hf,
+                         const char *label, char *why, size_t why_len)
+{
+    const uint32_t bad_expert = f1->bad_expert - f0->bad_expert;
+    const uint32_t nonfinite = f1->nonfinite - f0->nonfinite;
+    const uint32_t first = f0->first_pair < hf->first_pair ? f0->first_pair : hf->first_pair;
+    if (bad_expert == hf->bad_expert && nonfinite == hf->nonfinite && f1->first_pair == first)
+        return 0;
+    snprintf(why, why_len, "%s: faults: device {%u,%u,%u}, host {%u,%u,%u}", label, bad_expert,
+             nonfinite, f1->first_pair, hf->bad_expert, hf->nonfinite, first);
+    return 1;
+}
+
 int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t why_len)
 {
     const uint32_t n = c->n;
@@ -76,16 +93,10 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
     }
     if (c->check_faults) {
         TRY(memra_engine_faults(eng, c->stream, &f1, 0));
-        const uint32_t bad_expert = f1.bad_expert - f0.bad_expert;
-        const uint32_t nonfinite = f1.nonfinite - f0.nonfinite;
-        /* MEMRA_NO_FAULT is the largest index, so the minimum is right
-         * whether or not either side saw a fault. */
-        const uint32_t first = f0.first_pair < hf.first_pair ? f0.first_pair : hf.first_pair;
-        if (bad_expert != hf.bad_expert || nonfinite != hf.nonfinite || f1.first_pair != first) {
-            snprintf(why, why_len, "faults: device {%u,%u,%u}, host {%u,%u,%u}", bad_expert,
-                     nonfinite, f1.first_pair, hf.bad_expert, hf.nonfinite, first);
+        char label[24];
+        snprintf(label, sizeof label, "n=%u", n);
+        if (faults_differ(&f0, &f1, &hf, label, why, why_len))
             goto out;
-        }
     }
     bad = 0;
 out:;
@@ -170,6 +181,14 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(memra_alloc(eng, 3 * np * 8, &dptrs));
     TRY(memra_alloc(eng, 3 * np * 4, &dscl));
     TRY(memra_copy_htod_async(eng, dl, logits, lbytes, stream));
+    /* Poison the outputs so an unwritten element cannot pass (a buffer freed
+     * by the previous case may come back holding its answers). */
+    memset(gsel, 0xA7, np * 4), memset(gselw, 0xA7, np * 4);
+    memset(gptrs, 0xA7, 3 * np * 8), memset(gscl, 0xA7, 3 * np * 4);
+    TRY(memra_copy_htod_async(eng, dsel, gsel, np * 4, stream));
+    TRY(memra_copy_htod_async(eng, dselw, gselw, np * 4, stream));
+    TRY(memra_copy_htod_async(eng, dptrs, gptrs, 3 * np * 8, stream));
+    TRY(memra_copy_htod_async(eng, dscl, gscl, 3 * np * 4, stream));
     TRY(memra_engine_faults(eng, stream, &f0, 0));
     TRY(memra_moe_route_tables(eng, dl, T, &s, il, m, &sl, dsel, dselw, dptrs, dscl, stream));
     TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
@@ -190,14 +209,8 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         snprintf(why, why_len, "%s: the tables differ", rc->name);
         goto out;
     }
-    const uint32_t first = f0.first_pair < hf.first_pair ? f0.first_pair : hf.first_pair;
-    if (f1.nonfinite - f0.nonfinite != hf.nonfinite ||
-        f1.bad_expert - f0.bad_expert != hf.bad_expert || f1.first_pair != first) {
-        snprintf(why, why_len, "%s: faults: device {%u,%u,%u}, host {%u,%u,%u}", rc->name,
-                 f1.bad_expert - f0.bad_expert, f1.nonfinite - f0.nonfinite, f1.first_pair,
-                 hf.bad_expert, hf.nonfinite, first);
+    if (faults_differ(&f0, &f1, &hf, rc->name, why, why_len))
         goto out;
-    }
     bad = 0;
 out:;
     const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl};

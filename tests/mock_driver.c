@@ -111,6 +111,7 @@ static fstream *live; /* created streams and per-thread streams */
 static _Thread_local fstream *per_thread;
 static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static alloc_rec *allocs;
+static alloc_rec *recycled; /* freed device blocks, with mock.recycle_memory */
 static int gen;
 static unsigned long long ctx_id[8], next_ctx_id = 100;
 static int fake_ctx[8];
@@ -291,7 +292,7 @@ static void execute(const op *o)
             }
         } else if (o->l.f == (CUfunction)&fn_take) {
             run_take_on_host(o->l.args);
-        } else {
+        } else if (!mock.drop_route_launches) {
             /* The lanes run as threads, unlocked: they take no mock lock. */
             pthread_mutex_unlock(&mu);
             run_route_on_host(o->l.args, o->l.args_size, g, b, o->l.f == (CUfunction)&fn_route);
@@ -773,6 +774,15 @@ static CUresult alloc_mem(CUdeviceptr *p, size_t n, int pinned)
     if (r != CUDA_SUCCESS)
         return r;
     const size_t sz = (n + 255) / 256 * 256;
+    for (alloc_rec **a = &recycled; !pinned && *a; a = &(*a)->next)
+        if ((*a)->n == sz) {
+            alloc_rec *back = *a;
+            *a = back->next;
+            back->next = allocs;
+            allocs = back;
+            *p = (CUdeviceptr)back->p;
+            return CUDA_SUCCESS;
+        }
     void *m = aligned_alloc(256, sz ? sz : 256);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -794,6 +804,16 @@ static CUresult free_mem(uintptr_t p, int pinned)
         if ((*a)->p == p && (*a)->pinned == pinned) {
             alloc_rec *dead = *a;
             *a = dead->next;
+            if (mock.recycle_memory && !pinned) {
+                /* First freed, first reused: allocations in the same
+                 * order get the same blocks back. */
+                alloc_rec **end = &recycled;
+                while (*end)
+                    end = &(*end)->next;
+                dead->next = NULL;
+                *end = dead;
+                return CUDA_SUCCESS;
+            }
             free((void *)dead->p);
             free(dead);
             return CUDA_SUCCESS;
@@ -1193,12 +1213,13 @@ static nvrtcResult m_nvrtcGetCUBIN(nvrtcProgram p, char *out)
 /* Frees every object a test left behind (mu held). */
 static void free_all(void)
 {
-    while (allocs) {
-        alloc_rec *a = allocs;
-        allocs = a->next;
-        free((void *)a->p);
-        free(a);
-    }
+    for (alloc_rec **list = &allocs; list; list = list == &allocs ? &recycled : NULL)
+        while (*list) {
+            alloc_rec *a = *list;
+            *list = a->next;
+            free((void *)a->p);
+            free(a);
+        }
     while (objs) {
         obj_rec *o = objs;
         objs = o->next;

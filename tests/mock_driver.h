@@ -54,6 +54,11 @@ typedef struct mock_state {
     /* A broken GPU: each table launch flips the low bit of its first down
      * scale after it runs. */
     int corrupt_tables;
+    /* A device whose routing launches are accepted but never run. */
+    int drop_route_launches;
+    /* cuMemFree keeps device blocks and cuMemAlloc hands them out again,
+     * contents and all, as a real driver's pool may. */
+    int recycle_memory;
     const char *compile_log; /* non-NULL: nvrtcCompileProgram fails with it */
     int compile_delay_ms;    /* widens the window for racing processes */
     int fail_call, fail_nth; /* the fail_nth'th call of fail_call fails */

@@ -6,6 +6,8 @@
 #include "testutil.h"
 
 #include "mock_fixture.h"
+#include "route_cases.h"
+#include "self_check.h"
 
 /* The gate a serving process runs at boot: exact on a sound device, and it
  * leaves a clear fault word clear. */
@@ -44,11 +46,28 @@ static void test_self_check_catches_a_wrong_bit(void **state)
     memra_engine_destroy(eng);
 }
 
+/* A routing launch that writes nothing fails the check, even where the
+ * driver hands back the previous case's buffers with its answers in them. */
+static void test_route_check_catches_unwritten_outputs(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    mock.recycle_memory = 1;
+    char why[512];
+    assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, NULL, why, sizeof why), 0);
+    mock.drop_route_launches = 1;
+    assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, NULL, why, sizeof why), 1);
+    assert_non_null(strstr(why, route_cases[0].name));
+    memra_engine_destroy(eng);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_self_check_exact, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_route_check_catches_unwritten_outputs, mock_setup,
                                         mock_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
