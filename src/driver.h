@@ -105,7 +105,7 @@ typedef struct memra_driver {
     char cuda_error[512];
     int no_device; /* cuInit found no device (CUDA_VISIBLE_DEVICES=""): the count is 0 */
     /* A test table lists its NVRTC candidates here (n_nvrtc may be 0: none
-     * at all); NULL means "discover them" (nvrtc.c), as the real table does. */
+     * at all); NULL means "discover them" (nvrtc_find.c), as the real table does. */
     const memra_nvrtc *nvrtc;
     int n_nvrtc;
 
