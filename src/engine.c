@@ -80,24 +80,32 @@ void memra_unrelax(const memra_driver *d, const memra_relaxed *r)
     }
 }
 
-int memra_stream_capturing(const memra_driver *d, CUstream s)
+/* Whether work on `s` would be captured: it is capturing, or it is the
+ * legacy stream while a blocking stream captures (using it would join, and
+ * break, that capture). */
+static CUresult capture_status(const memra_driver *d, CUstream s, int *capturing)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    return d->cuStreamIsCapturing(s, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = d->cuStreamIsCapturing(s, &cs);
+    *capturing = r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+                 (r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE);
+    return r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ? CUDA_SUCCESS : r;
+}
+
+int memra_stream_capturing(const memra_driver *d, CUstream s)
+{
+    int capturing;
+    return capture_status(d, s, &capturing) == CUDA_SUCCESS && capturing;
 }
 
 memra_status memra_check_not_capturing(memra_engine *eng, CUstream s, const char *fn,
                                        const char *what)
 {
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = eng->d->cuStreamIsCapturing(s, &cs);
-    /* The legacy stream while a blocking stream captures: using it would
-     * join (and break) that capture. */
-    if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
-        cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    else if (r != CUDA_SUCCESS)
+    int capturing;
+    CUresult r = capture_status(eng->d, s, &capturing);
+    if (r != CUDA_SUCCESS)
         return memra_cu_fail(eng->d, r, MEMRA_ERR_DRIVER, fn, "cuStreamIsCapturing");
-    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+    if (capturing)
         return memra_fail(MEMRA_ERR_CAPTURE,
                           "%s: the stream is capturing and this call would %s; call "
                           "memra_vrows_prepare_layer() (or memra_engine_warmup()) for this "

@@ -91,7 +91,8 @@ memra_status memra_engine_kernel(memra_engine *eng, CUstream s, const char *fn, 
 memra_status memra_check_not_capturing(memra_engine *eng, CUstream s, const char *fn,
                                        const char *what);
 
-/* Whether `s` is capturing right now (0 on any error). */
+/* Whether work on `s` would be captured right now: it captures, or it is
+ * the legacy stream while a blocking stream captures (0 on any error). */
 int memra_stream_capturing(const memra_driver *d, CUstream s);
 
 /* Hands a replaced buffer to the engine, freed at destroy. */
