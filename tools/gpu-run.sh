@@ -5,6 +5,7 @@
 # from an unusual folder (throwaway machines only), and the benchmarks.
 # Logs go to $1 (default out/).
 #   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all)
+#   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-out}
@@ -26,7 +27,7 @@ b=/tmp/memra-build
 meson compile -C "$b" >"$out/compile.log" 2>&1 || { tail -40 "$out/compile.log"; exit 1; }
 lib="$b/src/libmemra.so.0"
 if has test; then
-  meson test -C "$b" --print-errorlogs 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
+  meson test -C "$b" --print-errorlogs ${MEMRA_SUITE:+--suite "$MEMRA_SUITE"} 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
   # The inherited environment is the machine's, not ours: leave it out.
   sed '/^Inherited environment:/d' "$b/meson-logs/testlog.txt" >"$out/testlog.txt"
 fi
