@@ -116,7 +116,7 @@ typedef struct bare {
 
 static void bare_init(bare *b, memra_engine *eng, const work *w, CUdeviceptr planes)
 {
-    b->fn = atomic_load(&eng->fn);
+    b->fn = atomic_load(&eng->kernel[MEMRA_KERNEL_VROWS]);
     b->a = (memra_vrows_args){w->sel,
                               w->selw,
                               planes,
@@ -464,8 +464,8 @@ static void bench_device(int ordinal)
     memra_engine_get_info(eng, &info);
     printf("device %d: %s, sm_%d, driver %d, NVRTC %d\n", ordinal, info.name, info.sm,
            info.driver_version, info.nvrtc_version);
-    int pushed;
-    MK(memra_ctx_enter(eng, "bench", &pushed));
+    memra_call call;
+    MK(memra_call_enter(eng, "bench", &call));
     CUstream s;
     CK(d->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUmodule emod;
@@ -475,7 +475,7 @@ static void bench_device(int ordinal)
     work_init(eng, &w8, 8);
     MK(memra_vrows_prepare_layer(eng, 0, w8.n_expert, &w8.mac, s));
     MK(memra_sync(eng, s));
-    CUdeviceptr planes = eng->layers[0]->dev;
+    CUdeviceptr planes = eng->slots[MEMRA_MIRROR_VROWS][0]->dev;
     bare b8;
     bare_init(&b8, eng, &w8, planes);
     launcher le = {L_EMPTY, eng, &b8, &w8, empty, s};
@@ -564,7 +564,7 @@ static void bench_device(int ordinal)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &w[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, w[k].n_expert, &w[k].mac, s));
-            bare_init(&bb[k], eng, &w[k], eng->layers[0]->dev);
+            bare_init(&bb[k], eng, &w[k], eng->slots[MEMRA_MIRROR_VROWS][0]->dev);
             l[k] = (launcher){L_MEMRA, eng, NULL, &w[k], empty, s};
             lbb[k] = (launcher){L_BARE, eng, &bb[k], &w[k], empty, s};
         }
@@ -590,7 +590,7 @@ static void bench_device(int ordinal)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &ws[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, ws[k].n_expert, &ws[k].mac, s));
-            bare_init(&bbs[k], eng, &ws[k], eng->layers[0]->dev);
+            bare_init(&bbs[k], eng, &ws[k], eng->slots[MEMRA_MIRROR_VROWS][0]->dev);
         }
         /* Write-only floor: memset of the same output tables (36 bytes/pair). */
         sweep sw = {NULL, 0, bbs, ws, sets, s};
@@ -625,7 +625,7 @@ static void bench_device(int ordinal)
     work_free(eng, &w8);
     d->cuModuleUnload(emod);
     d->cuStreamDestroy(s);
-    memra_ctx_leave(eng, pushed);
+    memra_call_leave(&call);
     memra_engine_destroy(eng);
 
     printf("\nfirst use: memra_engine_create, then time to the first finished launch\n");

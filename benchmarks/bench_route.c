@@ -63,8 +63,9 @@ static void topk(setup *su, layer *l)
     size_t size = MEMRA_ROUTE_PARAM_BYTES;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &l->topk, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
-    CK(d->cuLaunchKernel(su->eng->route_topk_fn, memra_route_grid(su->T), 1, 1, MEMRA_ROUTE_BLOCK,
-                         1, 1, 0, su->s, NULL, extra));
+    CK(d->cuLaunchKernel(atomic_load(&su->eng->kernel[MEMRA_KERNEL_ROUTE_TOPK]),
+                         memra_route_grid(su->T), 1, 1, MEMRA_ROUTE_BLOCK, 1, 1, 0, su->s, NULL,
+                         extra));
 }
 
 static void step(setup *su, int variant)
@@ -155,7 +156,7 @@ static void bench_config(memra_engine *eng, size_t ci, uint32_t T, CUfunction c1
         MK(memra_vrows_prepare_layer(eng, LAYERS + il, su.spec.n_expert, &su.mac, s));
         CK(d->cuStreamSynchronize(s));
         /* The top-k kernel's own launch, as memra_moe_route_tables makes it. */
-        const CUdeviceptr planes_dev = eng->layers[il]->dev;
+        const CUdeviceptr planes_dev = eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
         const uint64_t E4 = (uint64_t)su.spec.n_expert * 4;
         l->topk = (memra_route_args){
             .logits = l->logits,

@@ -162,13 +162,13 @@ MEMRA_KERNEL memra_vrows_tables(MEMRA_VROWS_PARAMS)
 
 /* Reads and clears the fault word in one step on the device, so counts that
  * kernels on other streams add between a host read and a host reset cannot
- * be lost: each word is moved (atomicExch) into the readback area at
- * faults[4..6]. One thread. */
-MEMRA_KERNEL memra_faults_take(memra_u32 *faults)
+ * be lost: each word is moved (atomicExch) into the caller's readback area
+ * `out`. One thread. */
+MEMRA_KERNEL memra_faults_take(memra_u32 *faults, memra_u32 *out)
 {
-    faults[4 + MEMRA_FAULT_BAD_EXPERT] = atomicExch(&faults[MEMRA_FAULT_BAD_EXPERT], 0u);
-    faults[4 + MEMRA_FAULT_NONFINITE] = atomicExch(&faults[MEMRA_FAULT_NONFINITE], 0u);
-    faults[4 + MEMRA_FAULT_FIRST_PAIR] = atomicExch(&faults[MEMRA_FAULT_FIRST_PAIR], 0xffffffffu);
+    out[MEMRA_FAULT_BAD_EXPERT] = atomicExch(&faults[MEMRA_FAULT_BAD_EXPERT], 0u);
+    out[MEMRA_FAULT_NONFINITE] = atomicExch(&faults[MEMRA_FAULT_NONFINITE], 0u);
+    out[MEMRA_FAULT_FIRST_PAIR] = atomicExch(&faults[MEMRA_FAULT_FIRST_PAIR], 0xffffffffu);
 }
 
 #ifdef MEMRA_VROWS_VARIANT /* the benchmark's sweep compiles other widths */

@@ -1,18 +1,34 @@
-/* Device memory helpers: allocation and copies on the engine's context. */
+/* Device memory helpers: allocation and copies on the engine's context,
+ * each ordered as its CUDA counterpart is. */
 #include "engine.h"
 #include "error.h"
 
 typedef enum { OP_ALLOC, OP_FREE, OP_HTOD, OP_DTOH, OP_SYNC } mem_op;
 
-/* One path for every helper: check, enter the context, issue, optionally
- * wait, leave. Synchronous copies (own = 1) run on the engine's own stream
- * and then wait for it, so they never touch the legacy default stream that
- * a serving process may be capturing around. Unless the stream itself is
- * capturing, the calls run in relaxed capture mode, so another thread's
- * global-mode capture survives them. */
+/* How a call orders itself:
+ *  - LEGACY: a synchronous call without a stream, like cuMemcpy: on the
+ *    legacy default stream (after everything queued there, and so after the
+ *    blocking streams' work), complete on return;
+ *  - ON: on the caller's stream, complete on return;
+ *  - ASYNC: queued on the caller's stream (captured, if it captures). */
+typedef enum { ORDER_LEGACY, ORDER_ON, ORDER_ASYNC } mem_order;
+
+static const char *const op_what[] = {
+    [OP_ALLOC] = "allocate",
+    [OP_FREE] = "free",
+    [OP_HTOD] = "copy to the device and wait for it",
+    [OP_DTOH] = "copy to the host and wait for it",
+    [OP_SYNC] = "wait for the stream",
+};
+
+/* One path for every helper: check, enter the context, refuse what would
+ * join or break a capture, issue, optionally wait, leave. Waits and
+ * allocations run in relaxed capture mode, so another thread's global-mode
+ * capture survives them; an asynchronous copy on a capturing stream is
+ * captured as CUDA would capture it. */
 static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void *host,
                              const void *chost, CUdeviceptr dptr, CUdeviceptr *out, size_t bytes,
-                             memra_stream stream, int wait, int own)
+                             memra_stream stream, mem_order order)
 {
     if (!eng)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
@@ -27,15 +43,30 @@ static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void 
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: bytes is 0", fn);
 
     const memra_driver *d = eng->d;
-    CUstream s = own ? eng->stream : (CUstream)stream;
-    int pushed;
-    memra_status st = memra_ctx_enter(eng, fn, &pushed);
+    CUstream s = order == ORDER_LEGACY ? NULL : (CUstream)stream;
+    memra_call c;
+    memra_status st = memra_call_enter(eng, fn, &c);
     if (st)
-        return st;
-    memra_relaxed rx = {0};
-    const int relax = op == OP_ALLOC || op == OP_FREE || own || !memra_stream_capturing(d, s);
-    if (relax)
-        memra_relax(d, &rx);
+        goto done;
+    const int on_stream = op != OP_ALLOC && op != OP_FREE;
+    if (on_stream && order != ORDER_ASYNC) {
+        if ((st = memra_refuse_capture(&c, s, op_what[op],
+                                       "use the _async form inside a capture, or call it after")))
+            goto done;
+        memra_call_relax(&c);
+    } else if (on_stream) {
+        memra_capture cap;
+        if ((st = memra_capture_of(&c, s, &cap)))
+            goto done;
+        if (cap == MEMRA_CAPTURE_JOINS) {
+            st = memra_refuse_capture(&c, s, "queue a copy", NULL);
+            goto done;
+        }
+        if (cap == MEMRA_CAPTURE_NONE)
+            memra_call_relax(&c);
+    } else {
+        memra_call_relax(&c);
+    }
     CUresult r = CUDA_SUCCESS;
     const char *call = "";
     switch (op) {
@@ -58,23 +89,22 @@ static memra_status mem_call(const char *fn, memra_engine *eng, mem_op op, void 
     case OP_SYNC:
         break;
     }
-    if (r == CUDA_SUCCESS && wait) {
+    if (r == CUDA_SUCCESS && on_stream && order != ORDER_ASYNC) {
         call = "cuStreamSynchronize";
         r = d->cuStreamSynchronize(s);
     }
-    if (relax)
-        memra_unrelax(d, &rx);
     if (r != CUDA_SUCCESS)
         st = memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, call);
-    memra_ctx_leave(eng, pushed);
+done:
+    memra_call_leave(&c);
     return st;
 }
 
 memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out)
 {
     CUdeviceptr p = 0;
-    memra_status st =
-        mem_call("memra_alloc", eng, OP_ALLOC, NULL, NULL, 0, out ? &p : NULL, bytes, NULL, 0, 0);
+    memra_status st = mem_call("memra_alloc", eng, OP_ALLOC, NULL, NULL, 0, out ? &p : NULL, bytes,
+                               NULL, ORDER_LEGACY);
     if (st == MEMRA_OK)
         *out = p;
     return st;
@@ -82,71 +112,60 @@ memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out)
 
 memra_status memra_free(memra_engine *eng, memra_devptr ptr)
 {
-    return mem_call("memra_free", eng, OP_FREE, NULL, NULL, ptr, NULL, 0, NULL, 0, 0);
+    return mem_call("memra_free", eng, OP_FREE, NULL, NULL, ptr, NULL, 0, NULL, ORDER_LEGACY);
 }
 
 memra_status memra_sync(memra_engine *eng, memra_stream stream)
 {
-    return mem_call("memra_sync", eng, OP_SYNC, NULL, NULL, 0, NULL, 0, stream, 1, 0);
+    return mem_call("memra_sync", eng, OP_SYNC, NULL, NULL, 0, NULL, 0, stream, ORDER_ON);
 }
 
-memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, const void *src, size_t bytes)
-{
-    return mem_call("memra_copy_htod", eng, OP_HTOD, NULL, src, dst, NULL, bytes, NULL, 1, 1);
-}
+/* The byte copies and the typed ones (element counts, checked against
+ * size_t overflow before they become bytes), each in its three orders:
+ * plain (LEGACY), _on (ON) and _async (ASYNC). */
+#define NO_STREAM_PARAM
+#define STREAM_PARAM , memra_stream stream
+#define MEMRA_DEFINE_COPY(name, order, param, stream_arg)                                          \
+    memra_status memra_copy_htod##name(memra_engine *eng, memra_devptr dst, const void *src,       \
+                                       size_t bytes param)                                         \
+    {                                                                                              \
+        return mem_call("memra_copy_htod" #name, eng, OP_HTOD, NULL, src, dst, NULL, bytes,        \
+                        stream_arg, order);                                                        \
+    }                                                                                              \
+    memra_status memra_copy_dtoh##name(memra_engine *eng, void *dst, memra_devptr src,             \
+                                       size_t bytes param)                                         \
+    {                                                                                              \
+        return mem_call("memra_copy_dtoh" #name, eng, OP_DTOH, dst, NULL, src, NULL, bytes,        \
+                        stream_arg, order);                                                        \
+    }
+MEMRA_DEFINE_COPY(, ORDER_LEGACY, NO_STREAM_PARAM, NULL)
+MEMRA_DEFINE_COPY(_on, ORDER_ON, STREAM_PARAM, stream)
+MEMRA_DEFINE_COPY(_async, ORDER_ASYNC, STREAM_PARAM, stream)
 
-memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src, size_t bytes)
-{
-    return mem_call("memra_copy_dtoh", eng, OP_DTOH, dst, NULL, src, NULL, bytes, NULL, 1, 1);
-}
-
-memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
-                                   size_t bytes, memra_stream stream)
-{
-    return mem_call("memra_copy_htod_async", eng, OP_HTOD, NULL, src, dst, NULL, bytes, stream, 0,
-                    0);
-}
-
-memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src, size_t bytes,
-                                   memra_stream stream)
-{
-    return mem_call("memra_copy_dtoh_async", eng, OP_DTOH, dst, NULL, src, NULL, bytes, stream, 0,
-                    0);
-}
-
-/* Typed copies: element counts are checked against size_t overflow before
- * they become bytes. */
 static memra_status typed_call(const char *fn, memra_engine *eng, mem_op op, void *host,
                                const void *chost, CUdeviceptr dptr, size_t count, size_t elem,
-                               memra_stream stream, int wait)
+                               memra_stream stream, mem_order order)
 {
     if (count > SIZE_MAX / elem)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: count %zu is too large", fn, count);
-    return mem_call(fn, eng, op, host, chost, dptr, NULL, count * elem, stream, wait, wait);
+    return mem_call(fn, eng, op, host, chost, dptr, NULL, count * elem, stream, order);
 }
 
-#define MEMRA_DEFINE_TYPED_COPY(sfx, T)                                                            \
-    memra_status memra_upload_##sfx(memra_engine *eng, memra_devptr dst, const T *src,             \
-                                    size_t count)                                                  \
+#define MEMRA_DEFINE_TYPED(sfx, T, name, order, param, stream_arg)                                 \
+    memra_status memra_upload_##sfx##name(memra_engine *eng, memra_devptr dst, const T *src,       \
+                                          size_t count param)                                      \
     {                                                                                              \
-        return typed_call("memra_upload_" #sfx, eng, OP_HTOD, NULL, src, dst, count, sizeof(T),    \
-                          NULL, 1);                                                                \
+        return typed_call("memra_upload_" #sfx #name, eng, OP_HTOD, NULL, src, dst, count,         \
+                          sizeof(T), stream_arg, order);                                           \
     }                                                                                              \
-    memra_status memra_download_##sfx(memra_engine *eng, T *dst, memra_devptr src, size_t count)   \
+    memra_status memra_download_##sfx##name(memra_engine *eng, T *dst, memra_devptr src,           \
+                                            size_t count param)                                    \
     {                                                                                              \
-        return typed_call("memra_download_" #sfx, eng, OP_DTOH, dst, NULL, src, count, sizeof(T),  \
-                          NULL, 1);                                                                \
-    }                                                                                              \
-    memra_status memra_upload_##sfx##_async(memra_engine *eng, memra_devptr dst, const T *src,     \
-                                            size_t count, memra_stream stream)                     \
-    {                                                                                              \
-        return typed_call("memra_upload_" #sfx "_async", eng, OP_HTOD, NULL, src, dst, count,      \
-                          sizeof(T), stream, 0);                                                   \
-    }                                                                                              \
-    memra_status memra_download_##sfx##_async(memra_engine *eng, T *dst, memra_devptr src,         \
-                                              size_t count, memra_stream stream)                   \
-    {                                                                                              \
-        return typed_call("memra_download_" #sfx "_async", eng, OP_DTOH, dst, NULL, src, count,    \
-                          sizeof(T), stream, 0);                                                   \
+        return typed_call("memra_download_" #sfx #name, eng, OP_DTOH, dst, NULL, src, count,       \
+                          sizeof(T), stream_arg, order);                                           \
     }
+#define MEMRA_DEFINE_TYPED_COPY(sfx, T)                                                            \
+    MEMRA_DEFINE_TYPED(sfx, T, , ORDER_LEGACY, NO_STREAM_PARAM, NULL)                              \
+    MEMRA_DEFINE_TYPED(sfx, T, _on, ORDER_ON, STREAM_PARAM, stream)                                \
+    MEMRA_DEFINE_TYPED(sfx, T, _async, ORDER_ASYNC, STREAM_PARAM, stream)
 MEMRA_TYPED_COPIES(MEMRA_DEFINE_TYPED_COPY)

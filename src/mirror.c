@@ -1,41 +1,51 @@
-/* The per-layer mirror of host planes (macro scales, routing bias) in device
- * memory: content-checked, uploaded from a pinned shadow, ordered for every
- * stream by an event. */
 #include "mirror.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "error.h"
 
-/* Layer il's mirror, created on first use. Only the table lookup is under
- * the engine's state lock; the layer has its own lock, so a miss on one
- * layer never stalls a hit on another. */
-static memra_layer_mirror *mirror_slot(memra_engine *eng, int il)
+memra_status memra_check_layer(const char *fn, int *il, int scratch)
 {
-    memra_layer_mirror *m = NULL;
+    const int n = scratch ? MEMRA_SCRATCH_LAYERS : MEMRA_MAX_LAYERS;
+    if (*il < 0 || *il >= n)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: il = %d is outside [0, %d)", fn, *il, n);
+    if (scratch)
+        *il += MEMRA_SCRATCH_LAYER0;
+    return MEMRA_OK;
+}
+
+/* (il, kind)'s slot, created on first use. Only the table lookup is under
+ * the engine's state lock; the slot has its own, so a miss on one slot
+ * never stalls a hit on another. */
+static memra_slot *slot_of(memra_engine *eng, int il, memra_mirror_kind kind)
+{
+    memra_slot *m = NULL;
     pthread_mutex_lock(&eng->state_lock);
-    if ((size_t)il >= eng->n_layers) {
-        size_t n = eng->n_layers ? eng->n_layers : 64;
-        while (n <= (size_t)il)
-            n *= 2;
-        memra_layer_mirror **grown = realloc(eng->layers, n * sizeof *grown);
-        if (!grown)
+    size_t *n = &eng->n_slots[kind];
+    if ((size_t)il >= *n) {
+        size_t grow = *n ? *n : 64;
+        while (grow <= (size_t)il)
+            grow *= 2;
+        memra_slot **t = realloc(eng->slots[kind], grow * sizeof *t);
+        if (!t)
             goto out;
-        memset(grown + eng->n_layers, 0, (n - eng->n_layers) * sizeof *grown);
-        eng->layers = grown;
-        eng->n_layers = n;
+        memset(t + *n, 0, (grow - *n) * sizeof *t);
+        eng->slots[kind] = t;
+        *n = grow;
     }
-    if (!eng->layers[il] && (eng->layers[il] = calloc(1, sizeof **eng->layers)))
-        pthread_mutex_init(&eng->layers[il]->lock, NULL);
-    m = eng->layers[il];
+    memra_slot **at = &eng->slots[kind][il];
+    if (!*at && (*at = calloc(1, sizeof **at)))
+        pthread_mutex_init(&(*at)->lock, NULL);
+    m = *at;
 out:
     pthread_mutex_unlock(&eng->state_lock);
     return m;
 }
 
-static int mirror_matches(const memra_layer_mirror *m, uint32_t n_expert,
-                          const float *const *planes, int n_planes)
+static int slot_matches(const memra_slot *m, uint32_t n_expert, const float *const *planes,
+                        int n_planes)
 {
     if (!m->valid || m->n_expert != n_expert || m->n_planes != n_planes)
         return 0;
@@ -45,149 +55,234 @@ static int mirror_matches(const memra_layer_mirror *m, uint32_t n_expert,
     return 1;
 }
 
-/* A launch on another stream than the upload's waits for the upload (an
- * event wait on the device, capturable as an external event node), until
- * the upload is seen finished; from then on nothing. The same stream is
- * ordered already and costs nothing. Caller holds m->lock. */
-static memra_status order_after_upload(memra_engine *eng, memra_layer_mirror *m, CUstream s,
-                                       const char *fn)
+static void retire(memra_engine *eng, memra_slot *m, CUdeviceptr dev, float *host)
 {
-    /* CU_STREAM_PER_THREAD is a different stream in every thread. */
-    if (m->upload_done || (s == m->upload_stream && s != CU_STREAM_PER_THREAD))
+    memra_retired *r = calloc(1, sizeof *r);
+    if (!r)
+        return; /* leaking the buffer is safe; freeing what an upload reads is not */
+    *r = (memra_retired){.slot = m, .dev = dev, .host = host};
+    pthread_mutex_lock(&eng->state_lock);
+    r->next = eng->retired;
+    eng->retired = r;
+    pthread_mutex_unlock(&eng->state_lock);
+}
+
+/* Frees the retired buffers whose slot's uploads have all finished. The
+ * device buffers may still be read by launches queued on any stream:
+ * cuMemFree waits for those, so it runs here, on an upload, outside every
+ * lock, never on a launch. */
+static void reclaim(memra_call *c)
+{
+    memra_engine *eng = c->eng;
+    const memra_driver *d = c->d;
+    pthread_mutex_lock(&eng->state_lock);
+    memra_retired *list = eng->retired;
+    eng->retired = NULL;
+    pthread_mutex_unlock(&eng->state_lock);
+    memra_retired *keep = NULL, **tail = &keep;
+    for (memra_retired *r = list, *next; r; r = next) {
+        next = r->next;
+        if (d->cuEventQuery(r->slot->uploaded) == CUDA_SUCCESS) {
+            if (r->dev)
+                d->cuMemFree(r->dev);
+            if (r->host)
+                d->cuMemFreeHost(r->host);
+            free(r);
+        } else {
+            r->next = NULL;
+            *tail = r;
+            tail = &r->next;
+        }
+    }
+    if (!keep)
+        return;
+    pthread_mutex_lock(&eng->state_lock);
+    *tail = eng->retired;
+    eng->retired = keep;
+    pthread_mutex_unlock(&eng->state_lock);
+}
+
+/* Whether the slot's last upload may still be running (learning that it
+ * finished when the driver says so). */
+static memra_status upload_in_flight(memra_call *c, memra_slot *m, int *in_flight)
+{
+    *in_flight = 0;
+    if (!m->version || m->upload_done)
         return MEMRA_OK;
-    const memra_driver *d = eng->d;
-    memra_relaxed rx;
-    memra_relax(d, &rx);
-    CUresult r = d->cuEventQuery(m->uploaded);
-    memra_unrelax(d, &rx);
+    const CUresult r = c->d->cuEventQuery(m->uploaded);
     if (r == CUDA_SUCCESS) {
         m->upload_done = 1;
         return MEMRA_OK;
     }
     if (r != CUDA_ERROR_NOT_READY)
-        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuEventQuery(macro upload)");
-    /* Under capture only an external wait may name an event recorded
-     * outside it; the graph's node then waits on each replay, which the
-     * finished upload satisfies at once. */
-    const unsigned flags = memra_stream_capturing(d, s) ? CU_EVENT_WAIT_EXTERNAL : 0;
-    r = d->cuStreamWaitEvent(s, m->uploaded, flags);
-    if (r != CUDA_SUCCESS)
-        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuStreamWaitEvent(macro upload)");
+        return memra_cu_fail(c->d, r, MEMRA_ERR_DRIVER, c->fn, "cuEventQuery(plane upload)");
+    *in_flight = 1;
     return MEMRA_OK;
 }
 
-/* New buffers for n_expert planes; the old ones are retired, not freed:
- * work queued on any stream may still read them, and freeing would wait for
- * the device under the layer's lock. */
-static memra_status mirror_resize(memra_engine *eng, memra_layer_mirror *m, uint32_t n_expert,
-                                  int n_planes, const char *fn)
+/* Room for `need` floats. A larger buffer at least doubles, so a slot whose
+ * shape alternates settles on one buffer; the old ones are retired. While
+ * the last upload may still read the shadow, the new content goes to a
+ * fresh one. */
+static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_flight)
 {
-    const memra_driver *d = eng->d;
-    const size_t bytes = (size_t)n_expert * (size_t)n_planes * sizeof(float);
+    const memra_driver *d = c->d;
+    const int grow = need > m->capacity;
+    if (!grow && !in_flight)
+        return MEMRA_OK;
+    const size_t cap = grow ? (need > 2 * m->capacity ? need : 2 * m->capacity) : m->capacity;
     CUdeviceptr dev = 0;
     void *host = NULL;
-    CUresult r = d->cuMemAlloc(&dev, bytes);
-    if (r != CUDA_SUCCESS)
-        return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, fn, "cuMemAlloc(macro planes)");
-    if ((r = d->cuMemAllocHost(&host, bytes)) != CUDA_SUCCESS) {
-        d->cuMemFree(dev);
-        return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, fn, "cuMemAllocHost(macro shadow)");
+    CUresult r;
+    if (grow && (r = d->cuMemAlloc(&dev, cap * sizeof(float))) != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, c->fn, "cuMemAlloc(mirrored planes)");
+    if ((r = d->cuMemAllocHost(&host, cap * sizeof(float))) != CUDA_SUCCESS) {
+        if (dev)
+            d->cuMemFree(dev);
+        return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, c->fn, "cuMemAllocHost(plane shadow)");
     }
-    if (!m->uploaded &&
-        (r = d->cuEventCreate(&m->uploaded, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
-        m->uploaded = NULL;
-        d->cuMemFree(dev);
-        d->cuMemFreeHost(host);
-        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuEventCreate(macro upload)");
+    if (m->shadow || (grow && m->dev))
+        retire(c->eng, m, grow ? m->dev : 0, m->shadow);
+    if (grow) {
+        m->dev = dev;
+        m->capacity = cap;
     }
-    if (m->dev || m->shadow)
-        memra_engine_retire(eng, m->dev, m->shadow);
-    m->dev = dev;
-    m->shadow = host;
-    m->n_expert = n_expert;
-    m->n_planes = n_planes;
-    return MEMRA_OK;
-}
-
-/* The shadow is the upload's source: while an earlier upload from it may
- * still be queued, it is swapped for a fresh one instead of overwritten. */
-static memra_status shadow_free_to_write(memra_engine *eng, memra_layer_mirror *m, const char *fn)
-{
-    const memra_driver *d = eng->d;
-    if (m->upload_done || !m->valid)
-        return MEMRA_OK;
-    CUresult r = d->cuEventQuery(m->uploaded);
-    if (r == CUDA_SUCCESS)
-        return MEMRA_OK;
-    if (r != CUDA_ERROR_NOT_READY)
-        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuEventQuery(macro upload)");
-    void *host = NULL;
-    const size_t bytes = (size_t)m->n_expert * (size_t)m->n_planes * sizeof(float);
-    if ((r = d->cuMemAllocHost(&host, bytes)) != CUDA_SUCCESS)
-        return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, fn, "cuMemAllocHost(macro shadow)");
-    memra_engine_retire(eng, 0, m->shadow);
     m->shadow = host;
     return MEMRA_OK;
 }
 
-/* Uploads layer il's planes on `s` into its device buffer. Caller holds
- * m->lock and the context; `s` is not capturing. */
-static memra_status mirror_upload(memra_engine *eng, memra_layer_mirror *m, uint32_t n_expert,
-                                  const float *const *planes, int n_planes, CUstream s,
-                                  const char *fn)
+/* Uploads the planes into the slot on `s` (not capturing), after the slot's
+ * previous upload. Caller holds m->lock. */
+static memra_status upload(memra_call *c, memra_slot *m, uint32_t n_expert,
+                           const float *const *planes, int n_planes, CUstream s)
 {
-    const memra_driver *d = eng->d;
-    memra_status st = m->n_expert != n_expert || m->n_planes != n_planes
-                          ? mirror_resize(eng, m, n_expert, n_planes, fn)
-                          : shadow_free_to_write(eng, m, fn);
+    const memra_driver *d = c->d;
+    CUresult r;
+    int in_flight;
+    memra_status st = upload_in_flight(c, m, &in_flight);
     if (st)
         return st;
-    /* Invalid until the upload is issued: a failed upload must make the next
-     * call upload again, not find a matching shadow over stale device
-     * planes. */
+    if (!m->uploaded && (r = d->cuEventCreate(&m->uploaded, CU_EVENT_DISABLE_TIMING))) {
+        m->uploaded = NULL;
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "cuEventCreate(plane upload)");
+    }
+    const size_t plane = n_expert, need = plane * (size_t)n_planes;
+    if ((st = make_room(c, m, need, in_flight)))
+        return st;
+    /* Invalid until the upload is issued: a failed upload must make the
+     * next call upload again, never find a matching shadow over stale
+     * device planes. */
     m->valid = 0;
-    const size_t plane = (size_t)n_expert * sizeof(float);
     for (int k = 0; k < n_planes; k++)
-        memcpy(m->shadow + (size_t)k * n_expert, planes[k], plane);
-    CUresult r = d->cuMemcpyHtoDAsync(m->dev, m->shadow, (size_t)n_planes * plane, s);
-    if (r != CUDA_SUCCESS)
-        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuMemcpyHtoDAsync(macro planes)");
+        memcpy(m->shadow + (size_t)k * plane, planes[k], plane * sizeof(float));
+    /* The uploads of a slot land in the order they were issued, whatever
+     * streams they ran on: the device content is always the shadow's. */
+    if (in_flight && (r = d->cuStreamWaitEvent(s, m->uploaded, 0)) != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "cuStreamWaitEvent(previous upload)");
+    if ((r = d->cuMemcpyHtoDAsync(m->dev, m->shadow, need * sizeof(float), s)) != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn,
+                             "cuMemcpyHtoDAsync(layer macro planes)");
     if ((r = d->cuEventRecord(m->uploaded, s)) != CUDA_SUCCESS)
-        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuEventRecord(macro upload)");
-    m->upload_stream = s;
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "cuEventRecord(plane upload)");
+    m->upload_stream = memra_stream_id(d, s);
     m->upload_done = 0;
+    m->n_expert = n_expert;
+    m->n_planes = n_planes;
+    m->version++;
     m->valid = 1;
     return MEMRA_OK;
 }
 
-memra_status memra_mirror_get(memra_engine *eng, const char *fn, int il, uint32_t n_expert,
-                              const float *const *planes, int n_planes, CUstream s,
-                              CUdeviceptr *dev)
+/* Orders the launch about to follow on `s` after the slot's last upload.
+ * Under capture the wait is always a node (CU_EVENT_WAIT_EXTERNAL), which
+ * waits on each replay for the upload the event holds at graph launch: a
+ * graph replayed after a later upload waits for that one. Eagerly nothing
+ * is needed once the upload is seen finished, or on its own stream. */
+static memra_status order_launch(memra_call *c, memra_slot *m, memra_capture cap, CUstream s)
 {
-    memra_layer_mirror *m = mirror_slot(eng, il);
+    const memra_driver *d = c->d;
+    CUresult r;
+    if (cap == MEMRA_CAPTURE_ACTIVE) {
+        if ((r = d->cuStreamWaitEvent(s, m->uploaded, CU_EVENT_WAIT_EXTERNAL)) != CUDA_SUCCESS)
+            return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn,
+                                 "cuStreamWaitEvent(plane upload, external)");
+        return MEMRA_OK;
+    }
+    if (cap != MEMRA_CAPTURE_NONE || m->upload_done)
+        return MEMRA_OK;
+    const unsigned long long id = memra_stream_id(d, s);
+    if (id && id == m->upload_stream)
+        return MEMRA_OK;
+    memra_call_relax(c); /* an event query is unsafe under another's global capture */
+    int in_flight;
+    memra_status st = upload_in_flight(c, m, &in_flight);
+    if (st || !in_flight)
+        return st;
+    if ((r = d->cuStreamWaitEvent(s, m->uploaded, 0)) != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "cuStreamWaitEvent(plane upload)");
+    return MEMRA_OK;
+}
+
+memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mirror_kind kind,
+                              uint32_t n_expert, const float *const *planes, int n_planes,
+                              CUstream s, CUdeviceptr *dev)
+{
+    memra_slot *m = slot_of(c->eng, il, kind);
     if (!m)
-        return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: growing the layer table to %d", fn, il);
+        return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: growing the table of layers to %d", c->fn,
+                          il);
     pthread_mutex_lock(&m->lock);
     memra_status st = MEMRA_OK;
-    if (!mirror_matches(m, n_expert, planes, n_planes)) {
-        if (!(st = memra_check_not_capturing(eng, s, fn, "upload layer macro planes"))) {
-            memra_relaxed rx;
-            memra_relax(eng->d, &rx);
-            st = mirror_upload(eng, m, n_expert, planes, n_planes, s, fn);
-            memra_unrelax(eng->d, &rx);
-        }
+    int uploaded = 0;
+    if (slot_matches(m, n_expert, planes, n_planes)) {
+        st = order_launch(c, m, cap, s);
+    } else if (cap != MEMRA_CAPTURE_NONE) {
+        st = memra_refuse_capture(c, s, "upload the layer's planes",
+                                  kind == MEMRA_MIRROR_ROUTE
+                                      ? "call memra_route_prepare_layer() for this layer first"
+                                      : "call memra_vrows_prepare_layer() for this layer first");
     } else {
-        st = order_after_upload(eng, m, s, fn);
+        memra_call_relax(c);
+        st = upload(c, m, n_expert, planes, n_planes, s);
+        uploaded = 1;
     }
     *dev = m->dev;
     pthread_mutex_unlock(&m->lock);
+    if (uploaded)
+        reclaim(c);
     return st;
 }
 
-memra_status memra_check_layer(const char *fn, int il)
+void memra_mirror_release(memra_engine *eng, int touch_device)
 {
-    if (il < 0 || il >= MEMRA_MAX_LAYERS)
-        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: il = %d is outside [0, %d)", fn, il,
-                          MEMRA_MAX_LAYERS);
-    return MEMRA_OK;
+    const memra_driver *d = eng->d;
+    for (int k = 0; k < MEMRA_MIRROR_KINDS; k++) {
+        for (size_t i = 0; i < eng->n_slots[k]; i++) {
+            memra_slot *m = eng->slots[k][i];
+            if (!m)
+                continue;
+            if (touch_device) {
+                if (m->dev)
+                    d->cuMemFree(m->dev);
+                if (m->shadow)
+                    d->cuMemFreeHost(m->shadow);
+                if (m->uploaded)
+                    d->cuEventDestroy(m->uploaded);
+            }
+            pthread_mutex_destroy(&m->lock);
+            free(m);
+        }
+        free(eng->slots[k]);
+        eng->slots[k] = NULL;
+        eng->n_slots[k] = 0;
+    }
+    for (memra_retired *r = eng->retired, *next; r; r = next) {
+        next = r->next;
+        if (touch_device && r->dev)
+            d->cuMemFree(r->dev);
+        if (touch_device && r->host)
+            d->cuMemFreeHost(r->host);
+        free(r);
+    }
+    eng->retired = NULL;
 }

@@ -1,18 +1,68 @@
-/* Host planes mirrored per (engine, layer) in device memory. */
+/* The mirror: host planes (macro scales, a routing bias) kept in device
+ * memory per (layer, kind), for kernels to read.
+ *
+ * Each slot is versioned: the host shadow always holds the content of the
+ * last upload issued, uploads of a slot are totally ordered (each waits for
+ * the one before it, whatever stream either ran on), and a launch is
+ * ordered after the upload of the content it reads — eagerly by an event
+ * wait until the upload is seen finished, and in a captured graph by an
+ * external event wait node on every replay. A slot's device buffer keeps its
+ * address while its content fits (graphs bake addresses in); buffers it
+ * outgrew and host shadows an in-flight upload still reads are retired and
+ * freed on a later upload once their last upload has finished. */
 #ifndef MEMRA_MIRROR_H
 #define MEMRA_MIRROR_H
 
-#include "engine.h"
+#include <pthread.h>
 
-/* Layer il's n_planes planes of n_expert floats, back to back in one device
- * buffer, uploaded on `s` if missing or changed and ordered before work on
- * `s` (an event wait for another stream until the upload is seen done). A
- * hit on the upload's stream makes no driver call. Under capture a miss is
- * MEMRA_ERR_CAPTURE: nothing is allocated or copied. The buffer keeps its
- * address while (n_expert, n_planes) do. Caller holds the context. */
-memra_status memra_mirror_get(memra_engine *eng, const char *fn, int il, uint32_t n_expert,
-                              const float *const *planes, int n_planes, CUstream s,
-                              CUdeviceptr *dev);
+#include "context.h"
+
+struct memra_engine;
+
+/* What a slot holds; the kinds never share a slot, so the table kernel and
+ * the routing kernel can use the same layer index in one graph. */
+typedef enum memra_mirror_kind {
+    MEMRA_MIRROR_VROWS, /* the table kernel's three macro planes */
+    MEMRA_MIRROR_ROUTE, /* the routing kernel's macro planes and/or bias */
+    MEMRA_MIRROR_KINDS
+} memra_mirror_kind;
+
+/* Layers above the public range, for the engine's own self-check: it never
+ * touches a caller's slot. */
+#define MEMRA_SCRATCH_LAYER0 MEMRA_MAX_LAYERS
+#define MEMRA_SCRATCH_LAYERS 16
+
+typedef struct memra_slot {
+    pthread_mutex_t lock; /* the slot's state; never held across a device wait */
+    uint32_t n_expert;    /* the content: n_planes planes of n_expert floats */
+    int n_planes;
+    int valid;                        /* the last upload was issued without error */
+    uint64_t version;                 /* uploads issued */
+    size_t capacity;                  /* floats the buffers hold */
+    float *shadow;                    /* pinned: the last issued upload's content and source */
+    CUdeviceptr dev;                  /* the planes back to back */
+    CUevent uploaded;                 /* recorded after each upload */
+    unsigned long long upload_stream; /* cuStreamGetId of the last upload's stream */
+    int upload_done;                  /* the last upload is known finished */
+} memra_slot;
+
+/* Buffers no longer a slot's own, freed once `slot`'s uploads have
+ * finished (the last one waited for every earlier one). */
+typedef struct memra_retired {
+    struct memra_retired *next;
+    memra_slot *slot;
+    CUdeviceptr dev;
+    float *host; /* pinned */
+} memra_retired;
+
+/* The device address of (il, kind)'s planes, uploaded on `s` when missing or
+ * changed, and the launch about to follow on `s` ordered after the upload.
+ * `cap` is what work on `s` meets (memra_capture_of). Under capture a miss is MEMRA_ERR_CAPTURE
+ * (nothing is allocated or copied) and a hit adds an external event wait node. Caller holds the
+ * call (context) and has checked il. */
+memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mirror_kind kind,
+                              uint32_t n_expert, const float *const *planes, int n_planes,
+                              CUstream s, CUdeviceptr *dev);
 
 /* Plane k of a mirror of n_expert-float planes. */
 static inline CUdeviceptr memra_mirror_plane(CUdeviceptr dev, uint32_t n_expert, int k)
@@ -20,7 +70,12 @@ static inline CUdeviceptr memra_mirror_plane(CUdeviceptr dev, uint32_t n_expert,
     return dev + (uint64_t)k * n_expert * sizeof(float);
 }
 
-/* il in [0, MEMRA_MAX_LAYERS), else MEMRA_ERR_INVALID_ARG naming it. */
-memra_status memra_check_layer(const char *fn, int il);
+/* Frees every slot and retired buffer (touch_device = 0 after a context
+ * reset: host memory only). */
+void memra_mirror_release(struct memra_engine *eng, int touch_device);
+
+/* il in [0, MEMRA_MAX_LAYERS), else MEMRA_ERR_INVALID_ARG naming it. With
+ * `scratch`, il in [0, MEMRA_SCRATCH_LAYERS), moved to the scratch range. */
+memra_status memra_check_layer(const char *fn, int *il, int scratch);
 
 #endif /* MEMRA_MIRROR_H */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "launch.h"
 #include "gate_cases.h"
 #include "rng.h"
 #include "route_cases.h"
@@ -72,8 +73,8 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
      * difference, and a caller's own counts survive the check. */
     if (c->check_faults)
         TRY(memra_engine_faults(eng, c->stream, &f0, 0));
-    TRY(memra_moe_vrows_tables_from_sel(eng, dsel, dselw, n, c->n_expert, c->il, c->mac, c->sl,
-                                        dptrs, dscl, c->stream));
+    TRY(memra_vrows_launch(eng, "memra_case_check", dsel, dselw, n, c->n_expert, c->il, c->scratch,
+                           c->mac, c->sl, dptrs, dscl, c->stream));
     TRY(memra_download_u64_async(eng, dp, dptrs, n3, c->stream));
     TRY(memra_download_f32_async(eng, ds, dscl, n3, c->stream));
     TRY(memra_sync(eng, c->stream));
@@ -106,14 +107,15 @@ out:;
     return bad;
 }
 
-int memra_gate_case_check(memra_engine *eng, size_t i, int il, char *why, size_t why_len)
+int memra_gate_case_check(memra_engine *eng, size_t i, int il, int scratch, memra_stream stream,
+                          char *why, size_t why_len)
 {
     const gate_case *g = &gate_cases[i];
     float selw[GATE_MAX_PAIRS], planes[3][GATE_MAX_EXPERT];
     gate_inputs(g, selw, planes);
     memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
     memra_case c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL,
-                    &g->slabs,  il,          NULL,   1};
+                    &g->slabs,  il,          stream, 1,    scratch};
     return memra_case_check(eng, &c, why, why_len);
 }
 
@@ -139,7 +141,7 @@ int memra_random_case_make(memra_random_case *r, uint64_t *s, uint32_t n, uint32
     r->mac = (memra_vrows_macros){{r->pl, r->pl + n_expert, r->pl + 2 * (size_t)n_expert}};
     rng_high_slabs(s, n_expert, min_stride_bit, &r->sl);
     r->c = (memra_case){n,      n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL,
-                        &r->sl, il,       NULL,   1};
+                        &r->sl, il,       NULL,   1,       0};
     return 0;
 }
 
@@ -149,7 +151,7 @@ void memra_random_case_free(memra_random_case *r)
 }
 
 int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed, int edges,
-                           int il, memra_stream stream, char *why, size_t why_len)
+                           int il, int scratch, memra_stream stream, char *why, size_t why_len)
 {
     const route_case *rc = &route_cases[ci];
     memra_route_spec s = rc->spec;
@@ -190,7 +192,8 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(memra_copy_htod_async(eng, dptrs, gptrs, 3 * np * 8, stream));
     TRY(memra_copy_htod_async(eng, dscl, gscl, 3 * np * 4, stream));
     TRY(memra_engine_faults(eng, stream, &f0, 0));
-    TRY(memra_moe_route_tables(eng, dl, T, &s, il, m, &sl, dsel, dselw, dptrs, dscl, stream));
+    TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &s, il, scratch, m, &sl, dsel,
+                           dselw, dptrs, dscl, stream));
     TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
     TRY(memra_download_f32_async(eng, gselw, dselw, np, stream));
     TRY(memra_download_u64_async(eng, gptrs, dptrs, 3 * np, stream));
@@ -220,10 +223,6 @@ out:;
     return bad;
 }
 
-/* The layers the check mirrors its planes on: the top of the range, out of
- * a serving process's way. */
-#define SELF_CHECK_FIRST_LAYER (MEMRA_MAX_LAYERS - 8)
-
 memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report *report)
 {
     static const char fn[] = "memra_engine_self_check";
@@ -242,8 +241,7 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
     for (size_t i = 0; i < N_GATE_CASES; i++) {
         report->cases++;
         report->entries += 6ull * gate_cases[i].n_pairs;
-        const int r =
-            memra_gate_case_check(eng, i, SELF_CHECK_FIRST_LAYER + (int)i, why, sizeof why);
+        const int r = memra_gate_case_check(eng, i, (int)i, 1, own, why, sizeof why);
         if (r < 0)
             return memra_fail((memra_status)-r, "%s: %s", fn, why);
         if (r && !report->failed++)
@@ -255,10 +253,10 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
     uint64_t seed = 0x5e1fc4ec;
     for (int k = 0; k < 2; k++) {
         memra_random_case r;
-        if (memra_random_case_make(&r, &seed, 1u << 16, 256, 1, k == 0, 32,
-                                   SELF_CHECK_FIRST_LAYER + 4 + k))
+        if (memra_random_case_make(&r, &seed, 1u << 16, 256, 1, k == 0, 32, 4 + k))
             return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
         r.c.stream = own;
+        r.c.scratch = 1;
         report->cases++;
         report->entries += 6ull * r.c.n;
         const int bad = memra_case_check(eng, &r.c, why, sizeof why);
@@ -273,9 +271,8 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
     for (size_t i = 0; i < N_ROUTE_CASES; i++) {
         report->cases++;
         report->entries += 256ull * route_cases[i].spec.top_k * 8;
-        const int bad =
-            memra_route_case_check(eng, i, 256, 0x70a7e + i, 1,
-                                   SELF_CHECK_FIRST_LAYER + 6 + (int)(i % 2), own, why, sizeof why);
+        const int bad = memra_route_case_check(eng, i, 256, 0x70a7e + i, 1, 6 + (int)(i % 2), 1,
+                                               own, why, sizeof why);
         if (bad < 0)
             return memra_fail((memra_status)-bad, "%s: %s", fn, why);
         if (bad && !report->failed++)

@@ -21,6 +21,7 @@ typedef struct memra_case {
     int il;
     memra_stream stream;
     int check_faults; /* 0 when other threads share the engine's fault word */
+    int scratch;      /* il names one of the library's scratch slots (the self-check's) */
 } memra_case;
 
 /* Uploads, launches, downloads on c->stream and compares pointer for
@@ -30,8 +31,10 @@ typedef struct memra_case {
  * message in `why`). Thread-safe. */
 int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t why_len);
 
-/* Seed gate case i (gate_cases.h) with its macro planes on layer il. */
-int memra_gate_case_check(memra_engine *eng, size_t i, int il, char *why, size_t why_len);
+/* Seed gate case i (gate_cases.h) with its macro planes on layer il (a
+ * scratch slot with `scratch`), on `stream`. */
+int memra_gate_case_check(memra_engine *eng, size_t i, int il, int scratch, memra_stream stream,
+                          char *why, size_t why_len);
 
 /* A random case owning its inputs: ids in [0, n_expert) except, with
  * bad_ids, about one pair in 64 out of range on either side; special floats
@@ -52,9 +55,10 @@ void memra_random_case_free(memra_random_case *r);
 
 /* Routing case i (route_cases.h) for n_tokens tokens of logits from `seed`
  * (edge values when `edges`), device arm against host arm: sel, selw, the
- * tables and the faults, bit for bit; the planes and bias on layer il.
+ * tables and the faults, bit for bit; the planes and bias on layer il (a
+ * scratch slot with `scratch`).
  * Returns as memra_case_check. */
 int memra_route_case_check(memra_engine *eng, size_t i, uint32_t n_tokens, uint64_t seed, int edges,
-                           int il, memra_stream stream, char *why, size_t why_len);
+                           int il, int scratch, memra_stream stream, char *why, size_t why_len);
 
 #endif /* MEMRA_SELF_CHECK_H */

@@ -24,9 +24,10 @@ _Static_assert(offsetof(memra_vrows_args, ptrs) == 96, "ptrs at 96");
 #define MEMRA_VROWS_NPARAMS 16
 #define MEMRA_VROWS_KERNEL "memra_vrows_tables"
 
-/* memra_faults_take's parameter block: the fault word's address. */
+/* memra_faults_take's parameter block: the fault word's address and the
+ * readback area it is moved into. */
 typedef struct memra_take_args {
-    uint64_t faults;
+    uint64_t faults, out;
 } memra_take_args;
 #define MEMRA_TAKE_KERNEL "memra_faults_take"
 

@@ -11,6 +11,7 @@ typedef memra_random_case random_case;
 #define random_case_make memra_random_case_make
 #define random_case_free memra_random_case_free
 /* Seed gate case i on layer i. */
-#define gate_case_check(eng, i, why, len) memra_gate_case_check((eng), (i), (int)(i), (why), (len))
+#define gate_case_check(eng, i, why, len)                                                          \
+    memra_gate_case_check((eng), (i), (int)(i), 0, NULL, (why), (len))
 
 #endif /* MEMRA_DEVICE_CASE_H */

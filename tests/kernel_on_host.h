@@ -144,12 +144,14 @@ static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, h
                                (float *)(uintptr_t)scl, (memra_u32 *)(uintptr_t)faults);
 }
 
-/* memra_faults_take from its parameter block (the fault word's address). */
+/* memra_faults_take from its parameter block (the fault word's address and
+ * the readback area's). */
 static inline void run_take_on_host(const unsigned char *buf)
 {
-    uint64_t faults;
+    uint64_t faults, out;
     memcpy(&faults, buf, 8);
-    memra_faults_take((memra_u32 *)(uintptr_t)faults);
+    memcpy(&out, buf + 8, 8);
+    memra_faults_take((memra_u32 *)(uintptr_t)faults, (memra_u32 *)(uintptr_t)out);
 }
 
 typedef struct host_route_lane {

@@ -25,9 +25,12 @@ memra_nvrtc mock_nv;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct fstream fstream;
+/* Streams are named by id in everything that outlives a call (events, waits,
+ * graphs): a destroyed stream's handle is handed out again by the next
+ * cuStreamCreate, as the driver may, while its queued work still runs. */
 typedef struct fevent {
     int gen;
-    fstream *s; /* the stream of the last record outside capture */
+    unsigned long long sid; /* the stream of the last record outside capture (0: none) */
     size_t seq;
     int captured; /* last recorded inside a capture */
 } fevent;
@@ -40,16 +43,18 @@ typedef struct op {
     size_t n;
     unsigned char *staged; /* pageable source copied at enqueue, as the driver stages it */
     unsigned val;
-    fstream *target; /* MOCK_OP_WAIT: run target up to target_seq */
+    unsigned long long target; /* MOCK_OP_WAIT: run stream `target` up to target_seq */
     size_t target_seq;
-    fevent *event; /* MOCK_OP_WAIT captured as an external event node */
+    fevent *event; /* MOCK_OP_WAIT captured as an external event node, bound at graph launch */
     _Atomic int *gate;
 } op;
 
 struct fstream {
     int gen;
+    unsigned long long id; /* cuStreamGetId: never reused */
     int blocking, legacy, per_thread;
-    op *ops; /* every op ever queued; op i has sequence number i + 1 */
+    int zombie; /* destroyed by its owner, its queued work still to run */
+    op *ops;    /* every op ever queued; op i has sequence number i + 1 */
     size_t n_ops, room, done;
     int running;
     pthread_t runner;
@@ -107,7 +112,9 @@ static void free_obj(void *p)
 }
 
 static fstream legacy;
-static fstream *live; /* created streams and per-thread streams */
+static fstream *live;     /* created, per-thread and destroyed-but-busy streams */
+static fstream *reusable; /* destroyed streams' handles, handed out again */
+static unsigned long long next_stream_id = 2; /* the legacy stream is 1 */
 static _Thread_local fstream *per_thread;
 static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static alloc_rec *allocs;
@@ -150,12 +157,25 @@ static fstream *S(CUstream h)
             per_thread = calloc(1, sizeof *per_thread);
             per_thread->blocking = per_thread->per_thread = 1;
             per_thread->gen = gen;
+            per_thread->id = next_stream_id++;
             per_thread->next = live;
             live = per_thread;
         }
         return per_thread;
     }
     return (fstream *)h;
+}
+
+/* The stream with cuStreamGetId `id`, or NULL once it is destroyed and its
+ * work has run. */
+static fstream *stream_by_id(unsigned long long id)
+{
+    if (id == legacy.id)
+        return &legacy;
+    for (fstream *s = live; s; s = s->next)
+        if (s->id == id)
+            return s;
+    return NULL;
 }
 
 static int stale(int g)
@@ -238,7 +258,7 @@ static void push(fstream *s, op o)
 
 static op wait_op(fstream *t)
 {
-    op w = {.kind = MOCK_OP_WAIT, .target = t, .target_seq = t->n_ops};
+    op w = {.kind = MOCK_OP_WAIT, .target = t->id, .target_seq = t->n_ops};
     return w;
 }
 
@@ -312,14 +332,12 @@ static void execute(const op *o)
         break;
     case MOCK_OP_RECORD:
         break;
-    case MOCK_OP_WAIT:
-        if (o->event) {
-            if (o->event->s)
-                run_until(o->event->s, o->event->seq);
-        } else {
-            run_until(o->target, o->target_seq);
-        }
+    case MOCK_OP_WAIT: {
+        fstream *t = stream_by_id(o->target);
+        if (t)
+            run_until(t, o->target_seq);
         break;
+    }
     case MOCK_OP_GATE:
         while (!atomic_load(o->gate)) {
             pthread_mutex_unlock(&mu);
@@ -513,10 +531,19 @@ static CUresult m_cuCtxSynchronize(void)
 static CUresult m_cuStreamCreate(CUstream *s, unsigned flags)
 {
     ENTER_CU(cuStreamCreate);
-    fstream *f = calloc(1, sizeof *f);
-    f->blocking = !(flags & CU_STREAM_NON_BLOCKING);
     pthread_mutex_lock(&mu);
+    /* The most recently destroyed handle comes back first, as a driver's
+     * pool may hand it out: anything that names streams by handle is
+     * caught. */
+    fstream *f = reusable;
+    if (f)
+        reusable = f->next;
+    else
+        f = malloc(sizeof *f);
+    memset(f, 0, sizeof *f);
+    f->blocking = !(flags & CU_STREAM_NON_BLOCKING);
     f->gen = gen;
+    f->id = next_stream_id++;
     f->next = live;
     live = f;
     pthread_mutex_unlock(&mu);
@@ -532,17 +559,39 @@ static CUresult m_cuStreamDestroy(CUstream s)
         pthread_mutex_unlock(&mu);
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     }
-    run_until(f, f->n_ops); /* queued work still completes */
     for (fstream **p = &live; *p; p = &(*p)->next)
         if (*p == f) {
             *p = f->next;
             break;
         }
-    free_stream_ops(f);
-    free(f);
+    if (f->done < f->n_ops) {
+        /* cuStreamDestroy returns at once; the queued work still runs
+         * later, under the stream's id, while the handle is reused. */
+        fstream *z = malloc(sizeof *z);
+        *z = *f;
+        z->zombie = 1;
+        z->n_cap = 0, z->cap = NULL, z->cap_room = 0;
+        z->next = live;
+        live = z;
+        free(f->cap);
+    } else {
+        free_stream_ops(f);
+    }
+    f->next = reusable;
+    reusable = f;
     pthread_mutex_unlock(&mu);
     mock.streams_live--;
     return released(MOCK_cuStreamDestroy);
+}
+static CUresult m_cuStreamGetId(CUstream s, unsigned long long *id)
+{
+    ENTER_CU(cuStreamGetId);
+    pthread_mutex_lock(&mu);
+    fstream *f = S(s);
+    const int st = stale(f->gen);
+    *id = f->id;
+    pthread_mutex_unlock(&mu);
+    return st ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_SUCCESS;
 }
 static CUresult stream_sync(fstream *f)
 {
@@ -634,10 +683,15 @@ static CUresult m_cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigne
     *e = (CUgraphExec)x;
     return CUDA_SUCCESS;
 }
+/* An external event wait node waits for the work the event held when the
+ * graph was launched, not when it was captured. */
 static CUresult graph_launch(const fgraph *x, fstream *f)
 {
     for (size_t i = 0; i < x->n; i++) {
-        CUresult r = enqueue(f, x->ops[i]);
+        op o = x->ops[i];
+        if (o.kind == MOCK_OP_WAIT && o.event)
+            o.target = o.event->sid, o.target_seq = o.event->seq, o.event = NULL;
+        CUresult r = enqueue(f, o);
         if (r != CUDA_SUCCESS)
             return r;
     }
@@ -696,7 +750,7 @@ static CUresult event_record(fevent *e, fstream *f)
     }
     CUresult r = enqueue(f, rec);
     if (r == CUDA_SUCCESS)
-        e->s = f, e->seq = f->n_ops, e->captured = 0;
+        e->sid = f->id, e->seq = f->n_ops, e->captured = 0;
     return r;
 }
 static CUresult m_cuEventRecord(CUevent e, CUstream s)
@@ -711,7 +765,8 @@ static CUresult event_query(fevent *e)
     CUresult r = unsafe_call();
     if (r != CUDA_SUCCESS)
         return r;
-    return !e->s || e->s->done >= e->seq ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    const fstream *t = stream_by_id(e->sid);
+    return !t || t->done >= e->seq ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 static CUresult m_cuEventQuery(CUevent e)
 {
@@ -723,8 +778,9 @@ static CUresult event_sync(fevent *e)
     if (stale(e->gen))
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     CUresult r = unsafe_call();
-    if (r == CUDA_SUCCESS && e->s)
-        run_until(e->s, e->seq);
+    fstream *t = stream_by_id(e->sid);
+    if (r == CUDA_SUCCESS && t)
+        run_until(t, e->seq);
     return r;
 }
 static CUresult m_cuEventSynchronize(CUevent e)
@@ -749,9 +805,9 @@ static CUresult stream_wait(fstream *f, fevent *e, unsigned flags)
     }
     if (flags & CU_EVENT_WAIT_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!e->s)
+    if (!e->sid)
         return CUDA_SUCCESS; /* never recorded: nothing to wait for */
-    op w = {.kind = MOCK_OP_WAIT, .target = e->s, .target_seq = e->seq};
+    op w = {.kind = MOCK_OP_WAIT, .target = e->sid, .target_seq = e->seq};
     return enqueue(f, w);
 }
 static CUresult m_cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
@@ -1229,6 +1285,12 @@ static void free_all(void)
     free_stream_ops(&legacy);
     memset(&legacy, 0, sizeof legacy);
     legacy.blocking = legacy.legacy = 1;
+    legacy.id = 1;
+    while (reusable) {
+        fstream *f = reusable;
+        reusable = f->next;
+        free(f);
+    }
     for (fstream *s = live, *next; s; s = next) {
         next = s->next;
         if (s == per_thread)
@@ -1241,6 +1303,7 @@ static void free_all(void)
         free_stream_ops(per_thread);
         memset(per_thread, 0, sizeof *per_thread);
         per_thread->blocking = per_thread->per_thread = 1;
+        per_thread->id = next_stream_id++;
         live = per_thread;
     }
 }
@@ -1296,6 +1359,7 @@ void mock_install(void)
     SET(cuStreamCreate)
     SET(cuStreamDestroy)
     SET(cuStreamSynchronize)
+    SET(cuStreamGetId)
     SET(cuStreamIsCapturing)
     SET(cuStreamWaitEvent)
     SET(cuThreadExchangeStreamCaptureMode)

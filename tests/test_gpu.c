@@ -51,7 +51,7 @@ static void test_param_layout_matches_abi(void **state)
     (void)state;
     if (!drv->cuFuncGetParamInfo)
         skip();
-    CUfunction fns[1] = {atomic_load(&eng->fn)};
+    CUfunction fns[1] = {atomic_load(&eng->kernel[MEMRA_KERNEL_VROWS])};
     static const size_t off[MEMRA_VROWS_NPARAMS] = {0,  8,  16, 24, 32, 40, 48,  56,
                                                     64, 72, 80, 88, 92, 96, 104, 112};
     for (int k = 0; k < 1; k++) {
@@ -141,7 +141,7 @@ static void test_out_of_range_and_fault_word(void **state)
     sel[417] = E, sel[733] = -1, sel[900] = INT32_MAX, sel[901] = INT32_MIN;
     selw[500] = NAN;
     memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {5 * MiB, 5 * MiB, 9 * MiB}};
-    dcase c = {N, E, sel, selw, NULL, &sl, 0, NULL, 1};
+    dcase c = {N, E, sel, selw, NULL, &sl, 0, NULL, 1, 0};
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK); /* start clear */
     CHECK_CASE(eng, &c); /* compares what the launch added to the fault word with the host arm */
@@ -277,7 +277,7 @@ static void *worker_main(void *arg)
         memra_vrows_slabs sl = {{(uint64_t)w->id << 44, 1ull << 45, 1ull << 46},
                                 {24 * MiB, 24 * MiB, 48 * MiB}};
         /* Layer 40 is shared (concurrent hits), 50+id is this thread's. */
-        dcase c = {n, E, sel, selw, &mac, &sl, (it & 1) ? 40 : 50 + w->id, s, 0};
+        dcase c = {n, E, sel, selw, &mac, &sl, (it & 1) ? 40 : 50 + w->id, s, 0, 0};
         w->failed = device_case_check(w->eng, &c, w->why, sizeof w->why);
         free(sel), free(selw);
     }
@@ -321,7 +321,7 @@ static void test_two_engines_one_device(void **state)
     memra_vrows_slabs sl = {{0, 0, 0}, {64, 64, 64}};
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
-    dcase c = {N, 4, sel, selw, NULL, &sl, 0, NULL, 1};
+    dcase c = {N, 4, sel, selw, NULL, &sl, 0, NULL, 1, 0};
     CHECK_CASE(second, &c);
     assert_int_equal(memra_engine_faults(second, NULL, &f, 1), MEMRA_OK);
     assert_int_equal(f.bad_expert, 1);

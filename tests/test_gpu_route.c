@@ -43,7 +43,8 @@ static void test_route_param_layout(void **state)
     static const size_t off[MEMRA_ROUTE_NPARAMS] = {0,   8,   16,  24,  32,  40,  48,  56,
                                                     64,  72,  80,  88,  96,  104, 112, 120,
                                                     128, 132, 136, 140, 144, 148, 152};
-    CUfunction fns[2] = {eng->route_fn, eng->route_topk_fn};
+    CUfunction fns[2] = {atomic_load(&eng->kernel[MEMRA_KERNEL_ROUTE]),
+                         atomic_load(&eng->kernel[MEMRA_KERNEL_ROUTE_TOPK])};
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < MEMRA_ROUTE_NPARAMS; i++) {
             size_t o = 0, sz = 0;
@@ -63,7 +64,7 @@ static void test_million_tokens_every_config(void **state)
     for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
         for (int chunk = 0; chunk < 8; chunk++) {
             const int r = memra_route_case_check(eng, ci, 1u << 17, 1000 * ci + (uint64_t)chunk,
-                                                 chunk & 1, 40 + (int)ci, own, why, sizeof why);
+                                                 chunk & 1, 40 + (int)ci, 0, own, why, sizeof why);
             if (r)
                 fail_msg("%s, chunk %d: %s", route_cases[ci].name, chunk, why);
         }

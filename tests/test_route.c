@@ -499,13 +499,15 @@ static void dev_free(memra_engine *eng, dev_bufs *d)
     memra_free(eng, d->ptrs), memra_free(eng, d->scl);
 }
 
-static void dev_read(memra_engine *eng, const dev_bufs *d, size_t n_pairs, outputs *o)
+/* The outputs, read in order after the work on `s`. */
+static void dev_read(memra_engine *eng, const dev_bufs *d, size_t n_pairs, outputs *o,
+                     memra_stream s)
 {
     outputs_alloc(o, n_pairs);
-    assert_int_equal(memra_download_i32(eng, o->sel, d->sel, n_pairs), MEMRA_OK);
-    assert_int_equal(memra_download_f32(eng, o->selw, d->selw, n_pairs), MEMRA_OK);
-    assert_int_equal(memra_download_u64(eng, o->ptrs, d->ptrs, 3 * n_pairs), MEMRA_OK);
-    assert_int_equal(memra_download_f32(eng, o->scl, d->scl, 3 * n_pairs), MEMRA_OK);
+    assert_int_equal(memra_download_i32_on(eng, o->sel, d->sel, n_pairs, s), MEMRA_OK);
+    assert_int_equal(memra_download_f32_on(eng, o->selw, d->selw, n_pairs, s), MEMRA_OK);
+    assert_int_equal(memra_download_u64_on(eng, o->ptrs, d->ptrs, 3 * n_pairs, s), MEMRA_OK);
+    assert_int_equal(memra_download_f32_on(eng, o->scl, d->scl, 3 * n_pairs, s), MEMRA_OK);
 }
 
 static void test_device_matches_host_every_config(void **state)
@@ -533,7 +535,7 @@ static void test_device_matches_host_every_config(void **state)
                                                 d.ptrs, d.scl, own),
                          MEMRA_OK);
         outputs dv, h;
-        dev_read(eng, &d, np, &dv);
+        dev_read(eng, &d, np, &dv, own);
         host_route(c, logits, T, &h);
         expect_same(&dv, &h, np, c->name);
         assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
@@ -591,7 +593,7 @@ static void test_device_capture_and_replay(void **state)
         assert_int_equal(mock_table.cuGraphLaunch(x, cs), CUDA_SUCCESS);
         assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
         outputs dv, h;
-        dev_read(eng, &d, np, &dv);
+        dev_read(eng, &d, np, &dv, cs);
         memra_route_spec hs = s;
         hs.bias = bias_store;
         outputs_alloc(&h, np);

@@ -54,9 +54,9 @@ static void test_route_check_catches_unwritten_outputs(void **state)
     memra_engine *eng = mock_engine();
     mock.recycle_memory = 1;
     char why[512];
-    assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, NULL, why, sizeof why), 0);
+    assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, 0, NULL, why, sizeof why), 0);
     mock.drop_route_launches = 1;
-    assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, NULL, why, sizeof why), 1);
+    assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, 0, NULL, why, sizeof why), 1);
     assert_non_null(strstr(why, route_cases[0].name));
     memra_engine_destroy(eng);
 }

@@ -15,14 +15,17 @@
  *    default stream (PyTorch's default stream is NULL too), and
  *    CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are accepted.
  *    memra_engine_stream() gives the engine's own non-blocking stream.
- *  - Stream order: a launch is ordered after the upload of the macro planes
- *    it reads, whichever stream made the upload (an event wait on the
- *    device, none once the upload is seen finished). Re-uploading a layer
- *    (changed planes) while a launch that reads it still runs on another
- *    stream is a race the caller orders, as with any buffer.
- *  - Capture: while another thread captures a CUDA graph in global mode
- *    (torch.cuda.graph's default), memra's allocations, copies and syncs
- *    run in relaxed capture mode and leave that capture intact.
+ *  - Order (docs/streams.md): memra orders its work as CUDA orders the
+ *    equivalent CUDA calls. A synchronous helper without a stream behaves
+ *    like cuMemcpy (after everything queued on the legacy stream, and so on
+ *    blocking streams); its _on form is ordered on the stream given; both
+ *    return when done. A launch is ordered after the upload of the planes it
+ *    reads, on any stream, eagerly and in every replay of a captured graph;
+ *    uploads of one layer land in the order they were issued.
+ *  - Capture: a call that would join or break a stream capture returns
+ *    MEMRA_ERR_CAPTURE and leaves the capture intact. While another thread
+ *    captures in global mode (torch.cuda.graph's default), memra's
+ *    allocations, copies and waits run in relaxed capture mode.
  *  - Contexts: an engine retains the device's primary context. If the
  *    application resets it (cuDevicePrimaryCtxReset, cudaDeviceReset),
  *    every later call on the engine returns MEMRA_ERR_CONTEXT_RESET and
@@ -195,9 +198,10 @@ MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kerne
  * process can run it at boot and keep the host arm where it fails.
  * MEMRA_OK when exact; MEMRA_ERR_SELF_CHECK with the first difference in
  * the report and memra_last_error() when not. It runs on the engine's own
- * stream and mirrors its planes on layers 65528-65535 (use lower indices
- * for your own). Its cases count faults: a fault word that was clear when
- * it started is clear again when it returns (run it before serving). */
+ * stream only (never the legacy stream, so another thread's capture is
+ * safe) and mirrors its planes in scratch slots of its own (no layer of
+ * yours is touched). Its cases count faults: a fault word that was clear
+ * when it started is clear again when it returns (run it before serving). */
 typedef struct memra_self_check_report {
     uint32_t cases;          /* cases run */
     uint32_t failed;         /* cases whose tables or faults differ from the host arm */
@@ -221,17 +225,27 @@ MEMRA_API memra_status memra_engine_self_check(memra_engine *eng, memra_self_che
  * full, locked, NFS without locks, a file size limit) ends the same way:
  * one warning on stderr, compile in memory, carry on. */
 MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
-/* Waits for work on `stream` and then reads the engine's fault word; with
- * reset != 0 it is read and cleared in one step on the device, so counts
- * that launches on other streams add meanwhile are kept for the next read,
- * never lost. */
+/* Reads the engine's fault word after the work queued on `stream` (NULL: the
+ * legacy default stream, as a synchronous copy is ordered), and returns when
+ * it has; with reset != 0 it is read and cleared in one step on the device,
+ * so counts that launches on other streams add meanwhile are kept for the
+ * next read, never lost. Concurrent readers on other streams do not wait
+ * for each other. MEMRA_ERR_CAPTURE if `stream` is capturing. */
 MEMRA_API memra_status memra_engine_faults(memra_engine *eng, memra_stream stream,
                                            memra_faults *out, int reset);
 
 /* ---- memory helpers ---------------------------------------------------- *
- * Synchronous copies run on the engine's own stream and are complete on
- * return; _async ones are ordered on `stream` (NULL: the legacy default
- * stream). memra_sync waits for `stream`. */
+ * Each copy comes in three orders, as CUDA's do:
+ *  - memra_copy_htod/dtoh, memra_upload_T/download_T: like cuMemcpy, on the
+ *    legacy default stream (after all work queued there, and so after the
+ *    blocking streams'; before anything queued later), complete on return;
+ *  - the _on forms: ordered on `stream`, complete on return (for engines on
+ *    non-blocking streams);
+ *  - the _async forms: queued on `stream` (NULL: the legacy default
+ *    stream), captured if the stream captures.
+ * A waiting call whose stream is capturing (or is the legacy stream while a
+ * blocking stream captures) returns MEMRA_ERR_CAPTURE; the capture survives.
+ * memra_sync waits for `stream` (MEMRA_ERR_CAPTURE if it is capturing). */
 MEMRA_API memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out);
 MEMRA_API memra_status memra_free(memra_engine *eng, memra_devptr ptr);
 MEMRA_API memra_status memra_sync(memra_engine *eng, memra_stream stream);
@@ -239,6 +253,10 @@ MEMRA_API memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, cons
                                        size_t bytes);
 MEMRA_API memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src,
                                        size_t bytes);
+MEMRA_API memra_status memra_copy_htod_on(memra_engine *eng, memra_devptr dst, const void *src,
+                                          size_t bytes, memra_stream stream);
+MEMRA_API memra_status memra_copy_dtoh_on(memra_engine *eng, void *dst, memra_devptr src,
+                                          size_t bytes, memra_stream stream);
 MEMRA_API memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
                                              size_t bytes, memra_stream stream);
 MEMRA_API memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src,
@@ -251,6 +269,10 @@ MEMRA_API memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra
                                               size_t count);                                       \
     MEMRA_API memra_status memra_download_##sfx(memra_engine *eng, T *dst, memra_devptr src,       \
                                                 size_t count);                                     \
+    MEMRA_API memra_status memra_upload_##sfx##_on(                                                \
+        memra_engine *eng, memra_devptr dst, const T *src, size_t count, memra_stream stream);     \
+    MEMRA_API memra_status memra_download_##sfx##_on(memra_engine *eng, T *dst, memra_devptr src,  \
+                                                     size_t count, memra_stream stream);           \
     MEMRA_API memra_status memra_upload_##sfx##_async(                                             \
         memra_engine *eng, memra_devptr dst, const T *src, size_t count, memra_stream stream);     \
     MEMRA_API memra_status memra_download_##sfx##_async(                                           \
@@ -263,9 +285,12 @@ MEMRA_TYPED_COPIES(MEMRA_DECLARE_TYPED_COPY)
  * (NULL: the legacy default stream). Never synchronises. `sel`, `selw` are device
  * arrays of n_pairs; `ptrs` (8-byte aligned) and `scl` (4-byte aligned) are
  * device arrays of 3*n_pairs. `macros` are HOST planes (or NULL), mirrored
- * to the device once per (layer il, plane) and re-uploaded only when their
- * contents change. Out-of-range ids and non-finite scales are counted in the
- * engine's fault word (memra_engine_faults), not returned.
+ * to the device once per layer il (a slot of the table kernel's own, apart
+ * from routing's) and re-uploaded only when their contents change. The
+ * launch is ordered after that upload on any stream, also in every replay
+ * of a graph it was captured into. Out-of-range ids and non-finite scales
+ * are counted in the engine's fault word (memra_engine_faults), not
+ * returned.
  *
  * Under stream capture nothing is allocated, copied or synchronised: a macro
  * mirror that is missing or stale returns MEMRA_ERR_CAPTURE (the capture is
@@ -276,8 +301,9 @@ MEMRA_API memra_status memra_moe_vrows_tables_from_sel(
     memra_devptr scl, memra_stream stream);
 
 /* Mirrors layer il's macro planes to the device (upload on `stream` if missing
- * or changed; the device buffer keeps its address, so captured graphs see the
- * new contents) and compiles the kernel if needed. Not allowed under capture. */
+ * or changed; the device buffer keeps its address while n_expert fits, so
+ * captured graphs see the new contents, and each replay waits for the
+ * upload) and compiles the kernel if needed. Not allowed under capture. */
 MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_expert,
                                                  const memra_vrows_macros *macros,
                                                  memra_stream stream);
