@@ -6,13 +6,11 @@
 #include "engine.h"
 #include "error.h"
 
-memra_status memra_check_layer(const char *fn, int *il, int scratch)
+memra_status memra_check_layer(const char *fn, int il, int scratch)
 {
     const int n = scratch ? MEMRA_SCRATCH_LAYERS : MEMRA_MAX_LAYERS;
-    if (*il < 0 || *il >= n)
-        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: il = %d is outside [0, %d)", fn, *il, n);
-    if (scratch)
-        *il += MEMRA_SCRATCH_LAYER0;
+    if (il < 0 || il >= n)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: il = %d is outside [0, %d)", fn, il, n);
     return MEMRA_OK;
 }
 
@@ -60,17 +58,17 @@ static void retire(memra_engine *eng, memra_slot *m, CUdeviceptr dev, float *hos
     memra_retired *r = calloc(1, sizeof *r);
     if (!r)
         return; /* leaking the buffer is safe; freeing what an upload reads is not */
-    *r = (memra_retired){.slot = m, .dev = dev, .host = host};
+    *r = (memra_retired){.slot = m, .last_reader = m->version, .dev = dev, .host = host};
     pthread_mutex_lock(&eng->state_lock);
     r->next = eng->retired;
     eng->retired = r;
     pthread_mutex_unlock(&eng->state_lock);
 }
 
-/* Frees the retired buffers whose slot's uploads have all finished. The
- * device buffers may still be read by launches queued on any stream:
- * cuMemFree waits for those, so it runs here, on an upload, outside every
- * lock, never on a launch. */
+/* Frees the retired buffers whose last reading upload is known finished.
+ * The device buffers may still be read by launches queued on any stream:
+ * cuMemFree waits for those, so it runs here, after an upload, outside
+ * every lock, never on a launch. */
 static void reclaim(memra_call *c)
 {
     memra_engine *eng = c->eng;
@@ -82,7 +80,7 @@ static void reclaim(memra_call *c)
     memra_retired *keep = NULL, **tail = &keep;
     for (memra_retired *r = list, *next; r; r = next) {
         next = r->next;
-        if (d->cuEventQuery(r->slot->uploaded) == CUDA_SUCCESS) {
+        if (r->last_reader <= atomic_load(&r->slot->finished)) {
             if (r->dev)
                 d->cuMemFree(r->dev);
             if (r->host)
@@ -112,6 +110,7 @@ static memra_status upload_in_flight(memra_call *c, memra_slot *m, int *in_fligh
     const CUresult r = c->d->cuEventQuery(m->uploaded);
     if (r == CUDA_SUCCESS) {
         m->upload_done = 1;
+        atomic_store(&m->finished, m->version);
         return MEMRA_OK;
     }
     if (r != CUDA_ERROR_NOT_READY)

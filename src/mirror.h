@@ -14,23 +14,29 @@
 #define MEMRA_MIRROR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "context.h"
 
 struct memra_engine;
 
 /* What a slot holds; the kinds never share a slot, so the table kernel and
- * the routing kernel can use the same layer index in one graph. */
+ * the routing kernel can use the same layer index in one graph. The
+ * scratch kinds are the engine's own self-check's: it never touches a
+ * caller's slot. */
 typedef enum memra_mirror_kind {
-    MEMRA_MIRROR_VROWS, /* the table kernel's three macro planes */
-    MEMRA_MIRROR_ROUTE, /* the routing kernel's macro planes and/or bias */
+    MEMRA_MIRROR_VROWS,         /* the table kernel's three macro planes */
+    MEMRA_MIRROR_ROUTE,         /* the routing kernel's macro planes and/or bias */
+    MEMRA_MIRROR_SCRATCH_VROWS, /* the same two, for the self-check */
+    MEMRA_MIRROR_SCRATCH_ROUTE,
     MEMRA_MIRROR_KINDS
 } memra_mirror_kind;
-
-/* Layers above the public range, for the engine's own self-check: it never
- * touches a caller's slot. */
-#define MEMRA_SCRATCH_LAYER0 MEMRA_MAX_LAYERS
 #define MEMRA_SCRATCH_LAYERS 16
+
+static inline memra_mirror_kind memra_mirror_kind_of(memra_mirror_kind kind, int scratch)
+{
+    return scratch ? (memra_mirror_kind)(kind + MEMRA_MIRROR_SCRATCH_VROWS) : kind;
+}
 
 typedef struct memra_slot {
     pthread_mutex_t lock; /* the slot's state; never held across a device wait */
@@ -44,13 +50,15 @@ typedef struct memra_slot {
     CUevent uploaded;                 /* recorded after each upload */
     unsigned long long upload_stream; /* cuStreamGetId of the last upload's stream */
     int upload_done;                  /* the last upload is known finished */
+    _Atomic uint64_t finished;        /* uploads known finished (each waited for the one before) */
 } memra_slot;
 
-/* Buffers no longer a slot's own, freed once `slot`'s uploads have
- * finished (the last one waited for every earlier one). */
+/* Buffers no longer a slot's own, freed once the slot's upload number
+ * `last_reader` (the last that may read them) is known finished. */
 typedef struct memra_retired {
     struct memra_retired *next;
     memra_slot *slot;
+    uint64_t last_reader;
     CUdeviceptr dev;
     float *host; /* pinned */
 } memra_retired;
@@ -74,8 +82,8 @@ static inline CUdeviceptr memra_mirror_plane(CUdeviceptr dev, uint32_t n_expert,
  * reset: host memory only). */
 void memra_mirror_release(struct memra_engine *eng, int touch_device);
 
-/* il in [0, MEMRA_MAX_LAYERS), else MEMRA_ERR_INVALID_ARG naming it. With
- * `scratch`, il in [0, MEMRA_SCRATCH_LAYERS), moved to the scratch range. */
-memra_status memra_check_layer(const char *fn, int *il, int scratch);
+/* il in [0, MEMRA_MAX_LAYERS) (with `scratch`, [0, MEMRA_SCRATCH_LAYERS)),
+ * else MEMRA_ERR_INVALID_ARG naming it. */
+memra_status memra_check_layer(const char *fn, int il, int scratch);
 
 #endif /* MEMRA_MIRROR_H */

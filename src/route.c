@@ -10,7 +10,7 @@
 
 /* After the arguments are checked: the layer index where the layer mirrors
  * anything, the context, what the stream meets, and the loaded kernel. */
-static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec, int *il,
+static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec, int il,
                           int scratch, int have_macros, CUstream s, memra_call *c,
                           memra_capture *cap, CUfunction *f)
 {
@@ -39,7 +39,7 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    if (!(st = enter(eng, fn, spec, &il, 0, have_macros, s, &c, &cap, &f)) &&
+    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, &c, &cap, &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture"))) {
         const float *planes[4];
@@ -70,7 +70,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    if ((st = enter(eng, fn, spec, &il, scratch, have_macros, s, &c, &cap, &f)))
+    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s, &c, &cap, &f)))
         goto done;
 
     const uint32_t E = spec->n_expert;
@@ -101,7 +101,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     const int n = memra_route_planes(spec, macros, have_macros, planes);
     if (n) {
         CUdeviceptr dev;
-        if ((st = memra_mirror_get(&c, cap, il, MEMRA_MIRROR_ROUTE, E, planes, n, s, &dev)))
+        if ((st = memra_mirror_get(&c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch),
+                                   E, planes, n, s, &dev)))
             goto done;
         if (have_macros) {
             a.mg = memra_mirror_plane(dev, E, 0);

@@ -29,7 +29,7 @@ memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_exp
     memra_status st = memra_macros_check(fn, macros, &present);
     if (st)
         return st;
-    if ((st = memra_check_layer(fn, &il, 0)))
+    if ((st = memra_check_layer(fn, il, 0)))
         return st;
     if (present && n_expert == 0)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: n_expert is 0", fn);
@@ -59,7 +59,7 @@ memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr 
     int present;
     memra_status st =
         memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl, &present);
-    if (st || (present && (st = memra_check_layer(fn, &il, scratch))))
+    if (st || (present && (st = memra_check_layer(fn, il, scratch))))
         return st;
     CUstream s = (CUstream)stream;
     memra_call c;
@@ -84,8 +84,8 @@ memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr 
     };
     if (present) {
         CUdeviceptr planes;
-        if ((st = memra_mirror_get(&c, cap, il, MEMRA_MIRROR_VROWS, n_expert, macros->plane, 3, s,
-                                   &planes)))
+        if ((st = memra_mirror_get(&c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_VROWS, scratch),
+                                   n_expert, macros->plane, 3, s, &planes)))
             goto done;
         a.mg = memra_mirror_plane(planes, n_expert, 0);
         a.mu = memra_mirror_plane(planes, n_expert, 1);

@@ -3,10 +3,13 @@
  * the routing kernel's source with warps as threads, which valgrind makes
  * very slow: this file runs in the plain and sanitizer builds, not under
  * valgrind (suite mock-threads). */
+#include <pthread.h>
+
 #include "testutil.h"
 
 #include "mock_fixture.h"
 #include "route_cases.h"
+#include "engine.h"
 #include "self_check.h"
 
 /* The gate a serving process runs at boot: exact on a sound device, and it
@@ -28,6 +31,60 @@ static void test_self_check_exact(void **state)
     assert_int_equal(f.first_pair, MEMRA_NO_FAULT);
     assert_int_equal(memra_engine_self_check(NULL, &rep), MEMRA_ERR_NULL_ARG);
     assert_int_equal(memra_engine_self_check(eng, NULL), MEMRA_ERR_NULL_ARG);
+    memra_engine_destroy(eng);
+}
+
+/* Row 4 of docs/streams.md: the check while another thread captures a
+ * blocking stream in global mode (torch.cuda.graph beside a boot check).
+ * It stays on the engine's own stream and its own scratch slots: exact,
+ * the capture intact, and no layer of the caller's touched. */
+typedef struct capture_job {
+    CUstream s;
+    pthread_barrier_t *began, *checked;
+    CUresult end;
+} capture_job;
+
+static void *capture_blocking_stream(void *arg)
+{
+    capture_job *j = arg;
+    mock_table.cuStreamBeginCapture(j->s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    pthread_barrier_wait(j->began);
+    pthread_barrier_wait(j->checked);
+    CUgraph g = NULL;
+    j->end = mock_table.cuStreamEndCapture(j->s, &g);
+    if (g)
+        mock_table.cuGraphDestroy(g);
+    return NULL;
+}
+
+static void test_self_check_beside_another_threads_capture(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    CUstream blocking;
+    assert_int_equal(mock_table.cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    pthread_barrier_t began, checked;
+    pthread_barrier_init(&began, NULL, 2);
+    pthread_barrier_init(&checked, NULL, 2);
+    capture_job j = {blocking, &began, &checked, CUDA_ERROR_UNKNOWN};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, capture_blocking_stream, &j), 0);
+    pthread_barrier_wait(&began);
+    memra_self_check_report rep;
+    const memra_status st = memra_engine_self_check(eng, &rep);
+    pthread_barrier_wait(&checked);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&began), pthread_barrier_destroy(&checked);
+    assert_int_equal(st, MEMRA_OK);
+    assert_int_equal(rep.failed, 0);
+    assert_int_equal(j.end, CUDA_SUCCESS);
+    assert_int_equal(mock.capture_violations, 0);
+    /* The public layers are untouched: a layer the check once used is
+     * still a miss for the caller. */
+    for (int k = MEMRA_MIRROR_VROWS; k <= MEMRA_MIRROR_ROUTE; k++)
+        for (size_t i = 0; i < eng->n_slots[k]; i++)
+            assert_null(eng->slots[k][i]);
+    mock_table.cuStreamDestroy(blocking);
     memra_engine_destroy(eng);
 }
 
@@ -65,6 +122,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_self_check_exact, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_self_check_beside_another_threads_capture, mock_setup,
+                                        mock_teardown),
         cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_route_check_catches_unwritten_outputs, mock_setup,
