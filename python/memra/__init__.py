@@ -10,6 +10,7 @@ does not depend on PyTorch's C++ ABI). ``memra.torch`` adds the PyTorch ops
     eng = memra.Engine(0)          # one GPU; shares PyTorch's primary context
 """
 import ctypes
+import sys
 
 from . import _lib
 from ._errors import *  # noqa: F401,F403  (the exception classes)
@@ -153,6 +154,19 @@ def _stream(stream):
     return _int("stream", stream, 0, _U64) or None
 
 
+def _current_torch_stream(device):
+    """PyTorch's current stream on `device` if torch is imported and has
+    initialised CUDA, else 0 (the legacy default stream). Never imports or
+    initialises torch itself."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return torch.cuda.current_stream(device).cuda_stream
+    except Exception:  # a torch without CUDA, or a broken one: the legacy stream
+        pass
+    return 0
+
+
 class Engine:
     """One GPU. Retains the device's primary context, so it shares memory and
     streams with PyTorch. Close it (or use it as a context manager) after the
@@ -217,7 +231,13 @@ class Engine:
         check(st)
         return {"cases": r.cases, "failed": r.failed, "entries": r.entries}
 
-    def faults(self, stream=0, reset=False):
+    def faults(self, stream=None, reset=False):
+        """The engine's fault word, read after the work queued on `stream`
+        (an int CUstream). By default that is PyTorch's current stream on
+        this device when torch is in use (where the ops queue their launches),
+        else the legacy default stream (0); the read returns when done."""
+        if stream is None:
+            stream = _current_torch_stream(self.device)
         f = Faults()
         check(lib().memra_engine_faults(self._ptr(), _stream(stream), ctypes.byref(f),
                                         int(bool(reset))))

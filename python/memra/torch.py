@@ -11,9 +11,16 @@ Tensors: ``sel`` int32 [n_pairs] and ``selw`` float32 [n_pairs] on one CUDA
 device, ``ptrs`` int64 [3 * n_pairs] (the uint64 pointer bits) and ``scl``
 float32 [3 * n_pairs] on the same device, all contiguous; ``planes`` a CPU
 float32 tensor [3, n_expert] (gate, up, down macro scales) or None; ``bases``
-and ``strides`` three ints each in [0, 2^63). One engine per device, shared.
+and ``strides`` three ints each in [0, 2^63).
+
+Engines: one per (device, model), created once (a lock makes two threads'
+first calls share one). Layers are keyed by index per engine, so two models
+with the same layer indices (the draft and the target of speculative
+decoding) pass different ``model`` names. The table op and routing keep
+separate slots for one layer index, so both can use it in one graph.
 """
 import ctypes
+import threading
 from typing import List, Optional
 
 import torch
@@ -21,19 +28,36 @@ import torch
 import memra
 from memra import InvalidArgError
 
-__all__ = ["vrows_tables_", "vrows_tables", "prepare_layer", "engine", "route_tables"]
+__all__ = ["vrows_tables_", "vrows_tables", "prepare_layer", "engine", "route_tables",
+           "faults"]
 
 _engines = {}
+_engines_lock = threading.Lock()
 
 
-def engine(device):
-    """The memra engine for a CUDA device (created once, kept)."""
+def engine(device, model: str = ""):
+    """The memra engine for a CUDA device and a model name (created once,
+    kept): a model's layers are its own, so a draft and a target model with
+    the same layer indices pass different names."""
     device = torch.device(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
-    eng = _engines.get(index)
+    key = (index, str(model))
+    eng = _engines.get(key)
     if eng is None:
-        eng = _engines[index] = memra.Engine(index)
+        with _engines_lock:
+            eng = _engines.get(key)
+            if eng is None:
+                eng = _engines[key] = memra.Engine(index)
     return eng
+
+
+def faults(device=None, reset: bool = False, model: str = ""):
+    """The engine's fault word, read after the work queued on the current
+    stream of `device` (where the ops launched), like a synchronous copy
+    there."""
+    device = torch.device(device if device is not None else "cuda")
+    eng = engine(device, model)
+    return eng.faults(stream=torch.cuda.current_stream(device).cuda_stream, reset=reset)
 
 
 _I63 = 1 << 63
@@ -87,7 +111,7 @@ def _slab(bases, strides):
 @torch.library.custom_op("memra::vrows_tables_", mutates_args=("ptrs", "scl"))
 def vrows_tables_(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor, scl: torch.Tensor,
                   n_expert: int, layer: int, macros: Optional[torch.Tensor], bases: List[int],
-                  strides: List[int]) -> None:
+                  strides: List[int], model: str = "") -> None:
     """Builds the verify-rows tables into ptrs and scl (one launch on the
     current stream of sel's device; never synchronises)."""
     _check_tensor("sel", sel, torch.int32, None, None)
@@ -99,32 +123,35 @@ def vrows_tables_(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor, scl
     layer = memra._int("layer", layer, 0, memra.MAX_LAYERS)
     planes = _planes(macros, n_expert)
     slab = _slab(bases, strides)
-    eng = engine(sel.device)
+    eng = engine(sel.device, model)
     stream = torch.cuda.current_stream(sel.device).cuda_stream
     eng.tables_from_sel(sel.data_ptr(), selw.data_ptr(), n_pairs, n_expert, layer, None, slab,
                         ptrs.data_ptr(), scl.data_ptr(), stream=stream, _planes=planes)
 
 
 @vrows_tables_.register_fake
-def _(sel, selw, ptrs, scl, n_expert, layer, macros, bases, strides):
+def _(sel, selw, ptrs, scl, n_expert, layer, macros, bases, strides, model=""):
     return None
 
 
 def vrows_tables(sel: torch.Tensor, selw: torch.Tensor, n_expert: int, layer: int,
-                 macros: Optional[torch.Tensor], bases: List[int], strides: List[int]):
+                 macros: Optional[torch.Tensor], bases: List[int], strides: List[int],
+                 model: str = ""):
     """Functional form: allocates and returns (ptrs int64 [3n], scl float32 [3n])."""
     n = sel.numel()
     ptrs = torch.empty(3 * n, dtype=torch.int64, device=sel.device)
     scl = torch.empty(3 * n, dtype=torch.float32, device=sel.device)
-    torch.ops.memra.vrows_tables_(sel, selw, ptrs, scl, n_expert, layer, macros, bases, strides)
+    torch.ops.memra.vrows_tables_(sel, selw, ptrs, scl, n_expert, layer, macros, bases, strides,
+                                  model)
     return ptrs, scl
 
 
-def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_expert=None):
+def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_expert=None,
+                  model: str = ""):
     """Mirrors layer `layer`'s planes to the device now, on the current stream
     (and loads the kernel): call for every layer before capturing a graph."""
     device = torch.device(device if device is not None else "cuda")
-    eng = engine(device)
+    eng = engine(device, model)
     stream = torch.cuda.current_stream(device).cuda_stream
     if macros is None:
         eng.warmup()
@@ -133,11 +160,11 @@ def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_exp
     eng.prepare_layer(layer, n_expert, None, stream=stream, _planes=_planes(macros, n_expert))
 
 
-def route_tables(logits: torch.Tensor, top_k: int, layer: int = 0,
+def route_tables(logits: torch.Tensor, top_k: int, layer: int,
                  macros: Optional[torch.Tensor] = None, bases=(0, 0, 0), strides=(0, 0, 0),
                  scoring: str = "softmax", n_group: int = 1, topk_group: int = 1,
                  renormalize: bool = False, routed_scaling_factor: float = 1.0,
-                 bias: Optional[torch.Tensor] = None):
+                 bias: Optional[torch.Tensor] = None, model: str = ""):
     """Router logits ([n_tokens, n_expert], float32 or bfloat16, CUDA,
     contiguous) to (sel int32, selw float32, ptrs int64, scl float32) in one
     launch on the current stream: memra_moe_route_tables. bias: a CPU float32
@@ -163,7 +190,7 @@ def route_tables(logits: torch.Tensor, top_k: int, layer: int = 0,
     selw = torch.empty(n, dtype=torch.float32, device=logits.device)
     ptrs = torch.empty(3 * n, dtype=torch.int64, device=logits.device)
     scl = torch.empty(3 * n, dtype=torch.float32, device=logits.device)
-    eng = engine(logits.device)
+    eng = engine(logits.device, model)
     stream = torch.cuda.current_stream(logits.device).cuda_stream
     memra.check(memra.lib().memra_moe_route_tables(
         eng._ptr(), logits.data_ptr(), n_tokens, ctypes.byref(spec),

@@ -244,3 +244,88 @@ def test_routing_matches_host_and_torch_topk():
             ((gsorted[:, 3] - gsorted[:, 4]) > 1e-6)
     assert clear.sum() > T * 0.8
     assert torch.equal(sel.view(T, 8).long()[clear], idx[clear, :8])
+
+
+# ---- ordering (docs/streams.md), row 11 and around it ------------------------
+
+def test_route_and_table_ops_share_a_layer_in_one_graph():
+    """route_tables with a bias and vrows_tables_ on layer 0: both captured in
+    one torch.cuda.graph, replayed; then a new bias is prepared and the same
+    graph replays with it. Every output against the host arm, bit for bit."""
+    torch.manual_seed(11)
+    T, E, K = 32, 256, 8
+    planes = seed_planes(E)
+    bias = (torch.randn(E) * 0.01).contiguous()
+    logits = torch.randn(T, E, device=DEV)
+    sel = torch.randint(0, E, (T * K,), dtype=torch.int32, device=DEV)
+    selw = torch.rand(T * K, device=DEV)
+    kw = dict(scoring="sigmoid", n_group=8, topk_group=4, renormalize=True,
+              routed_scaling_factor=2.5)
+    mt.prepare_layer(0, planes, DEV)
+    # the first eager calls mirror both kinds; the capture needs no upload
+    mt.route_tables(logits, K, 0, planes, BASES, BIG, bias=bias, **kw)
+    mt.vrows_tables(sel, selw, E, 0, planes, BASES, BIG)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        rsel, rselw, rptrs, rscl = mt.route_tables(logits, K, 0, planes, BASES, BIG, bias=bias,
+                                                   **kw)
+        tp, ts = mt.vrows_tables(sel, selw, E, 0, planes, BASES, BIG)
+    for rep in range(2):
+        if rep == 1:
+            bias.copy_(torch.randn(E) * 0.02)
+            with torch.cuda.stream(torch.cuda.Stream(DEV)):
+                # prepared on another stream: the replay on this one waits for it
+                mt.route_tables(logits, K, 0, planes, BASES, BIG, bias=bias, **kw)
+        logits.copy_(torch.randn(T, E, device=DEV))
+        g.replay()
+        torch.cuda.synchronize()
+        hs, hw, hp, hsc, _ = memra.route_tables_host(
+            logits.cpu().numpy(), K, BASES, BIG, macros=planes.numpy(), bias=bias.numpy(), **kw)
+        assert np.array_equal(rsel.cpu().numpy(), hs), rep
+        assert np.array_equal(rselw.cpu().numpy().view(np.uint32), hw.view(np.uint32)), rep
+        assert np.array_equal(rptrs.cpu().numpy().view(np.uint64), hp), rep
+        assert np.array_equal(rscl.cpu().numpy().view(np.uint32), hsc.view(np.uint32)), rep
+        assert_bits_equal((tp, ts), torch_tables(sel, selw, planes, BASES, BIG), f"tables {rep}")
+
+
+def test_fault_read_follows_the_current_stream():
+    """A table op on a side stream with 4096 bad ids, then a fault read inside
+    torch.cuda.stream(side): it reads after the op, on that stream."""
+    n = 4096
+    side = torch.cuda.Stream(DEV)
+    mt.faults(DEV, reset=True)
+    with torch.cuda.stream(side):
+        sel = torch.full((n,), 1000, dtype=torch.int32, device=DEV)
+        selw = torch.ones(n, device=DEV)
+        torch.cuda._sleep(50_000_000)  # the op runs well after the read is asked for
+        mt.vrows_tables(sel, selw, 256, 0, None, BASES, BIG)
+        f = mt.faults(DEV, reset=True)
+        g = mt.engine(DEV).faults(reset=False)  # the Engine defaults to the current stream too
+    assert f.bad_expert == n and f.first_pair == 0
+    assert g.bad_expert == 0
+
+
+def test_first_engine_is_shared_by_racing_threads():
+    import threading
+    got = []
+    mt._engines.pop((0, "race"), None)
+    ts = [threading.Thread(target=lambda: got.append(mt.engine(DEV, "race"))) for _ in range(8)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert len({id(e) for e in got}) == 1
+
+
+def test_engine_per_model():
+    """Speculative decoding: draft and target use the same layer index with
+    different planes; each model's tables use its own."""
+    E = 256
+    draft, target = seed_planes(E), seed_planes(E) * 2.0
+    sel = torch.arange(64, dtype=torch.int32, device=DEV)
+    selw = torch.rand(64, device=DEV)
+    for _ in range(3):
+        a = mt.vrows_tables(sel, selw, E, 3, draft, BASES, BIG, model="draft")
+        b = mt.vrows_tables(sel, selw, E, 3, target, BASES, BIG, model="target")
+        assert_bits_equal(a, torch_tables(sel, selw, draft, BASES, BIG), "draft")
+        assert_bits_equal(b, torch_tables(sel, selw, target, BASES, BIG), "target")
+    assert mt.engine(DEV, "draft") is not mt.engine(DEV, "target")

@@ -96,8 +96,8 @@ entry_points! {
     memra_alloc: fn(EnginePtr, usize, *mut DevPtr) -> Status;
     memra_free: fn(EnginePtr, DevPtr) -> Status;
     memra_sync: fn(EnginePtr, Stream) -> Status;
-    memra_copy_htod: fn(EnginePtr, DevPtr, *const c_void, usize) -> Status;
-    memra_copy_dtoh: fn(EnginePtr, *mut c_void, DevPtr, usize) -> Status;
+    memra_copy_htod_on: fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
+    memra_copy_dtoh_on: fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
     memra_vrows_prepare_layer: fn(EnginePtr, c_int, u32, *const Macros, Stream) -> Status;
     memra_moe_vrows_tables_from_sel: fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int,
                                         *const Macros, *const Slabs, DevPtr, DevPtr, Stream)

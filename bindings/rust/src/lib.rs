@@ -232,8 +232,8 @@ impl Engine {
         Ctx { engine: self }
     }
 
-    /// The engine's own non-blocking stream (a `CUstream`), on which the
-    /// synchronous copies and `moe_vrows_tables_from_sel` run.
+    /// The engine's own non-blocking stream (a `CUstream`), on which `htod`,
+    /// `dtoh` and `moe_vrows_tables_from_sel` are ordered.
     pub fn stream(&self) -> Result<*mut c_void> {
         let mut s: ffi::Stream = std::ptr::null_mut();
         check(unsafe { (ffi::lib()?.memra_engine_stream)(self.inner.ptr, &mut s) })?;
@@ -258,13 +258,14 @@ impl Engine {
             .store(n_expert, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Reads the fault word (after the engine's stream); `reset` clears it
-    /// in the same step on the device.
-    pub fn faults(&self, reset: bool) -> Result<Faults> {
+    /// Reads the fault word after the work queued on `stream` (a raw
+    /// `CUstream` where the launches went; null is the legacy default
+    /// stream, `self.stream()` the engine's own), returning when it has;
+    /// `reset` clears it in the same step on the device.
+    pub fn faults(&self, stream: *mut c_void, reset: bool) -> Result<Faults> {
         let mut f = Faults::default();
-        let s = self.stream()?;
         check(unsafe {
-            (ffi::lib()?.memra_engine_faults)(self.inner.ptr, s, &mut f, reset as c_int)
+            (ffi::lib()?.memra_engine_faults)(self.inner.ptr, stream, &mut f, reset as c_int)
         })?;
         Ok(f)
     }
@@ -280,12 +281,14 @@ impl Engine {
             len: data.len(),
             _t: PhantomData,
         };
+        // Ordered on the engine's stream, where the stream-less calls run.
         check(unsafe {
-            (lib.memra_copy_htod)(
+            (lib.memra_copy_htod_on)(
                 self.inner.ptr,
                 ptr,
                 data.as_ptr() as *const c_void,
                 std::mem::size_of_val(data),
+                self.stream()?,
             )
         })?;
         Ok(buf)
@@ -294,11 +297,12 @@ impl Engine {
     fn download<T: Copy + Default>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         let mut out = vec![T::default(); buf.len];
         check(unsafe {
-            (ffi::lib()?.memra_copy_dtoh)(
+            (ffi::lib()?.memra_copy_dtoh_on)(
                 self.inner.ptr,
                 out.as_mut_ptr() as *mut c_void,
                 buf.ptr,
                 std::mem::size_of_val(out.as_slice()),
+                self.stream()?,
             )
         })?;
         Ok(out)
