@@ -34,6 +34,7 @@ meson test -C "$builddir" --print-errorlogs --num-processes "$jobs" "$@"
 if command -v cargo >/dev/null 2>&1; then
   echo "== Rust crate: cargo test --offline (bindings/rust, against $builddir/src/libmemra.so.0)"
   MEMRA_LIB="$PWD/$builddir/src/libmemra.so.0" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
+    MEMRA_ABI_LAYOUT="$PWD/$builddir/tests/abi_layout.txt" \
     cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml
 else
   echo "== Rust crate SKIPPED: cargo is not installed and could not be installed"

@@ -13,37 +13,58 @@ pub type EnginePtr = *mut c_void;
 pub type Stream = *mut c_void;
 pub type DevPtr = u64;
 
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub struct Slabs {
-    pub base: [u64; 3],
-    pub stride: [u64; 3],
+/// A `#[repr(C)]` copy of a public C struct, which also reports its layout
+/// (size and each field's offset) so a test can hold it against memra.h.
+macro_rules! c_struct {
+    ($(#[$m:meta])* pub struct $name:ident { $(pub $f:ident : $t:ty,)* }) => {
+        $(#[$m])*
+        #[repr(C)]
+        pub struct $name { $(pub $f: $t,)* }
+        #[cfg(test)]
+        impl $name {
+            pub fn c_layout() -> (usize, Vec<(&'static str, usize)>) {
+                (std::mem::size_of::<$name>(),
+                 vec![$((stringify!($f), std::mem::offset_of!($name, $f)),)*])
+            }
+        }
+    };
 }
 
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Macros {
-    pub plane: [*const f32; 3],
+c_struct! {
+    #[derive(Clone, Copy, Default)]
+    pub struct Slabs {
+        pub base: [u64; 3],
+        pub stride: [u64; 3],
+    }
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-pub struct Faults {
-    pub bad_expert: u32,
-    pub nonfinite: u32,
-    pub first_pair: u32,
+c_struct! {
+    #[derive(Clone, Copy)]
+    pub struct Macros {
+        pub plane: [*const f32; 3],
+    }
 }
 
-#[repr(C)]
-pub struct EngineInfo {
-    pub ordinal: c_int,
-    pub name: [c_char; 256],
-    pub sm: c_int,
-    pub driver_version: c_int,
-    pub nvrtc_version: c_int,
-    pub kernel_ready: c_int,
-    pub kernel_is_ptx: c_int,
-    pub kernel_from_cache: c_int,
+c_struct! {
+    #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+    pub struct Faults {
+        pub bad_expert: u32,
+        pub nonfinite: u32,
+        pub first_pair: u32,
+    }
+}
+
+c_struct! {
+    pub struct EngineInfo {
+        pub ordinal: c_int,
+        pub name: [c_char; 256],
+        pub sm: c_int,
+        pub driver_version: c_int,
+        pub nvrtc_version: c_int,
+        pub kernel_ready: c_int,
+        pub kernel_is_ptx: c_int,
+        pub kernel_from_cache: c_int,
+    }
 }
 
 #[link(name = "dl")]
@@ -157,5 +178,49 @@ pub fn cstr(p: *const c_char) -> String {
         String::new()
     } else {
         unsafe { CStr::from_ptr(p).to_string_lossy().into_owned() }
+    }
+}
+
+/// The copies above against the C layout: the abi_layout program (built from
+/// memra.h by meson) writes it to the file MEMRA_ABI_LAYOUT names.
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use std::collections::HashMap;
+
+    type Layout = (usize, Vec<(&'static str, usize)>);
+
+    #[test]
+    fn structs_match_the_c_header() {
+        let Ok(path) = std::env::var("MEMRA_ABI_LAYOUT") else {
+            eprintln!("SKIPPED: MEMRA_ABI_LAYOUT is not set (tools/test.sh sets it to the \
+                       build's tests/abi_layout.txt)");
+            return;
+        };
+        let text = std::fs::read_to_string(&path).expect("MEMRA_ABI_LAYOUT is readable");
+        let mut sizes: HashMap<String, usize> = HashMap::new();
+        let mut fields: HashMap<String, Vec<(String, usize)>> = HashMap::new();
+        for line in text.lines() {
+            let (name, value) = line.split_once(' ').expect("name value");
+            let value: usize = value.trim().parse().expect("a number");
+            match name.split_once('.') {
+                Some((s, f)) => fields.entry(s.into()).or_default().push((f.into(), value)),
+                None => {
+                    sizes.insert(name.into(), value);
+                }
+            }
+        }
+        let ours: [(&str, Layout); 4] = [
+            ("memra_vrows_slabs", Slabs::c_layout()),
+            ("memra_vrows_macros", Macros::c_layout()),
+            ("memra_faults", Faults::c_layout()),
+            ("memra_engine_info", EngineInfo::c_layout()),
+        ];
+        for (c, (size, offsets)) in ours {
+            assert_eq!(Some(&size), sizes.get(c), "{c}: size");
+            let ours: Vec<(String, usize)> =
+                offsets.iter().map(|(f, o)| (f.to_string(), *o)).collect();
+            assert_eq!(Some(&ours), fields.get(c), "{c}: fields and offsets");
+        }
     }
 }
