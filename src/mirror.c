@@ -121,14 +121,23 @@ static memra_status upload_in_flight(memra_call *c, memra_slot *m, int *in_fligh
 
 /* Room for `need` floats. A larger buffer at least doubles, so a slot whose
  * shape alternates settles on one buffer; the old ones are retired. While
- * the last upload may still read the shadow, the new content goes to a
- * fresh one. */
+ * the last upload may still read the shadow, the new content goes to the
+ * slot's spare shadow once the upload that last read it has finished, else
+ * to a fresh one: contents that keep changing ping-pong between two
+ * shadows, with no allocation and no free. */
 static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_flight)
 {
     const memra_driver *d = c->d;
     const int grow = need > m->capacity;
     if (!grow && !in_flight)
         return MEMRA_OK;
+    if (!grow && m->spare && m->spare_reader <= atomic_load(&m->finished)) {
+        float *t = m->shadow;
+        m->shadow = m->spare;
+        m->spare = t;
+        m->spare_reader = m->version;
+        return MEMRA_OK;
+    }
     const size_t cap = grow ? (need > 2 * m->capacity ? need : 2 * m->capacity) : m->capacity;
     CUdeviceptr dev = 0;
     void *host = NULL;
@@ -140,11 +149,19 @@ static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_
             d->cuMemFree(dev);
         return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, c->fn, "cuMemAllocHost(plane shadow)");
     }
-    if (m->shadow || (grow && m->dev))
-        retire(c->eng, m, grow ? m->dev : 0, m->shadow);
     if (grow) {
+        if (m->shadow || m->dev)
+            retire(c->eng, m, m->dev, m->shadow);
+        if (m->spare)
+            retire(c->eng, m, 0, m->spare);
+        m->spare = NULL;
         m->dev = dev;
         m->capacity = cap;
+    } else if (!m->spare) {
+        m->spare = m->shadow;
+        m->spare_reader = m->version;
+    } else {
+        retire(c->eng, m, 0, m->shadow);
     }
     m->shadow = host;
     return MEMRA_OK;
@@ -265,6 +282,8 @@ void memra_mirror_release(memra_engine *eng, int touch_device)
                     d->cuMemFree(m->dev);
                 if (m->shadow)
                     d->cuMemFreeHost(m->shadow);
+                if (m->spare)
+                    d->cuMemFreeHost(m->spare);
                 if (m->uploaded)
                     d->cuEventDestroy(m->uploaded);
             }

@@ -42,10 +42,12 @@ typedef struct memra_slot {
     pthread_mutex_t lock; /* the slot's state; never held across a device wait */
     uint32_t n_expert;    /* the content: n_planes planes of n_expert floats */
     int n_planes;
-    int valid;                        /* the last upload was issued without error */
-    uint64_t version;                 /* uploads issued */
-    size_t capacity;                  /* floats the buffers hold */
-    float *shadow;                    /* pinned: the last issued upload's content and source */
+    int valid;        /* the last upload was issued without error */
+    uint64_t version; /* uploads issued */
+    size_t capacity;  /* floats the buffers hold */
+    float *shadow;    /* pinned: the last issued upload's content and source */
+    float *spare;     /* pinned: the shadow before, free once upload spare_reader has finished */
+    uint64_t spare_reader;
     CUdeviceptr dev;                  /* the planes back to back */
     CUevent uploaded;                 /* recorded after each upload */
     unsigned long long upload_stream; /* cuStreamGetId of the last upload's stream */

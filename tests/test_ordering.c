@@ -471,6 +471,32 @@ static void test_memory_flat_under_alternation(void **state)
     memra_engine_destroy(eng);
 }
 
+/* Planes that change on every step while the device keeps up: two host
+ * shadows take turns, nothing is allocated or freed after the first steps
+ * (a pinned free would wait for the whole device). */
+static void test_changing_planes_allocate_nothing(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    CUstream a = make_stream();
+    work w;
+    work_init(eng, &w, 1.0f, 23);
+    int pinned_allocs = 0, frees = 0;
+    for (int i = 0; i < 200; i++) {
+        w.pl[0][0] = (float)i;
+        assert_int_equal(memra_vrows_prepare_layer(eng, 5, E, &w.mac, a), MEMRA_OK);
+        if (i % 2)
+            assert_int_equal(memra_sync(eng, a), MEMRA_OK);
+        if (i == 10)
+            pinned_allocs = mock.calls[MOCK_cuMemAllocHost], frees = mock.calls[MOCK_cuMemFreeHost];
+    }
+    assert_int_equal(mock.calls[MOCK_cuMemAllocHost], pinned_allocs);
+    assert_int_equal(mock.calls[MOCK_cuMemFreeHost], frees);
+    work_free(eng, &w);
+    mock_table.cuStreamDestroy(a);
+    memra_engine_destroy(eng);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, mock_setup, mock_teardown)
@@ -487,6 +513,7 @@ int main(void)
         T(test_fault_readers_do_not_wait_for_each_other),
         T(test_uploads_land_in_issue_order),
         T(test_memory_flat_under_alternation),
+        T(test_changing_planes_allocate_nothing),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
