@@ -445,8 +445,7 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     const int sm = eng->info.sm, drv = eng->info.driver_version;
     /* MEMRA_FORCE_PTX=1: take the PTX path (the one a device newer than
      * every NVRTC gets) on purpose, to measure or test it. */
-    const char *force = getenv("MEMRA_FORCE_PTX");
-    const int force_ptx = force && strcmp(force, "1") == 0;
+    const int force_ptx = memra_env_flag("MEMRA_FORCE_PTX", 0);
     attempts a = {{0}, 0, 0};
     memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
     const int n =

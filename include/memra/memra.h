@@ -116,6 +116,28 @@ MEMRA_API const char *memra_status_string(memra_status status);
 /* This thread's message for its last failed call ("" if none). */
 MEMRA_API const char *memra_last_error(void);
 
+/* ---- log ---------------------------------------------------------------- *
+ * memra's warnings (an unusable cache folder or setting, an NVRTC it would
+ * not load, ...), each kind once per process. By default they go to stderr
+ * as "memra: warning: <message>"; a server can send them to its own logger. */
+typedef enum memra_log_level {
+    MEMRA_LOG_ERROR = 0,
+    MEMRA_LOG_WARNING = 1, /* every message memra sends today */
+    MEMRA_LOG_INFO = 2,
+    MEMRA_LOG_DEBUG = 3
+} memra_log_level;
+/* `message` is one line (control characters shown as \n, \xNN), without
+ * the "memra: warning:" prefix or a newline, valid during the call only.
+ * Called on the thread that hit the condition, possibly from several
+ * threads at once. It may call any memra function except
+ * memra_set_log_callback. */
+typedef void (*memra_log_fn)(memra_log_level level, const char *message, void *user);
+/* Sends every later message to cb(level, message, user); NULL restores
+ * stderr. Thread-safe: when it returns, no thread is still inside the
+ * callback it replaced, so `user` of that one may be freed.
+ * MEMRA_ERR_INVALID_ARG when called from inside the callback. */
+MEMRA_API memra_status memra_set_log_callback(memra_log_fn cb, void *user);
+
 /* ---- the host arm ------------------------------------------------------ *
  * Outputs are plane-major, 3*n_pairs each:
  *   ptrs[k*n_pairs + p] = base[k] + (uint64)sel[p] * stride[k]
