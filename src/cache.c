@@ -72,8 +72,7 @@ void memra_cache_key_of(const memra_cache_key_in *in, memra_cache_key *out)
 }
 
 /* Over the header with its checksum field zeroed, then the image. */
-static void checksum_of(const entry_header *h, const void *payload, size_t n,
-                        unsigned char out[16])
+static void checksum_of(const entry_header *h, const void *payload, size_t n, unsigned char out[16])
 {
     entry_header z = *h;
     memset(z.checksum, 0, sizeof z.checksum);

@@ -15,8 +15,8 @@ const char *memra_env(const char *name)
 
 int memra_env_flag(const char *name, int dflt)
 {
-    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no",
-                                                                                  "off"};
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
     const char *v = memra_env(name);
     if (!v)
         return dflt;

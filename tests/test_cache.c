@@ -846,7 +846,7 @@ static void test_old_format_entry_is_replaced(void **state)
     char dir[512];
     assert_true(memra_cache_dir(dir, sizeof dir));
     assert_int_equal(memra_cache_size(dir), sizeof h + sizeof img); /* counted as memra's */
-    get(90, 0);                                                    /* not trusted: compiled */
+    get(90, 0);                                                     /* not trusted: compiled */
     assert_int_equal(compiles(), 1);
     assert_true(entry_valid(p, 90)); /* replaced in the new format */
     get(90, 1);

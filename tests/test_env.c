@@ -169,6 +169,7 @@ static void test_escape_cuts_with_an_ellipsis(void **state)
 
 int main(void)
 {
+    // clang-format off
     const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_flag_spellings),
@@ -179,5 +180,6 @@ int main(void)
         T(test_escape_cuts_with_an_ellipsis),
 #undef T
     };
+    // clang-format on
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -186,6 +186,7 @@ static void test_swap_while_others_warn(void **state)
 
 int main(void)
 {
+    // clang-format off
     const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_default_is_stderr),
@@ -195,5 +196,6 @@ int main(void)
         T(test_swap_while_others_warn),
 #undef T
     };
+    // clang-format on
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
