@@ -35,8 +35,10 @@ typedef struct memra_jit_choice {
 } memra_jit_choice;
 
 /* Every usable (NVRTC, image) for the device, best first: CUBINs from the
- * candidates in discovery order, then PTX. With force_ptx only PTX. Each
- * refusal is appended to `why` as a line naming the candidate. */
+ * candidates in discovery order, then PTX. With force_ptx only PTX. Opens
+ * candidates not tried yet, one at a time, only while none serves (a CUBIN
+ * for the SM; PTX with force_ptx). Each refusal is appended to `why` as a
+ * line naming the candidate. */
 int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_ptx,
                    memra_jit_choice *plan, int max, char *why, size_t n);
 

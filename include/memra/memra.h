@@ -182,14 +182,38 @@ typedef struct memra_kernel_origin {
 
 /* Adds an NVRTC library (a file path) for engines to choose from, e.g. the
  * one a Python wheel installed (site-packages/nvidia/cu13/lib/libnvrtc.so.13).
- * Call it before the engines that need it load their kernel. Engines pick,
- * per device, from every NVRTC found (README: "How NVRTC is found and
- * chosen"). MEMRA_ERR_NVRTC with the loader's reason if it cannot be used. */
+ * Call it before the engines that need it load their kernel; call it once
+ * per library (every wheel's), in order of preference. A relative path is
+ * made absolute against the working directory now. The file is checked now
+ * (it must be a regular file: MEMRA_ERR_NVRTC naming it otherwise; a path
+ * longer than 511 bytes is MEMRA_ERR_INVALID_ARG) and loaded only when no
+ * candidate before it serves an engine's device and driver (docs/nvrtc.md);
+ * an engine that cannot use it names it and the loader's reason. */
 MEMRA_API memra_status memra_set_nvrtc_path(const char *path);
-/* How many usable NVRTC libraries memra has found (discovering them on the
- * first call): 0 tells a binding to look where its wheels put NVRTC and
- * call memra_set_nvrtc_path(). */
+/* How many usable NVRTC libraries memra has loaded (discovering them on the
+ * first call, loading candidates in order until one is usable): 0 means
+ * none anywhere it looks. */
 MEMRA_API memra_status memra_nvrtc_available(int *count);
+
+/* One NVRTC candidate as memra sees it (memra_nvrtc_list). */
+typedef enum memra_nvrtc_state {
+    MEMRA_NVRTC_USABLE = 0,    /* loaded, every entry point found */
+    MEMRA_NVRTC_REFUSED = 1,   /* not loaded or not usable: `why` says why */
+    MEMRA_NVRTC_NOT_TRIED = 2, /* found, not loaded: an earlier one served */
+} memra_nvrtc_state;
+typedef struct memra_nvrtc_info {
+    char path[512];          /* the file, or the soname looked up on the loader path */
+    char origin[64];         /* how it was found: "MEMRA_NVRTC_PATH", "CUDA_HOME", ... */
+    memra_nvrtc_state state;
+    char why[256];           /* REFUSED: the reason; "" otherwise */
+    int version;             /* USABLE: 1000*major + 10*minor; else 0 */
+    int n_archs;             /* USABLE: its targets, the XY of sm_XY, ascending */
+    int archs[128];
+} memra_nvrtc_info;
+/* Every NVRTC candidate in the order engines consider them (discovering
+ * them as memra_nvrtc_available does): up to `max` into out (NULL when max
+ * is 0), the total in *count. For `memra info` and bug reports. */
+MEMRA_API memra_status memra_nvrtc_list(memra_nvrtc_info *out, int max, int *count);
 
 /* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
 MEMRA_API memra_status memra_device_count(int *count);
