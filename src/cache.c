@@ -847,3 +847,19 @@ int memra_cache_find_any(int sm, int driver_version, int rank, memra_image *img,
     close(dfd);
     return got;
 }
+
+_Static_assert(sizeof(((memra_cache_info *)0)->dir) == MEMRA_CACHE_PATH_MAX,
+               "the public struct holds any cache path memra uses");
+
+memra_status memra_cache_get_info(memra_cache_info *out)
+{
+    if (!out)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_cache_get_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    out->max_bytes = memra_cache_cap();
+    if (memra_cache_dir(out->dir, sizeof out->dir)) {
+        out->enabled = 1;
+        out->bytes = memra_cache_size(out->dir);
+    }
+    return MEMRA_OK;
+}

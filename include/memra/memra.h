@@ -215,6 +215,9 @@ typedef struct memra_nvrtc_info {
  * is 0), the total in *count. For `memra info` and bug reports. */
 MEMRA_API memra_status memra_nvrtc_list(memra_nvrtc_info *out, int max, int *count);
 
+/* The CUDA version the driver supports (cuDriverGetVersion, e.g. 13000),
+ * device or not; MEMRA_ERR_NO_DRIVER where there is no driver. */
+MEMRA_API memra_status memra_driver_version(int *version);
 /* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
 MEMRA_API memra_status memra_device_count(int *count);
 /* Retains the device's primary context (shared with the serving process) and
@@ -267,6 +270,15 @@ MEMRA_API memra_status memra_engine_self_check(memra_engine *eng, memra_self_che
  * full, locked, NFS without locks, a file size limit) ends the same way:
  * one warning on stderr, compile in memory, carry on. */
 MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
+/* Where the kernel cache is and how full (for `memra info`): the settings
+ * read as an engine reads them, the folder examined, nothing created. */
+typedef struct memra_cache_info {
+    int enabled;        /* 0: off (MEMRA_CACHE_DIR=off, or no usable setting) */
+    char dir[1024];     /* the folder; "" when off */
+    uint64_t bytes;     /* memra's entries and live temp files in it */
+    uint64_t max_bytes; /* the cap, MEMRA_CACHE_MAX_BYTES (0: nothing kept) */
+} memra_cache_info;
+MEMRA_API memra_status memra_cache_get_info(memra_cache_info *out);
 /* Waits for work on `stream` and then reads the engine's fault word; with
  * reset != 0 it is read and cleared in one step on the device, so counts
  * that launches on other streams add meanwhile are kept for the next read,
