@@ -52,7 +52,7 @@ unsafe extern "C" fn trampoline(level: c_int, message: *const c_char, user: *mut
 fn install(new: Option<Box<Logger>>) -> Result<()> {
     let lib = ffi::lib()?;
     let set = lib.memra_set_log_callback.ok_or_else(|| {
-        Error::Library("this libmemra has no memra_set_log_callback (older than 0.2.1)".into())
+        Error::Library("this libmemra predates memra_set_log_callback".into())
     })?;
     let mut slot = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     let (cb, user) = match &new {
