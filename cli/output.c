@@ -40,6 +40,25 @@ void put_text(FILE *f, const char *s)
     }
 }
 
+/* Length of the well-formed UTF-8 sequence at p (1..4), or 0. */
+static int utf8_len(const unsigned char *p)
+{
+    const unsigned char c = p[0];
+    int n = c < 0x80                 ? 1
+            : c >= 0xc2 && c <= 0xdf ? 2
+            : c >= 0xe0 && c <= 0xef ? 3
+            : c >= 0xf0 && c <= 0xf4 ? 4
+                                     : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+        (c == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
 void put_json(FILE *f, const char *s)
 {
     if (!s) {
@@ -47,7 +66,8 @@ void put_json(FILE *f, const char *s)
         return;
     }
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        const int n = utf8_len(p);
         if (*p == '"' || *p == '\\')
             fprintf(f, "\\%c", *p);
         else if (*p == '\n')
@@ -56,8 +76,14 @@ void put_json(FILE *f, const char *s)
             fputs("\\t", f);
         else if (*p < 0x20 || *p == 0x7f)
             fprintf(f, "\\u%04x", *p);
+        else if (n == 0)
+            /* A byte that is not UTF-8 (a path is bytes): the lone surrogate
+             * U+DC00+byte, as Python's surrogateescape spells it, so
+             * os.fsencode(json.loads(...)) gives the bytes back. */
+            fprintf(f, "\\udc%02x", *p);
         else
-            fputc(*p, f); /* UTF-8 passes through; JSON allows it raw */
+            fwrite(p, 1, (size_t)n, f);
+        p += n ? n : 1;
     }
     fputc('"', f);
 }

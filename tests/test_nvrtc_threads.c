@@ -68,7 +68,7 @@ static void test_discovery_races(void **state)
 {
     (void)state;
     mock_install();
-    mock_table.nvrtc = NULL; /* discover, as the real table does */
+    mock_table.nvrtc = NULL;              /* discover, as the real table does */
     mock.sm_major = 7, mock.sm_minor = 0; /* NVRTC 13 (first) has no sm_70 */
     char home[] = "/tmp/memra-nvrtc-threads-XXXXXX", dir[128], link[160];
     assert_non_null(mkdtemp(home));

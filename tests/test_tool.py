@@ -34,7 +34,8 @@ scratch = tempfile.mkdtemp(prefix="memra-tool-test-")
 def run(args, env=NO_GPU, stdout=subprocess.PIPE, cwd=None):
     p = subprocess.run([TOOL] + args, stdout=stdout, stderr=subprocess.PIPE, env=env,
                        timeout=300, cwd=cwd or scratch)
-    return p.returncode, (p.stdout or b"").decode(), p.stderr.decode()
+    return (p.returncode, (p.stdout or b"").decode(errors="surrogateescape"),
+            p.stderr.decode(errors="surrogateescape"))
 
 
 def run_on_tty(args, env):
@@ -136,6 +137,19 @@ check("info --json schema", doc["schema"] == "memra.info/1" and doc["devices"] =
       doc["memra"]["version"] == VERSION and isinstance(doc["nvrtc"], list) and
       doc["cache"] == {"enabled": False, "dir": None, "bytes": 0,
                        "max_bytes": doc["cache"]["max_bytes"]} and doc["no_device"], out)
+# A path with a newline and a byte that is not UTF-8: one escaped text line,
+# valid JSON that gives the bytes back.
+odd = b"/no/such/\xffdir\nmemra: forged/libnvrtc.so.13"
+env = dict(NO_GPU, MEMRA_NVRTC_PATH=os.fsdecode(odd))
+rc, out, err = run(["info"], env)
+line = [ln for ln in out.splitlines() if "(MEMRA_NVRTC_PATH)" in ln]
+check("info escapes an odd path into one line",
+      rc == 0 and len(line) == 1 and "\\nmemra: forged" in line[0] and
+      not any(ln.startswith("memra: forged") for ln in out.splitlines()), out)
+rc, out, err = run(["info", "--json"], env)
+paths = [c["path"] for c in json.loads(out)["nvrtc"]] if rc == 0 else []
+check("info --json keeps an odd path's bytes", [os.fsencode(p) for p in paths
+                                                if p.startswith("/no/such")] == [odd], paths)
 if os.path.exists("/dev/full"):
     with open("/dev/full", "w") as full:
         expect("info to a full disk", ["info"], None, err_has=["writing standard output failed"],
