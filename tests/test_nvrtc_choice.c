@@ -442,7 +442,7 @@ static int case_fifo_at_set_path(void)
     CHILD_CHECK(strstr(msg, fifo) != NULL);
     CHILD_CHECK(strstr(msg, "is not a regular file (a FIFO)") != NULL);
     CHILD_CHECK(memra_set_nvrtc_path(fake("V13_0")) == MEMRA_OK); /* so nothing else is opened */
-    CHILD_CHECK(state_of(fifo, NULL, 0) == -1); /* a refused call lists nothing */
+    CHILD_CHECK(state_of(fifo, NULL, 0) == -1);                   /* a refused call lists nothing */
     return 0;
 }
 
