@@ -55,8 +55,8 @@ int memra_jit_target(const memra_nvrtc *nv, int sm, int driver_version, int is_p
     return 1;
 }
 
-/* The plan over the candidates opened so far. */
-static int plan_listed(const memra_driver *d, int sm, int driver_version, int force_ptx,
+/* The plan over the candidates listed so far, from the first-th on. */
+static int plan_listed(const memra_driver *d, int sm, int driver_version, int force_ptx, int first,
                        memra_jit_choice *plan, int max, char *why, size_t n)
 {
     const memra_nvrtc *list;
@@ -64,7 +64,7 @@ static int plan_listed(const memra_driver *d, int sm, int driver_version, int fo
     int k = 0, cubins = 0;
     size_t used = strlen(why);
     for (int pass = force_ptx ? 1 : 0; pass < 2; pass++) {
-        for (int i = 0; i < n_c; i++) {
+        for (int i = first; i < n_c; i++) {
             const memra_nvrtc *nv = &list[i];
             char reason[256];
             int arch, usable = 0;
@@ -101,10 +101,23 @@ int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_
     const size_t base = strlen(why);
     for (;;) {
         why[base] = 0;
-        const int k = plan_listed(d, sm, driver_version, force_ptx, plan, max, why, n);
+        const int k = plan_listed(d, sm, driver_version, force_ptx, 0, plan, max, why, n);
         if ((k > 0 && (force_ptx || !plan[0].is_ptx)) || !memra_nvrtc_open_next(d))
             return k;
     }
+}
+
+int memra_jit_plan_more(const memra_driver *d, int sm, int driver_version, int force_ptx,
+                        memra_jit_choice *plan, int max, char *why, size_t n)
+{
+    const memra_nvrtc *list;
+    const int listed = memra_nvrtc_candidates(d, &list);
+    while (memra_nvrtc_open_next(d)) {
+        const int k = plan_listed(d, sm, driver_version, force_ptx, listed, plan, max, why, n);
+        if (k > 0)
+            return k;
+    }
+    return 0;
 }
 
 memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const char *file,

@@ -250,6 +250,34 @@ static void test_load_failure_named(void **state)
     in_child(case_load_failure_named);
 }
 
+/* What the engine needs to fall through to a library it did not load on
+ * speculation: after the plan's choices failed, memra_jit_plan_more opens
+ * the next candidate and offers only its choices. */
+static int case_plan_more(void)
+{
+    char msg[4096] = "";
+    memra_kernel_origin o = {0};
+    child_driver(13000, 9, 0);
+    setenv("MEMRA_NVRTC_PATH", fake("V12_9_BAD"), 1);
+    setenv("CUDA_HOME", toolkit_with(fake("V12_8"), 12), 1);
+    memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
+    const memra_driver *d = memra_driver_get();
+    int n = memra_jit_plan(d, 90, 13000, 0, plan, 2 * MEMRA_NVRTC_MAX, msg, sizeof msg);
+    CHILD_CHECK(n == 2 && plan[0].nv->minor == 9 && !plan[0].is_ptx && plan[1].is_ptx);
+    CHILD_CHECK(dlopen(fake("V12_8"), RTLD_NOW | RTLD_NOLOAD) == NULL);
+    n = memra_jit_plan_more(d, 90, 13000, 0, plan, 2 * MEMRA_NVRTC_MAX, msg, sizeof msg);
+    CHILD_CHECK(n == 2 && plan[0].nv->major == 12 && plan[0].nv->minor == 8);
+    CHILD_CHECK(plan[0].arch == 90 && !plan[0].is_ptx && plan[1].is_ptx);
+    CHILD_CHECK(strcmp(plan[0].nv->origin, "CUDA_HOME") == 0);
+    return 0;
+}
+
+static void test_plan_more_opens_the_next(void **state)
+{
+    (void)state;
+    in_child(case_plan_more);
+}
+
 /* A compile failure falls through too; the error, when nothing works, names
  * every candidate and its reason, the NVRTC log included. */
 static int case_compile_failure(void)
@@ -840,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_env_wins_over_loader_path),
         cmocka_unit_test(test_set_nvrtc_path),
         cmocka_unit_test(test_load_failure_named),
+        cmocka_unit_test(test_plan_more_opens_the_next),
         cmocka_unit_test(test_compile_failure_names_everything),
         cmocka_unit_test(test_every_failure_named),
         cmocka_unit_test(test_fifo_at_env_path),
