@@ -35,6 +35,7 @@ typedef struct pending {
     struct pending *next;
     cand_kind kind;
     const char *origin;
+    size_t root_len; /* DERIVED: the toolkit folder is path[0, root_len) */
     char path[MEMRA_NVRTC_PATH_MAX + 1];
 } pending;
 
@@ -174,12 +175,28 @@ static const char *file_type(mode_t m)
                          : "not a plain file";
 }
 
+/* The toolkit folder itself (whoever can write it can swap lib64). */
+static int root_trusted(const char *path, size_t root_len, char *why, size_t n)
+{
+    char root[PATH_MAX];
+    struct stat sb;
+    if (!root_len || root_len >= sizeof root)
+        return 1;
+    memcpy(root, path, root_len);
+    root[root_len] = 0;
+    if (stat(root, &sb) != 0) {
+        snprintf(why, n, "the toolkit folder cannot be examined (%s)", strerror(errno));
+        return 0;
+    }
+    return trusted(&sb, "the toolkit folder", why, n);
+}
+
 /* Opens `path` without blocking (a FIFO or a device answers at once) and
- * checks what was opened: a regular file, and for a derived path the
- * file, the folder it is named in and the folder it really lives in (a
- * toolkit's libnvrtc.so.13 is a link) trusted. The descriptor, or -1 with
- * why. */
-static int open_checked(const char *path, cand_kind kind, char *why, size_t n)
+ * checks what was opened: a regular file, and for a derived path the file,
+ * the toolkit folder, the folder the file is named in and the folder it
+ * really lives in (a toolkit's libnvrtc.so.13 is a link) trusted. The
+ * descriptor, or -1 with why. */
+static int open_checked(const char *path, cand_kind kind, size_t root_len, char *why, size_t n)
 {
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
@@ -194,7 +211,8 @@ static int open_checked(const char *path, cand_kind kind, char *why, size_t n)
     else if (!S_ISREG(sb.st_mode))
         ok = 0, snprintf(why, n, "is not a regular file (%s)", file_type(sb.st_mode));
     else if (kind == DERIVED)
-        ok = trusted(&sb, "the file", why, n) && folder_trusted(path, "its folder", why, n) &&
+        ok = trusted(&sb, "the file", why, n) && root_trusted(path, root_len, why, n) &&
+             folder_trusted(path, "its folder", why, n) &&
              (!realpath(path, real) || folder_trusted(real, "the folder it links into", why, n));
     if (!ok) {
         close(fd);
@@ -297,7 +315,7 @@ static void open_one_locked(const pending *p)
             strlen(lm->l_name) <= MEMRA_NVRTC_PATH_MAX)
             path = lm->l_name;
     } else {
-        int fd = open_checked(p->path, p->kind, why, sizeof why);
+        int fd = open_checked(p->path, p->kind, p->root_len, why, sizeof why);
         /* A derived file that is there but fails the checks is worth a
          * word: someone may be planting code, or a toolkit is misinstalled. */
         if (fd < 0 && p->kind == DERIVED && strncmp(why, "cannot be opened", 16) != 0)
@@ -384,8 +402,10 @@ static void add_toolkit_locked(const char *var)
             snprintf(p, sizeof p, "%s/%s/%s", home, d ? "lib" : "lib64", sonames[i]);
             if (lstat(p, &sb) == 0) {
                 pending *c = new_pending(DERIVED, var, p);
-                if (c)
+                if (c) {
+                    c->root_len = strlen(home);
                     append(&derived, c);
+                }
                 found = 1;
             }
         }
@@ -497,7 +517,7 @@ memra_status memra_set_nvrtc_path(const char *path)
                           (size_t)MEMRA_NVRTC_PATH_MAX, memra_escape(path, e, sizeof e));
     /* Checked now, so a wrong path is said to the caller; loaded only when
      * no candidate before it serves. */
-    const int fd = open_checked(abs, NAMED, why, sizeof why);
+    const int fd = open_checked(abs, NAMED, 0, why, sizeof why);
     if (fd < 0)
         return memra_fail(MEMRA_ERR_NVRTC, "%s: %s %s", fn, memra_escape(abs, e, sizeof e), why);
     close(fd);

@@ -483,7 +483,15 @@ static void test_fifo_at_set_path(void **state)
 /* A toolkit memra derives a path into must be trusted like the kernel
  * cache: each variant is refused, not loaded, and named in a warning;
  * MEMRA_NVRTC_PATH (the next candidate) serves instead. */
-enum { LOOSE_FOLDER, FOREIGN_FOLDER, LOOSE_FILE, FOREIGN_FILE, LINK_INTO_LOOSE_FOLDER };
+enum {
+    LOOSE_FOLDER,
+    FOREIGN_FOLDER,
+    LOOSE_TOOLKIT,
+    FOREIGN_TOOLKIT,
+    LOOSE_FILE,
+    FOREIGN_FILE,
+    LINK_INTO_LOOSE_FOLDER
+};
 static int untrusted_variant;
 
 static int case_untrusted_toolkit(void)
@@ -506,6 +514,14 @@ static int case_untrusted_toolkit(void)
     case FOREIGN_FOLDER:
         CHILD_CHECK(symlink(fake("V12_9"), file) == 0 && chown(lib64, 65534, 65534) == 0);
         want = "its folder is owned by uid 65534";
+        break;
+    case LOOSE_TOOLKIT: /* $CUDA_HOME itself: whoever writes it can swap lib64 */
+        CHILD_CHECK(symlink(fake("V12_9"), file) == 0 && chmod(home, 0777) == 0);
+        want = "the toolkit folder is writable by group or others (mode 777)";
+        break;
+    case FOREIGN_TOOLKIT:
+        CHILD_CHECK(symlink(fake("V12_9"), file) == 0 && chown(home, 65534, 65534) == 0);
+        want = "the toolkit folder is owned by uid 65534";
         break;
     case LOOSE_FILE:
         copy_file(fake("V12_9"), file, 0666);
