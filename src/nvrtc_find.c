@@ -213,7 +213,9 @@ static int open_checked(const char *path, cand_kind kind, size_t root_len, char 
     else if (kind == DERIVED)
         ok = trusted(&sb, "the file", why, n) && root_trusted(path, root_len, why, n) &&
              folder_trusted(path, "its folder", why, n) &&
-             (!realpath(path, real) || folder_trusted(real, "the folder it links into", why, n));
+             (realpath(path, real)
+                  ? folder_trusted(real, "the folder it links into", why, n)
+                  : (snprintf(why, n, "cannot be resolved (%s)", strerror(errno)), 0));
     if (!ok) {
         close(fd);
         return -1;
@@ -323,6 +325,13 @@ static void open_one_locked(const pending *p)
                        memra_escape(p->path, e, sizeof e), p->origin, why);
         if (fd >= 0)
             h = load_fd(&fd, p->path, why, sizeof why);
+        /* A library already listed (found another way) needs no second
+         * descriptor held open for it. */
+        for (int i = 0; h && fd >= 0 && i < atomic_load(&n_cands); i++)
+            if (handles[i] == h) {
+                close(fd);
+                fd = -1;
+            }
         if (!h && strcmp(p->origin, "MEMRA_NVRTC_PATH") == 0)
             memra_warn(MEMRA_WARN_NVRTC_ENV, "MEMRA_NVRTC_PATH=%s %s: not used",
                        memra_escape(p->path, e, sizeof e), why);
