@@ -202,12 +202,12 @@ typedef enum memra_nvrtc_state {
     MEMRA_NVRTC_NOT_TRIED = 2, /* found, not loaded: an earlier one served */
 } memra_nvrtc_state;
 typedef struct memra_nvrtc_info {
-    char path[512];          /* the file, or the soname looked up on the loader path */
-    char origin[64];         /* how it was found: "MEMRA_NVRTC_PATH", "CUDA_HOME", ... */
+    char path[512];  /* the file, or the soname looked up on the loader path */
+    char origin[64]; /* how it was found: "MEMRA_NVRTC_PATH", "CUDA_HOME", ... */
     memra_nvrtc_state state;
-    char why[256];           /* REFUSED: the reason; "" otherwise */
-    int version;             /* USABLE: 1000*major + 10*minor; else 0 */
-    int n_archs;             /* USABLE: its targets, the XY of sm_XY, ascending */
+    char why[256]; /* REFUSED: the reason; "" otherwise */
+    int version;   /* USABLE: 1000*major + 10*minor; else 0 */
+    int n_archs;   /* USABLE: its targets, the XY of sm_XY, ascending */
     int archs[128];
 } memra_nvrtc_info;
 /* Every NVRTC candidate in the order engines consider them (discovering
@@ -268,7 +268,7 @@ MEMRA_API memra_status memra_engine_self_check(memra_engine *eng, memra_self_che
  * process's lock is bounded (5 s), then the kernel is compiled in memory
  * without publishing. Every failure of the folder (unwritable, untrusted,
  * full, locked, NFS without locks, a file size limit) ends the same way:
- * one warning on stderr, compile in memory, carry on. */
+ * one warning (stderr, or the log callback), compile in memory, carry on. */
 MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
 /* Where the kernel cache is and how full (for `memra info`): the settings
  * read as an engine reads them, the folder examined, nothing created. */
