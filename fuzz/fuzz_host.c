@@ -126,7 +126,7 @@ static void fuzz_cache_entry(reader *r)
     memcpy(copy, r->p, r->n);
     memra_image img;
     if (memra_cache_parse(copy, r->n, &key, &img)) {
-        if (img.size + 48 != r->n)
+        if (img.size + MEMRA_CACHE_HEADER_BYTES != r->n)
             abort();
         memra_image_free(&img);
     }

@@ -22,14 +22,17 @@
 
 int memra_cache_lock_timeout_ms = MEMRA_CACHE_LOCK_TIMEOUT_MS;
 
-/* Entry layout: header, then the image. The checksum covers the image, so a
- * torn or bit-flipped file is detected and rebuilt rather than handed to
+/* Entry layout: header, then the image. The checksum covers the whole
+ * header (its own field taken as zeros) and the image, so a torn or
+ * bit-flipped file is detected and rebuilt rather than handed to
  * cuModuleLoadData (PyTorch's kernel cache has no such check). It is not a
  * signature: what keeps planted images out is that nobody but the owner can
  * write the folder (see cache.h). */
-#define ENTRY_MAGIC "MEMRAK02"
-/* What version 1 wrote: still memra's to count and evict, never read. */
+#define ENTRY_MAGIC "MEMRAK03"
+/* What versions 1 and 2 wrote (version 2's checksum left the last 16 header
+ * bytes out): still memra's to count and evict, never read. */
 #define ENTRY_MAGIC_V1 "MEMRAK01"
+#define ENTRY_MAGIC_V2 "MEMRAK02"
 typedef struct entry_header {
     char magic[8];
     uint64_t size;
@@ -39,6 +42,7 @@ typedef struct entry_header {
      * NVRTC at all can recompute an entry's key and take it (find_any). */
     int32_t nvrtc_major, nvrtc_minor, arch, is_ptx;
 } entry_header;
+_Static_assert(sizeof(entry_header) == MEMRA_CACHE_HEADER_BYTES, "the header is 64 bytes");
 
 /* Entries are a few hundred KiB; anything past this is not ours. */
 #define ENTRY_MAX_BYTES (64 << 20)
@@ -67,11 +71,43 @@ void memra_cache_key_of(const memra_cache_key_in *in, memra_cache_key *out)
     memcpy(out->bytes, c.digest, sizeof out->bytes);
 }
 
-static void checksum_of(const void *p, size_t n, unsigned char out[16])
+/* Over the header with its checksum field zeroed, then the image. */
+static void checksum_of(const entry_header *h, const void *payload, size_t n, unsigned char out[16])
 {
+    entry_header z = *h;
+    memset(z.checksum, 0, sizeof z.checksum);
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    XXH3_128bits_update(&st, &z, sizeof z);
+    XXH3_128bits_update(&st, payload, n);
     XXH128_canonical_t c;
-    XXH128_canonicalFromHash(&c, XXH3_128bits(p, n));
+    XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&st));
     memcpy(out, c.digest, 16);
+}
+
+static void fill_header(entry_header *h, const memra_cache_key *key, int nvrtc_major,
+                        int nvrtc_minor, const memra_image *img)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, ENTRY_MAGIC, 8);
+    h->size = img->size;
+    memcpy(h->key, key->bytes, 16);
+    h->nvrtc_major = nvrtc_major, h->nvrtc_minor = nvrtc_minor;
+    h->arch = img->arch, h->is_ptx = img->is_ptx;
+    checksum_of(h, img->data, img->size, h->checksum);
+}
+
+int memra_cache_entry_bytes(const memra_cache_key *key, int nvrtc_major, int nvrtc_minor,
+                            const memra_image *img, unsigned char **out, size_t *len)
+{
+    entry_header h;
+    fill_header(&h, key, nvrtc_major, nvrtc_minor, img);
+    if (!(*out = malloc(sizeof h + img->size)))
+        return -1;
+    memcpy(*out, &h, sizeof h);
+    memcpy(*out + sizeof h, img->data, img->size);
+    *len = sizeof h + img->size;
+    return 0;
 }
 
 void memra_cache_entry_name(const memra_cache_key *key, int is_ptx, char *buf, size_t len)
@@ -107,7 +143,7 @@ int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, m
         return 0;
     const unsigned char *payload = (const unsigned char *)buf + sizeof h;
     unsigned char sum[16];
-    checksum_of(payload, h.size, sum);
+    checksum_of(&h, payload, h.size, sum);
     if (memcmp(sum, h.checksum, 16) != 0)
         return 0;
     if (!(img->data = malloc(h.size)))
@@ -322,7 +358,8 @@ static int has_magic(int dfd, const char *name)
     if (fd < 0)
         return 0;
     int ok = read_all(fd, magic, sizeof magic) == 0 &&
-             (memcmp(magic, ENTRY_MAGIC, 8) == 0 || memcmp(magic, ENTRY_MAGIC_V1, 8) == 0);
+             (memcmp(magic, ENTRY_MAGIC, 8) == 0 || memcmp(magic, ENTRY_MAGIC_V2, 8) == 0 ||
+              memcmp(magic, ENTRY_MAGIC_V1, 8) == 0);
     close(fd);
     return ok;
 }
@@ -400,12 +437,7 @@ static int publish(int dfd, const char *name, const memra_cache_key *key, const 
     if (fd < 0)
         return -1;
     entry_header h;
-    memcpy(h.magic, ENTRY_MAGIC, 8);
-    h.size = img->size;
-    memcpy(h.key, key->bytes, 16);
-    checksum_of(img->data, img->size, h.checksum);
-    h.nvrtc_major = nv->major, h.nvrtc_minor = nv->minor;
-    h.arch = img->arch, h.is_ptx = img->is_ptx;
+    fill_header(&h, key, nv->major, nv->minor, img);
     int r = write_guarded(fd, &h, img);
     int err = errno;
     if (close(fd) != 0 && r == 0)
@@ -814,4 +846,20 @@ int memra_cache_find_any(int sm, int driver_version, int rank, memra_image *img,
     free(v);
     close(dfd);
     return got;
+}
+
+_Static_assert(sizeof(((memra_cache_info *)0)->dir) == MEMRA_CACHE_PATH_MAX,
+               "the public struct holds any cache path memra uses");
+
+memra_status memra_cache_get_info(memra_cache_info *out)
+{
+    if (!out)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_cache_get_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    out->max_bytes = memra_cache_cap();
+    if (memra_cache_dir(out->dir, sizeof out->dir)) {
+        out->enabled = 1;
+        out->bytes = memra_cache_size(out->dir);
+    }
+    return MEMRA_OK;
 }

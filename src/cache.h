@@ -38,9 +38,20 @@ void memra_cache_key_of(const memra_cache_key_in *in, memra_cache_key *out);
 #define MEMRA_CACHE_NAME_MAX 48
 void memra_cache_entry_name(const memra_cache_key *key, int is_ptx, char *buf, size_t len);
 
-/* Verifies an entry held in memory (magic, key, size, XXH3 checksum) and
- * copies its image out. 1 = valid, 0 = not. */
+/* An entry is a 64-byte header, then the image. */
+#define MEMRA_CACHE_HEADER_BYTES 64
+
+/* Verifies an entry held in memory (magic, key, size, and the XXH3 checksum
+ * over the whole header and the image) and copies its image out. 1 = valid,
+ * 0 = not; an entry of an older format is never valid. */
 int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, memra_image *img);
+
+/* The bytes of the entry that holds `img` (built by NVRTC
+ * nvrtc_major.nvrtc_minor) under `key`, as publishing writes them, in a
+ * malloc'd buffer: for tests and the fuzz target's seed. 0, or -1 when out
+ * of memory. */
+int memra_cache_entry_bytes(const memra_cache_key *key, int nvrtc_major, int nvrtc_minor,
+                            const memra_image *img, unsigned char **out, size_t *len);
 
 /* The image for (arch, is_ptx) from NVRTC `nv`, from the cache when a valid entry exists,
  * else compiled and published atomically. Racing processes serialise on a

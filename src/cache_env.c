@@ -5,14 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "env.h"
 #include "warn.h"
-
-/* An environment variable that is set and not empty, else NULL. */
-static const char *env(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
-}
 
 /* Writes base+suffix into buf; a path that does not fit turns the cache off
  * rather than pointing it somewhere truncated. */
@@ -28,7 +22,8 @@ static int fit(char *buf, size_t len, const char *var, const char *base, const c
 
 int memra_cache_dir(char *buf, size_t len)
 {
-    const char *dir = env("MEMRA_CACHE_DIR");
+    char e[MEMRA_ESCAPED_MAX];
+    const char *dir = memra_env("MEMRA_CACHE_DIR");
     if (dir && strcasecmp(dir, "off") == 0)
         return 0;
     if (dir) {
@@ -36,24 +31,31 @@ int memra_cache_dir(char *buf, size_t len)
             return fit(buf, len, "MEMRA_CACHE_DIR", dir, "");
         memra_warn(MEMRA_WARN_CACHE_ENV,
                    "MEMRA_CACHE_DIR=%s is not an absolute path: ignored, using the default folder",
-                   dir);
+                   memra_escape(dir, e, sizeof e));
     }
     /* The XDG base directory spec: a relative XDG_CACHE_HOME is invalid and
      * must be ignored. */
-    const char *xdg = env("XDG_CACHE_HOME");
+    const char *xdg = memra_env("XDG_CACHE_HOME");
     if (xdg) {
         if (xdg[0] == '/')
             return fit(buf, len, "XDG_CACHE_HOME", xdg, "/memra");
         memra_warn(MEMRA_WARN_CACHE_ENV,
-                   "XDG_CACHE_HOME=%s is not an absolute path: ignored, as the XDG spec says", xdg);
+                   "XDG_CACHE_HOME=%s is not an absolute path: ignored, as the XDG spec says",
+                   memra_escape(xdg, e, sizeof e));
     }
-    const char *home = env("HOME");
+    const char *home = memra_env("HOME");
     if (home && home[0] == '/')
         return fit(buf, len, "HOME", home, "/.cache/memra");
     if (home)
         memra_warn(MEMRA_WARN_CACHE_ENV,
                    "HOME=%s is not an absolute path: the disk cache is off (set MEMRA_CACHE_DIR)",
-                   home);
+                   memra_escape(home, e, sizeof e));
+    else
+        /* A systemd unit or a container without a user: say why there is
+         * no cache rather than leave every start paying the compile. */
+        memra_warn(MEMRA_WARN_CACHE_ENV,
+                   "neither MEMRA_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: the disk cache is off "
+                   "(set MEMRA_CACHE_DIR to keep compiled kernels)");
     return 0;
 }
 
@@ -93,15 +95,16 @@ int memra_parse_size(const char *s, uint64_t *out)
 
 uint64_t memra_cache_cap(void)
 {
-    const char *v = env("MEMRA_CACHE_MAX_BYTES");
+    const char *v = memra_env("MEMRA_CACHE_MAX_BYTES");
     uint64_t cap;
     if (!v)
         return MEMRA_CACHE_DEFAULT_CAP;
     if (memra_parse_size(v, &cap))
         return cap;
+    char e[MEMRA_ESCAPED_MAX];
     memra_warn(MEMRA_WARN_CACHE_CAP,
                "MEMRA_CACHE_MAX_BYTES=%s is not a size (an integer with an optional K, M or G "
                "suffix): using the default, %llu MiB",
-               v, MEMRA_CACHE_DEFAULT_CAP >> 20);
+               memra_escape(v, e, sizeof e), MEMRA_CACHE_DEFAULT_CAP >> 20);
     return MEMRA_CACHE_DEFAULT_CAP;
 }

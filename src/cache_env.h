@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "env.h"
+
 /* Room for the cache folder's path. */
 #define MEMRA_CACHE_PATH_MAX 1024
 

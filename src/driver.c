@@ -117,3 +117,20 @@ memra_status memra_cu_fail(const memra_driver *d, CUresult r, memra_status statu
     return memra_fail(status, "%s: %s failed: %s (%d): %s", fn, call, name ? name : "?", (int)r,
                       desc ? desc : "no description");
 }
+
+memra_status memra_driver_version(int *version)
+{
+    static const char fn[] = "memra_driver_version";
+    if (!version)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: version is NULL", fn);
+    const memra_driver *d;
+    memra_status st = memra_driver_cuda(fn, &d);
+    if (st)
+        return st;
+    int v = 0;
+    CUresult r = d->cuDriverGetVersion(&v);
+    if (r != CUDA_SUCCESS)
+        return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuDriverGetVersion");
+    *version = v;
+    return MEMRA_OK;
+}

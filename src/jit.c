@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "error.h"
 #include "nvrtc_find.h"
 
@@ -54,15 +55,16 @@ int memra_jit_target(const memra_nvrtc *nv, int sm, int driver_version, int is_p
     return 1;
 }
 
-int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_ptx,
-                   memra_jit_choice *plan, int max, char *why, size_t n)
+/* The plan over the candidates listed so far, from the first-th on. */
+static int plan_listed(const memra_driver *d, int sm, int driver_version, int force_ptx, int first,
+                       memra_jit_choice *plan, int max, char *why, size_t n)
 {
     const memra_nvrtc *list;
     const int n_c = memra_nvrtc_candidates(d, &list);
     int k = 0, cubins = 0;
     size_t used = strlen(why);
     for (int pass = force_ptx ? 1 : 0; pass < 2; pass++) {
-        for (int i = 0; i < n_c; i++) {
+        for (int i = first; i < n_c; i++) {
             const memra_nvrtc *nv = &list[i];
             char reason[256];
             int arch, usable = 0;
@@ -80,12 +82,42 @@ int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_
             int had_cubin = 0;
             for (int j = 0; j < cubins; j++)
                 had_cubin |= plan[j].nv == nv;
-            if (pass == 1 && !had_cubin && used < n)
-                used += (size_t)snprintf(why + used, n - used, "\n  %s (%s): %s", nv->path,
-                                         nv->origin, reason);
+            if (pass == 1 && !had_cubin && used < n) {
+                char e[MEMRA_ESCAPED_MAX];
+                used += (size_t)snprintf(why + used, n - used, "\n  %s (%s): %s",
+                                         memra_escape(nv->path, e, sizeof e), nv->origin, reason);
+            }
         }
     }
     return k;
+}
+
+int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_ptx,
+                   memra_jit_choice *plan, int max, char *why, size_t n)
+{
+    /* Candidates are opened one at a time until one serves this device and
+     * driver: a CUBIN for its SM (PTX with force_ptx). With none that can,
+     * every candidate ends up opened and the plan is whatever they offer. */
+    const size_t base = strlen(why);
+    for (;;) {
+        why[base] = 0;
+        const int k = plan_listed(d, sm, driver_version, force_ptx, 0, plan, max, why, n);
+        if ((k > 0 && (force_ptx || !plan[0].is_ptx)) || !memra_nvrtc_open_next(d))
+            return k;
+    }
+}
+
+int memra_jit_plan_more(const memra_driver *d, int sm, int driver_version, int force_ptx,
+                        memra_jit_choice *plan, int max, char *why, size_t n)
+{
+    const memra_nvrtc *list;
+    const int listed = memra_nvrtc_candidates(d, &list);
+    while (memra_nvrtc_open_next(d)) {
+        const int k = plan_listed(d, sm, driver_version, force_ptx, listed, plan, max, why, n);
+        if (k > 0)
+            return k;
+    }
+    return 0;
 }
 
 memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const char *file,

@@ -8,6 +8,7 @@
 
 #include "cache.h"
 #include "engine.h"
+#include "env.h"
 #include "error.h"
 #include "jit.h"
 #include "nvrtc_find.h"
@@ -122,8 +123,7 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     const int sm = eng->info.sm, drv = eng->info.driver_version;
     /* MEMRA_FORCE_PTX=1: take the PTX path (the one a device newer than
      * every NVRTC gets) on purpose, to measure or test it. */
-    const char *force = getenv("MEMRA_FORCE_PTX");
-    const int force_ptx = force && strcmp(force, "1") == 0;
+    const int force_ptx = memra_env_flag("MEMRA_FORCE_PTX", 0);
     attempts a = {{0}, 0, 0};
     memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
     const int n =
@@ -134,14 +134,23 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     const memra_nvrtc *used = NULL;
     int loaded = 0;
     memra_status st = MEMRA_OK;
-    for (int i = 0; i < n && !loaded && !st; i++) {
-        st = try_choice(eng, fn, &plan[i], &mod, &o.from_cache, &a, &loaded);
-        if (loaded) {
-            used = plan[i].nv;
-            o.arch = plan[i].arch, o.is_ptx = plan[i].is_ptx;
-            o.nvrtc_version = used->major * 1000 + used->minor * 10;
-            snprintf(o.nvrtc_path, sizeof o.nvrtc_path, "%s", used->path);
+    /* The NVRTCs loaded so far first; while none of them builds an image
+     * that loads, the candidates not yet opened, one need at a time. */
+    for (int m = n; m > 0 && !loaded && !st;) {
+        for (int i = 0; i < m && !loaded && !st; i++) {
+            st = try_choice(eng, fn, &plan[i], &mod, &o.from_cache, &a, &loaded);
+            if (loaded) {
+                used = plan[i].nv;
+                o.arch = plan[i].arch, o.is_ptx = plan[i].is_ptx;
+                o.nvrtc_version = used->major * 1000 + used->minor * 10;
+                snprintf(o.nvrtc_path, sizeof o.nvrtc_path, "%s", used->path);
+            }
         }
+        if (loaded || st)
+            break;
+        m = memra_jit_plan_more(d, sm, drv, force_ptx, plan, 2 * MEMRA_NVRTC_MAX, a.why + a.used,
+                                sizeof a.why - a.used);
+        a.used = strlen(a.why);
     }
     /* No NVRTC could serve: an entry any NVRTC built for this device and
      * driver still starts the engine. */

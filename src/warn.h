@@ -1,6 +1,7 @@
-/* One-line warnings on stderr, each kind at most once per process: a serving
- * process that starts a thousand engines against a broken cache folder must
- * not print a thousand lines. */
+/* One-line warnings, each kind at most once per process: a serving process
+ * that starts a thousand engines against a broken cache folder must not
+ * print a thousand lines. They go to the callback set with
+ * memra_set_log_callback(), by default to stderr as "memra: warning: ...". */
 #ifndef MEMRA_WARN_H
 #define MEMRA_WARN_H
 
@@ -10,14 +11,17 @@ typedef enum memra_warn_kind {
     MEMRA_WARN_CACHE_FOLDER, /* the folder cannot be used: compiling in memory */
     MEMRA_WARN_CACHE_LOCK,   /* the lock could not be taken in time */
     MEMRA_WARN_CACHE_WRITE,  /* an entry could not be written */
+    MEMRA_WARN_ENV_FLAG,     /* a yes/no variable that is neither */
+    MEMRA_WARN_NVRTC_ENV,    /* MEMRA_NVRTC_PATH, CUDA_HOME or CUDA_PATH unusable */
+    MEMRA_WARN_NVRTC_TRUST,  /* an NVRTC found in a folder memra does not trust */
     MEMRA_WARN_KIND_COUNT
 } memra_warn_kind;
 
-/* Prints "memra: warning: <message>" unless this kind was printed already.
- * Thread-safe. */
+/* Sends "<message>" (control characters escaped, so always one line) to the
+ * log callback unless this kind was sent already. Thread-safe. */
 void memra_warn(memra_warn_kind kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The test seam: forget what was printed. Not exported. */
+/* The test seam: forget what was sent. Not exported. */
 void memra_warn_reset(void);
 
 #endif /* MEMRA_WARN_H */

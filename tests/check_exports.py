@@ -9,8 +9,11 @@ names = [line.split()[-1].split("@")[0] for line in syms if line.strip()]
 bad = [n for n in names if not n.startswith("memra_") and n != "MEMRA_0"]
 if bad:
     sys.exit(f"non-memra symbols exported: {bad}")
-if "memra_moe_vrows_tables_from_sel" not in names:
-    sys.exit("public API missing from the export table")
+missing = [n for n in ("memra_moe_vrows_tables_from_sel", "memra_set_log_callback",
+                       "memra_nvrtc_list", "memra_cache_get_info", "memra_driver_version")
+           if n not in names]
+if missing:
+    sys.exit(f"public API missing from the export table: {missing}")
 dyn = subprocess.run(["readelf", "-d", lib], check=True, capture_output=True, text=True).stdout
 if f"Library soname: [{soname}]" not in dyn:
     sys.exit(f"soname is not {soname}:\n{dyn}")

@@ -16,6 +16,8 @@
 
 #include "testutil.h"
 
+#include <xxhash.h>
+
 #include "cache.h"
 #include "mock_driver.h"
 #include "warn.h"
@@ -759,6 +761,98 @@ static void test_refused_entry_is_replaced(void **state)
     memra_engine_destroy(b);
 }
 
+/* ---- the header is checked as a whole --------------------------------------- */
+
+/* Every bit of an entry, header included, flipped alone: refused. Bytes
+ * 48-63 (the NVRTC version and target) were once outside the checksum. */
+static void test_every_bit_flip_is_detected(void **state)
+{
+    (void)state;
+    memra_cache_key key;
+    key_for(90, 0, &key);
+    char image[96];
+    for (size_t i = 0; i < sizeof image; i++)
+        image[i] = (char)(i * 13 + 5);
+    memra_image img = {image, sizeof image, 0, 90}, out;
+    unsigned char *e;
+    size_t n;
+    assert_int_equal(memra_cache_entry_bytes(&key, 13, 0, &img, &e, &n), 0);
+    assert_int_equal(n, MEMRA_CACHE_HEADER_BYTES + sizeof image);
+    assert_true(memra_cache_parse(e, n, &key, &out));
+    assert_memory_equal(out.data, image, sizeof image);
+    memra_image_free(&out);
+    for (size_t bit = 0; bit < 8 * n; bit++) {
+        e[bit / 8] ^= (unsigned char)(1u << bit % 8);
+        if (memra_cache_parse(e, n, &key, &out)) {
+            memra_image_free(&out);
+            fail_msg("bit %zu (byte %zu) flipped is accepted", bit, bit / 8);
+        }
+        e[bit / 8] ^= (unsigned char)(1u << bit % 8);
+    }
+    free(e);
+}
+
+/* The same on disk, for the header's last 16 bytes: each flip is a miss
+ * that compiles and replaces the entry. */
+static void test_header_tail_flips_on_disk_are_rebuilt(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    get(90, 0);
+    for (int bit = 48 * 8; bit < 64 * 8; bit += 3) {
+        FILE *f = fopen(p, "r+b");
+        assert_non_null(f);
+        fseek(f, bit / 8, SEEK_SET);
+        const int c = fgetc(f);
+        fseek(f, bit / 8, SEEK_SET);
+        fputc(c ^ (1 << bit % 8), f);
+        fclose(f);
+        assert_false(entry_valid(p, 90));
+        const int before = compiles();
+        get(90, 0);
+        assert_int_equal(compiles(), before + 1);
+        assert_true(entry_valid(p, 90));
+    }
+}
+
+/* An entry of the previous format (its checksum over the image only) at
+ * the entry's name: never read, replaced by a fresh one; still memra's to
+ * count. */
+static void test_old_format_entry_is_replaced(void **state)
+{
+    (void)state;
+    char p[1200];
+    entry_path(90, 0, p, sizeof p);
+    memra_cache_key key;
+    key_for(90, 0, &key);
+    static const char img[] = "MOCKIMG-CUBIN";
+    struct {
+        char magic[8];
+        uint64_t size;
+        unsigned char key[16], checksum[16];
+        int32_t nums[4];
+    } h = {{'M', 'E', 'M', 'R', 'A', 'K', '0', '2'}, sizeof img, {0}, {0}, {13, 0, 90, 0}};
+    memcpy(h.key, key.bytes, 16);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(img, sizeof img));
+    memcpy(h.checksum, c.digest, 16);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(&h, sizeof h, 1, f), 1);
+    assert_int_equal(fwrite(img, sizeof img, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
+    chmod(p, 0600);
+    char dir[512];
+    assert_true(memra_cache_dir(dir, sizeof dir));
+    assert_int_equal(memra_cache_size(dir), sizeof h + sizeof img); /* counted as memra's */
+    get(90, 0);                                                     /* not trusted: compiled */
+    assert_int_equal(compiles(), 1);
+    assert_true(entry_valid(p, 90)); /* replaced in the new format */
+    get(90, 1);
+    assert_int_equal(compiles(), 1);
+}
+
 /* ---- clear words for wrong settings --------------------------------------- */
 
 static void test_size_parsing(void **state)
@@ -898,6 +992,9 @@ int main(void)
         T(test_folder_at_entry_path),
         T(test_file_size_limit_does_not_kill_the_caller),
         T(test_refused_entry_is_replaced),
+        T(test_every_bit_flip_is_detected),
+        T(test_header_tail_flips_on_disk_are_rebuilt),
+        T(test_old_format_entry_is_replaced),
         T(test_size_parsing),
         T(test_cap_garbage_warns_once_and_uses_default),
         T(test_cap_zero_keeps_nothing),

@@ -17,6 +17,7 @@
 #include "jit.h"
 #include "mock_driver.h"
 #include "nvrtc_find.h"
+#include "warn.h"
 
 static char tmp[256];
 
@@ -224,8 +225,10 @@ static void test_set_nvrtc_path(void **state)
     in_child(case_set_path);
 }
 
-/* The first candidate's images are refused by the driver: the next one's
- * CUBIN is taken. */
+/* The first candidate's images are refused by the driver. It served on
+ * paper (a CUBIN for sm_90 under CUDA 13.0), so the toolkit behind it was
+ * not loaded on speculation; after the refusal the engine opens it and
+ * takes its CUBIN. */
 static int case_load_failure_falls_through(void)
 {
     char msg[4096];
@@ -241,6 +244,34 @@ static void test_load_failure_falls_through(void **state)
 {
     (void)state;
     in_child(case_load_failure_falls_through);
+}
+
+/* What the engine needs to fall through to a library it did not load on
+ * speculation: after the plan's choices failed, memra_jit_plan_more opens
+ * the next candidate and offers only its choices. */
+static int case_plan_more(void)
+{
+    char msg[4096] = "";
+    memra_kernel_origin o = {0};
+    child_driver(13000, 9, 0);
+    setenv("MEMRA_NVRTC_PATH", fake("V12_9_BAD"), 1);
+    setenv("CUDA_HOME", toolkit_with(fake("V12_8"), 12), 1);
+    memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
+    const memra_driver *d = memra_driver_get();
+    int n = memra_jit_plan(d, 90, 13000, 0, plan, 2 * MEMRA_NVRTC_MAX, msg, sizeof msg);
+    CHILD_CHECK(n == 2 && plan[0].nv->minor == 9 && !plan[0].is_ptx && plan[1].is_ptx);
+    CHILD_CHECK(dlopen(fake("V12_8"), RTLD_NOW | RTLD_NOLOAD) == NULL);
+    n = memra_jit_plan_more(d, 90, 13000, 0, plan, 2 * MEMRA_NVRTC_MAX, msg, sizeof msg);
+    CHILD_CHECK(n == 2 && plan[0].nv->major == 12 && plan[0].nv->minor == 8);
+    CHILD_CHECK(plan[0].arch == 90 && !plan[0].is_ptx && plan[1].is_ptx);
+    CHILD_CHECK(strcmp(plan[0].nv->origin, "CUDA_HOME") == 0);
+    return 0;
+}
+
+static void test_plan_more_opens_the_next(void **state)
+{
+    (void)state;
+    in_child(case_plan_more);
 }
 
 /* A compile failure falls through too; the error, when nothing works, names
@@ -264,7 +295,8 @@ static void test_compile_failure_names_everything(void **state)
     in_child(case_compile_failure);
 }
 
-/* Paths that do not work are listed with their reasons. */
+/* Paths that do not work are listed with their reasons, each tried only
+ * because the ones before it could not serve. */
 static int case_failures_named(void)
 {
     char msg[4096] = "";
@@ -276,7 +308,13 @@ static int case_failures_named(void)
     CHILD_CHECK(strstr(msg, "/no/such/dir/libnvrtc.so.13 (MEMRA_NVRTC_PATH): ") != NULL);
     CHILD_CHECK(strstr(msg, "No such file") != NULL);
     CHILD_CHECK(strstr(msg, "/no/such/cuda (CUDA_HOME): no libnvrtc.so.13, .12 or .11.2") != NULL);
-    CHILD_CHECK(strstr(msg, "libnvrtc.so.11.2 (loader path)") != NULL);
+    /* The loader path was tried next (usable here or not). */
+    const memra_nvrtc *list;
+    const int n = memra_nvrtc_candidates(memra_driver_get(), &list);
+    int loader = 0;
+    for (int i = 0; i < n; i++)
+        loader |= strcmp(list[i].origin, "loader path") == 0;
+    CHILD_CHECK(loader);
     return 0;
 }
 
@@ -284,6 +322,405 @@ static void test_every_failure_named(void **state)
 {
     (void)state;
     in_child(case_failures_named);
+}
+
+/* ---- what discovery refuses to load --------------------------------------- */
+
+/* Warnings, caught through the public callback. */
+static char warnings[8192];
+static void catch_warning(memra_log_level level, const char *message, void *user)
+{
+    (void)level, (void)user;
+    const size_t n = strlen(warnings);
+    snprintf(warnings + n, sizeof warnings - n, "%s\n", message);
+}
+
+/* A child that must finish in bounded time: a FIFO that blocked dlopen
+ * would hang it, and SIGALRM then fails the test instead of the suite. */
+static void bounded_child(void)
+{
+    alarm(20);
+    warnings[0] = 0;
+    memra_set_log_callback(catch_warning, NULL);
+}
+
+/* The listed state of the candidate at `path` (-1 when not listed). */
+static int state_of(const char *path, char *why, size_t n)
+{
+    memra_nvrtc_info info[MEMRA_NVRTC_MAX + 8];
+    int count = 0;
+    if (memra_nvrtc_list(info, MEMRA_NVRTC_MAX + 8, &count))
+        return -2;
+    for (int i = 0; i < count && i < MEMRA_NVRTC_MAX + 8; i++)
+        if (strcmp(info[i].path, path) == 0) {
+            if (why)
+                snprintf(why, n, "%s", info[i].why);
+            return (int)info[i].state;
+        }
+    return -1;
+}
+
+static int loaded(const char *lib)
+{
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (h)
+        dlclose(h);
+    return h != NULL;
+}
+
+/* A folder of its own under tmp. */
+static const char *fresh_dir(const char *what)
+{
+    static char d[400];
+    static int made;
+    snprintf(d, sizeof d, "%s/%s-%ld-%d", tmp, what, (long)getpid(), made++);
+    if (mkdir(d, 0700)) {
+        perror(d);
+        _exit(4);
+    }
+    return d;
+}
+
+/* A copy of `lib` at `to` (a real file, so its owner and mode are its own). */
+static void copy_file(const char *lib, const char *to, mode_t mode)
+{
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod %o '%s'", lib, to, (unsigned)mode, to);
+    if (system(cmd) != 0)
+        _exit(5);
+}
+
+/* A FIFO at MEMRA_NVRTC_PATH: refused at once as not a regular file, and
+ * the next candidate serves. */
+static int case_fifo_at_env(void)
+{
+    char msg[4096] = "", why[256] = "", fifo[500];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    snprintf(fifo, sizeof fifo, "%s/libnvrtc.so.13", fresh_dir("fifo-env"));
+    CHILD_CHECK(mkfifo(fifo, 0600) == 0);
+    setenv("MEMRA_NVRTC_PATH", fifo, 1);
+    setenv("CUDA_HOME", toolkit_with(fake("V12_9"), 12), 1);
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12090);
+    CHILD_CHECK(state_of(fifo, why, sizeof why) == MEMRA_NVRTC_REFUSED);
+    CHILD_CHECK(strstr(why, "is not a regular file (a FIFO)") != NULL);
+    CHILD_CHECK(strstr(warnings, "MEMRA_NVRTC_PATH=") != NULL);
+    return 0;
+}
+
+static void test_fifo_at_env_path(void **state)
+{
+    (void)state;
+    in_child(case_fifo_at_env);
+}
+
+/* A FIFO where a toolkit's libnvrtc.so.13 would be: refused, with a
+ * warning; the toolkit's libnvrtc.so.12 serves. */
+static int case_fifo_in_toolkit(void)
+{
+    char msg[4096] = "", why[256] = "", fifo[600], link[600];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    const char *home = toolkit_with(fake("V12_9"), 12);
+    snprintf(fifo, sizeof fifo, "%s/lib64/libnvrtc.so.13", home);
+    CHILD_CHECK(mkfifo(fifo, 0600) == 0);
+    setenv("CUDA_HOME", home, 1);
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12090);
+    snprintf(link, sizeof link, "%s/lib64/libnvrtc.so.12", home);
+    CHILD_CHECK(strcmp(o.nvrtc_path, link) == 0);
+    CHILD_CHECK(state_of(fifo, why, sizeof why) == MEMRA_NVRTC_REFUSED);
+    CHILD_CHECK(strstr(why, "is not a regular file (a FIFO)") != NULL);
+    CHILD_CHECK(strstr(warnings, "libnvrtc.so.13 (from CUDA_HOME) is not a regular file") != NULL);
+    return 0;
+}
+
+static void test_fifo_in_toolkit(void **state)
+{
+    (void)state;
+    in_child(case_fifo_in_toolkit);
+}
+
+/* A FIFO handed to memra_set_nvrtc_path (where a wheel's NVRTC would be):
+ * the call fails at once, naming it. */
+static int case_fifo_at_set_path(void)
+{
+    char msg[4096] = "", fifo[600];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    const char *site = fresh_dir("site-packages");
+    snprintf(fifo, sizeof fifo, "%s/nvidia", site);
+    CHILD_CHECK(mkdir(fifo, 0700) == 0);
+    snprintf(fifo, sizeof fifo, "%s/nvidia/cu13", site);
+    CHILD_CHECK(mkdir(fifo, 0700) == 0);
+    snprintf(fifo, sizeof fifo, "%s/nvidia/cu13/lib", site);
+    CHILD_CHECK(mkdir(fifo, 0700) == 0);
+    snprintf(fifo, sizeof fifo, "%s/nvidia/cu13/lib/libnvrtc.so.13", site);
+    CHILD_CHECK(mkfifo(fifo, 0600) == 0);
+    CHILD_CHECK(memra_set_nvrtc_path(fifo) == MEMRA_ERR_NVRTC);
+    snprintf(msg, sizeof msg, "%s", memra_last_error());
+    CHILD_CHECK(strstr(msg, fifo) != NULL);
+    CHILD_CHECK(strstr(msg, "is not a regular file (a FIFO)") != NULL);
+    CHILD_CHECK(memra_set_nvrtc_path(fake("V13_0")) == MEMRA_OK); /* so nothing else is opened */
+    CHILD_CHECK(state_of(fifo, NULL, 0) == -1);                   /* a refused call lists nothing */
+    return 0;
+}
+
+static void test_fifo_at_set_path(void **state)
+{
+    (void)state;
+    in_child(case_fifo_at_set_path);
+}
+
+/* A toolkit memra derives a path into must be trusted like the kernel
+ * cache: each variant is refused, not loaded, and named in a warning;
+ * MEMRA_NVRTC_PATH (the next candidate) serves instead. */
+enum {
+    LOOSE_FOLDER,
+    FOREIGN_FOLDER,
+    LOOSE_TOOLKIT,
+    FOREIGN_TOOLKIT,
+    LOOSE_FILE,
+    FOREIGN_FILE,
+    LINK_INTO_LOOSE_FOLDER
+};
+static int untrusted_variant;
+
+static int case_untrusted_toolkit(void)
+{
+    char msg[4096] = "", why[256] = "", lib64[600], file[700], home[500];
+    memra_kernel_origin o = {0};
+    (void)msg;
+    bounded_child();
+    child_driver(13000, 9, 0);
+    snprintf(home, sizeof home, "%s", fresh_dir("cuda-untrusted"));
+    snprintf(lib64, sizeof lib64, "%s/lib64", home);
+    CHILD_CHECK(mkdir(lib64, 0755) == 0);
+    snprintf(file, sizeof file, "%s/libnvrtc.so.12", lib64);
+    const char *want = "";
+    switch (untrusted_variant) {
+    case LOOSE_FOLDER:
+        CHILD_CHECK(symlink(fake("V12_9"), file) == 0 && chmod(lib64, 0777) == 0);
+        want = "its folder is writable by group or others (mode 777)";
+        break;
+    case FOREIGN_FOLDER:
+        CHILD_CHECK(symlink(fake("V12_9"), file) == 0 && chown(lib64, 65534, 65534) == 0);
+        want = "its folder is owned by uid 65534";
+        break;
+    case LOOSE_TOOLKIT: /* $CUDA_HOME itself: whoever writes it can swap lib64 */
+        CHILD_CHECK(symlink(fake("V12_9"), file) == 0 && chmod(home, 0777) == 0);
+        want = "the toolkit folder is writable by group or others (mode 777)";
+        break;
+    case FOREIGN_TOOLKIT:
+        CHILD_CHECK(symlink(fake("V12_9"), file) == 0 && chown(home, 65534, 65534) == 0);
+        want = "the toolkit folder is owned by uid 65534";
+        break;
+    case LOOSE_FILE:
+        copy_file(fake("V12_9"), file, 0666);
+        want = "the file is writable by group or others (mode 666)";
+        break;
+    case FOREIGN_FILE:
+        copy_file(fake("V12_9"), file, 0755);
+        CHILD_CHECK(chown(file, 65534, 65534) == 0);
+        want = "the file is owned by uid 65534";
+        break;
+    default: { /* a trusted folder whose link points into a world-writable one */
+        char loose[600], target[700];
+        snprintf(loose, sizeof loose, "%s", fresh_dir("loose"));
+        CHILD_CHECK(chmod(loose, 0777) == 0);
+        snprintf(target, sizeof target, "%s/libnvrtc.so.12", loose);
+        copy_file(fake("V12_9"), target, 0755);
+        CHILD_CHECK(symlink(target, file) == 0);
+        want = "the folder it links into is writable by group or others";
+    }
+    }
+    setenv("CUDA_HOME", home, 1);
+    /* The first candidate opened is the toolkit's (nothing named before it). */
+    CHILD_CHECK(memra_nvrtc_open_next(memra_driver_get()) == 1);
+    CHILD_CHECK(state_of(file, why, sizeof why) == MEMRA_NVRTC_REFUSED);
+    CHILD_CHECK(strstr(why, want) != NULL);
+    CHILD_CHECK(strstr(warnings, "(from CUDA_HOME)") != NULL);
+    CHILD_CHECK(strstr(warnings, want) != NULL);
+    CHILD_CHECK(!loaded(file));
+    return 0;
+}
+
+static void test_untrusted_toolkits_are_not_loaded(void **state)
+{
+    (void)state;
+    for (untrusted_variant = LOOSE_FOLDER; untrusted_variant <= LINK_INTO_LOOSE_FOLDER;
+         untrusted_variant++)
+        in_child(case_untrusted_toolkit);
+}
+
+/* A path the user names is trusted as named: a file in a world-writable
+ * folder at MEMRA_NVRTC_PATH is used (it must still be a regular file). */
+static int case_named_path_trusted_as_named(void)
+{
+    char msg[4096] = "", file[700];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    const char *loose = fresh_dir("named-loose");
+    CHILD_CHECK(chmod(loose, 0777) == 0);
+    snprintf(file, sizeof file, "%s/libnvrtc.so.12", loose);
+    copy_file(fake("V12_9"), file, 0755);
+    setenv("MEMRA_NVRTC_PATH", file, 1);
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12090 && strcmp(o.nvrtc_path, file) == 0);
+    CHILD_CHECK(warnings[0] == 0);
+    return 0;
+}
+
+static void test_named_path_trusted_as_named(void **state)
+{
+    (void)state;
+    in_child(case_named_path_trusted_as_named);
+}
+
+/* The first candidate that serves stops the search: the toolkit after it
+ * is never loaded, and listed as not tried. A device it cannot serve
+ * (sm_70: NVRTC 13 dropped it) opens the next one then. */
+static int case_first_usable_stops(void)
+{
+    char msg[4096] = "", lib[600];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    const char *home = toolkit_with(fake("V12_9"), 12);
+    snprintf(lib, sizeof lib, "%s/lib64/libnvrtc.so.12", home);
+    setenv("MEMRA_NVRTC_PATH", fake("V13_0"), 1);
+    setenv("CUDA_HOME", home, 1);
+    int n = -1;
+    CHILD_CHECK(memra_nvrtc_available(&n) == MEMRA_OK && n == 1);
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 13000);
+    CHILD_CHECK(!loaded(fake("V12_9")));
+    CHILD_CHECK(state_of(lib, NULL, 0) == MEMRA_NVRTC_NOT_TRIED);
+    CHILD_CHECK(state_of("libnvrtc.so.13", NULL, 0) == MEMRA_NVRTC_NOT_TRIED); /* loader path */
+    mock.sm_major = 7, mock.sm_minor = 0;
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12090 && o.arch == 70 && !o.is_ptx);
+    CHILD_CHECK(loaded(fake("V12_9")));
+    CHILD_CHECK(state_of(lib, NULL, 0) == MEMRA_NVRTC_USABLE);
+    CHILD_CHECK(state_of("libnvrtc.so.13", NULL, 0) == MEMRA_NVRTC_NOT_TRIED);
+    return 0;
+}
+
+static void test_first_usable_stops(void **state)
+{
+    (void)state;
+    in_child(case_first_usable_stops);
+}
+
+/* Relative MEMRA_NVRTC_PATH and CUDA_HOME are refused with a warning (not
+ * resolved against whatever the working directory is at first use); a
+ * relative memra_set_nvrtc_path is resolved when it is called. */
+static int case_relative_paths(void)
+{
+    char msg[4096] = "", dir[PATH_MAX], want[PATH_MAX + 64];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    setenv("MEMRA_NVRTC_PATH", "lib/libnvrtc.so.13", 1);
+    setenv("CUDA_HOME", "cuda", 1);
+    snprintf(dir, sizeof dir, "%s", fake("V12_9"));
+    *strrchr(dir, '/') = 0;
+    CHILD_CHECK(chdir(dir) == 0);
+    CHILD_CHECK(memra_set_nvrtc_path(strrchr(fake("V12_9"), '/') + 1) == MEMRA_OK);
+    CHILD_CHECK(chdir("/") == 0);
+    o = warm(msg, sizeof msg, NULL);
+    snprintf(want, sizeof want, "%s", fake("V12_9"));
+    CHILD_CHECK(o.ready && strcmp(o.nvrtc_path, want) == 0);
+    CHILD_CHECK(strstr(warnings, "MEMRA_NVRTC_PATH=lib/libnvrtc.so.13 is not an absolute path") !=
+                NULL);
+    CHILD_CHECK(state_of("cuda", NULL, 0) == MEMRA_NVRTC_REFUSED); /* listed, refused */
+    return 0;
+}
+
+static void test_relative_paths(void **state)
+{
+    (void)state;
+    in_child(case_relative_paths);
+}
+
+/* A 491-byte CUDA_HOME (and over-long MEMRA_NVRTC_PATH and
+ * memra_set_nvrtc_path) is refused and said, never cut into another file
+ * name such as .../libnvrtc.so.1. */
+static int case_long_paths(void)
+{
+    char msg[4096] = "", home[492], path[700];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    memset(home, 'a', sizeof home - 1);
+    home[0] = '/';
+    home[sizeof home - 1] = 0;
+    setenv("CUDA_HOME", home, 1);
+    memset(path, 'b', sizeof path - 1);
+    path[0] = '/';
+    path[sizeof path - 1] = 0;
+    setenv("MEMRA_NVRTC_PATH", path, 1);
+    CHILD_CHECK(memra_set_nvrtc_path(fake("V13_0")) == MEMRA_OK); /* so nothing else is opened */
+    CHILD_CHECK(memra_set_nvrtc_path(path) == MEMRA_ERR_INVALID_ARG);
+    snprintf(msg, sizeof msg, "%s", memra_last_error());
+    CHILD_CHECK(strstr(msg, "the path is 699 bytes, longer than the 511 memra keeps") != NULL);
+    memra_nvrtc_info info[MEMRA_NVRTC_MAX];
+    int n = 0;
+    CHILD_CHECK(memra_nvrtc_list(info, MEMRA_NVRTC_MAX, &n) == MEMRA_OK);
+    for (int i = 0; i < n && i < MEMRA_NVRTC_MAX; i++)
+        CHILD_CHECK(strstr(info[i].path, "aaaa") == NULL && strstr(info[i].path, "bbbb") == NULL);
+    /* One warning for the kind (the first setting found wrong); each
+     * refusal is listed with its reason. */
+    CHILD_CHECK(strstr(warnings, "MEMRA_NVRTC_PATH is 699 bytes long") != NULL);
+    CHILD_CHECK(strchr(warnings, '\n') == strrchr(warnings, '\n'));
+    int seen_env = 0, seen_home = 0;
+    for (int i = 0; i < n && i < MEMRA_NVRTC_MAX; i++) {
+        const int said = strstr(info[i].why, "longer than the 511 memra keeps") != NULL;
+        seen_env |= strcmp(info[i].origin, "MEMRA_NVRTC_PATH") == 0 && said;
+        seen_home |= strcmp(info[i].origin, "CUDA_HOME") == 0 && said;
+    }
+    CHILD_CHECK(seen_env && seen_home);
+    int m = 0;
+    CHILD_CHECK(memra_nvrtc_list(NULL, 0, &m) == MEMRA_OK && m == n); /* discovered once */
+    return 0;
+}
+
+static void test_long_paths_refused_not_cut(void **state)
+{
+    (void)state;
+    in_child(case_long_paths);
+}
+
+/* Thirty refused calls use up nothing: a good path then works, and each
+ * refusal has a real reason. */
+static int case_refusals_then_good(void)
+{
+    char msg[4096] = "", bad[300];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    for (int i = 0; i < 30; i++) {
+        snprintf(bad, sizeof bad, "/no/such/folder/%d/libnvrtc.so.12", i);
+        CHILD_CHECK(memra_set_nvrtc_path(bad) == MEMRA_ERR_NVRTC);
+        snprintf(msg, sizeof msg, "%s", memra_last_error());
+        CHILD_CHECK(strstr(msg, bad) != NULL && strstr(msg, "No such file or directory") != NULL);
+    }
+    CHILD_CHECK(memra_set_nvrtc_path(fake("V12_9")) == MEMRA_OK);
+    CHILD_CHECK(memra_set_nvrtc_path(fake("V12_9")) == MEMRA_OK); /* twice is once */
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12090);
+    return 0;
+}
+
+static void test_refusals_then_good_path(void **state)
+{
+    (void)state;
+    in_child(case_refusals_then_good);
 }
 
 /* ---- the choice itself, with in-process candidates ----------------------- */
@@ -443,8 +880,18 @@ int main(void)
         cmocka_unit_test(test_env_wins_over_loader_path),
         cmocka_unit_test(test_set_nvrtc_path),
         cmocka_unit_test(test_load_failure_falls_through),
+        cmocka_unit_test(test_plan_more_opens_the_next),
         cmocka_unit_test(test_compile_failure_names_everything),
         cmocka_unit_test(test_every_failure_named),
+        cmocka_unit_test(test_fifo_at_env_path),
+        cmocka_unit_test(test_fifo_in_toolkit),
+        cmocka_unit_test(test_fifo_at_set_path),
+        cmocka_unit_test(test_untrusted_toolkits_are_not_loaded),
+        cmocka_unit_test(test_named_path_trusted_as_named),
+        cmocka_unit_test(test_first_usable_stops),
+        cmocka_unit_test(test_relative_paths),
+        cmocka_unit_test(test_long_paths_refused_not_cut),
+        cmocka_unit_test(test_refusals_then_good_path),
         cmocka_unit_test_setup_teardown(test_newer_minor_sm_takes_compatible_cubin, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_sm_takes_older_nvrtc, setup, teardown),

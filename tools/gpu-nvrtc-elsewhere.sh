@@ -51,8 +51,8 @@ run() { # label, env...
   shift
   {
     echo "== $label"
-    env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/tools/memra" info
-    env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/tools/memra" check
+    env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/cli/memra" info
+    env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/cli/memra" check
     env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/tests/test_gpu"
     echo "== $label: exit $?"
   } 2>&1 | tee -a "$dest/nvrtc-elsewhere.log"

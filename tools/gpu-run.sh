@@ -35,8 +35,8 @@ if has rig; then
   meson test -C "$b" --setup rig test_gpu 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
 fi
 if has check; then
-  "$b/tools/memra" info 2>&1 | tee "$out/info.log"
-  "$b/tools/memra" check 2>&1 | tee "$out/check.log"
+  "$b/cli/memra" info 2>&1 | tee "$out/info.log"
+  "$b/cli/memra" check 2>&1 | tee "$out/check.log"
 fi
 if has rust; then
   if [ -x .device/vrows_dev_tables ]; then
@@ -53,9 +53,9 @@ if has pytest; then
 fi
 if has elsewhere && [ "${MEMRA_THROWAWAY_MACHINE:-0}" = 1 ]; then
   tools/gpu-nvrtc-elsewhere.sh "$b" "$out" >/dev/null 2>&1
-  grep -E '^== |memra check:|will use|kernel:|PASSED|FAILED' "$out/nvrtc-elsewhere.log"
+  grep -E '^== |memra check:|kernel:|PASSED|FAILED' "$out/nvrtc-elsewhere.log"
 fi
 if has bench; then
-  "$b/tools/memra" bench --json "$out/bench.json" 2>&1 | tee "$out/bench.log"
+  "$b/cli/memra" bench -o "$out/bench.json" 2>&1 | tee "$out/bench.log"
   MEMRA_LIB="$lib" python3 benchmarks/bench_torch.py --json "$out/bench-torch.json" 2>&1 | tee "$out/bench-torch.log"
 fi

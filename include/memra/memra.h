@@ -119,6 +119,28 @@ MEMRA_API const char *memra_status_string(memra_status status);
 /* This thread's message for its last failed call ("" if none). */
 MEMRA_API const char *memra_last_error(void);
 
+/* ---- log ---------------------------------------------------------------- *
+ * memra's warnings (an unusable cache folder or setting, an NVRTC it would
+ * not load, ...), each kind once per process. By default they go to stderr
+ * as "memra: warning: <message>"; a server can send them to its own logger. */
+typedef enum memra_log_level {
+    MEMRA_LOG_ERROR = 0,
+    MEMRA_LOG_WARNING = 1, /* every message memra sends today */
+    MEMRA_LOG_INFO = 2,
+    MEMRA_LOG_DEBUG = 3
+} memra_log_level;
+/* `message` is one line (control characters shown as \n, \xNN), without
+ * the "memra: warning:" prefix or a newline, valid during the call only.
+ * Called on the thread that hit the condition, possibly from several
+ * threads at once. It may call any memra function except
+ * memra_set_log_callback. */
+typedef void (*memra_log_fn)(memra_log_level level, const char *message, void *user);
+/* Sends every later message to cb(level, message, user); NULL restores
+ * stderr. Thread-safe: when it returns, no thread is still inside the
+ * callback it replaced, so `user` of that one may be freed.
+ * MEMRA_ERR_INVALID_ARG when called from inside the callback. */
+MEMRA_API memra_status memra_set_log_callback(memra_log_fn cb, void *user);
+
 /* ---- the host arm ------------------------------------------------------ *
  * Outputs are plane-major, 3*n_pairs each:
  *   ptrs[k*n_pairs + p] = base[k] + (uint64)sel[p] * stride[k]
@@ -163,15 +185,42 @@ typedef struct memra_kernel_origin {
 
 /* Adds an NVRTC library (a file path) for engines to choose from, e.g. the
  * one a Python wheel installed (site-packages/nvidia/cu13/lib/libnvrtc.so.13).
- * Call it before the engines that need it load their kernel. Engines pick,
- * per device, from every NVRTC found (README: "How NVRTC is found and
- * chosen"). MEMRA_ERR_NVRTC with the loader's reason if it cannot be used. */
+ * Call it before the engines that need it load their kernel; call it once
+ * per library (every wheel's), in order of preference. A relative path is
+ * made absolute against the working directory now. The file is checked now
+ * (it must be a regular file: MEMRA_ERR_NVRTC naming it otherwise; a path
+ * longer than 511 bytes is MEMRA_ERR_INVALID_ARG) and loaded only when no
+ * candidate before it serves an engine's device and driver (docs/nvrtc.md);
+ * an engine that cannot use it names it and the loader's reason. */
 MEMRA_API memra_status memra_set_nvrtc_path(const char *path);
-/* How many usable NVRTC libraries memra has found (discovering them on the
- * first call): 0 tells a binding to look where its wheels put NVRTC and
- * call memra_set_nvrtc_path(). */
+/* How many usable NVRTC libraries memra has loaded (discovering them on the
+ * first call, loading candidates in order until one is usable): 0 means
+ * none anywhere it looks. */
 MEMRA_API memra_status memra_nvrtc_available(int *count);
 
+/* One NVRTC candidate as memra sees it (memra_nvrtc_list). */
+typedef enum memra_nvrtc_state {
+    MEMRA_NVRTC_USABLE = 0,    /* loaded, every entry point found */
+    MEMRA_NVRTC_REFUSED = 1,   /* not loaded or not usable: `why` says why */
+    MEMRA_NVRTC_NOT_TRIED = 2, /* found, not loaded: an earlier one served */
+} memra_nvrtc_state;
+typedef struct memra_nvrtc_info {
+    char path[512];  /* the file, or the soname looked up on the loader path */
+    char origin[64]; /* how it was found: "MEMRA_NVRTC_PATH", "CUDA_HOME", ... */
+    memra_nvrtc_state state;
+    char why[256]; /* REFUSED: the reason; "" otherwise */
+    int version;   /* USABLE: 1000*major + 10*minor; else 0 */
+    int n_archs;   /* USABLE: its targets, the XY of sm_XY, ascending */
+    int archs[128];
+} memra_nvrtc_info;
+/* Every NVRTC candidate in the order engines consider them (discovering
+ * them as memra_nvrtc_available does): up to `max` into out (NULL when max
+ * is 0), the total in *count. For `memra info` and bug reports. */
+MEMRA_API memra_status memra_nvrtc_list(memra_nvrtc_info *out, int max, int *count);
+
+/* The CUDA version the driver supports (cuDriverGetVersion, e.g. 13000),
+ * device or not; MEMRA_ERR_NO_DRIVER where there is no driver. */
+MEMRA_API memra_status memra_driver_version(int *version);
 /* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
 MEMRA_API memra_status memra_device_count(int *count);
 /* Retains the device's primary context (shared with the serving process) and
@@ -223,8 +272,17 @@ MEMRA_API memra_status memra_engine_self_check(memra_engine *eng, memra_self_che
  * process's lock is bounded (5 s), then the kernel is compiled in memory
  * without publishing. Every failure of the folder (unwritable, untrusted,
  * full, locked, NFS without locks, a file size limit) ends the same way:
- * one warning on stderr, compile in memory, carry on. */
+ * one warning (stderr, or the log callback), compile in memory, carry on. */
 MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
+/* Where the kernel cache is and how full (for `memra info`): the settings
+ * read as an engine reads them, the folder examined, nothing created. */
+typedef struct memra_cache_info {
+    int enabled;        /* 0: off (MEMRA_CACHE_DIR=off, or no usable setting) */
+    char dir[1024];     /* the folder; "" when off */
+    uint64_t bytes;     /* memra's entries and live temp files in it */
+    uint64_t max_bytes; /* the cap, MEMRA_CACHE_MAX_BYTES (0: nothing kept) */
+} memra_cache_info;
+MEMRA_API memra_status memra_cache_get_info(memra_cache_info *out);
 /* Reads the engine's fault word after the work queued on `stream` (NULL: the
  * legacy default stream, as a synchronous copy is ordered), and returns when
  * it has; with reset != 0 it is read and cleared in one step on the device,

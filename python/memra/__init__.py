@@ -10,7 +10,10 @@ does not depend on PyTorch's C++ ABI). ``memra.torch`` adds the PyTorch ops
     eng = memra.Engine(0)          # one GPU; shares PyTorch's primary context
 """
 import ctypes
+import logging
+import os
 import sys
+import threading
 
 from . import _lib
 from ._errors import *  # noqa: F401,F403  (the exception classes)
@@ -25,7 +28,12 @@ MAX_LAYERS = 65536
 NO_FAULT = 0xFFFFFFFF
 _U64 = 1 << 64
 
-_nvrtc_checked = False
+ROUTE_MAX_EXPERT = 1024
+ROUTE_MAX_TOP_K = 32
+ROUTE_MAX_GROUPS = 32
+
+_nvrtc_offered = False
+_nvrtc_lock = threading.Lock()
 
 
 def version():
@@ -33,24 +41,62 @@ def version():
     return lib().memra_version_string().decode()
 
 
+def _fspath(name, path):
+    """A path as the bytes the OS takes (str, bytes or os.PathLike, through
+    os.fsencode, so a non-UTF-8 name round-trips); a NUL is refused, not cut."""
+    try:
+        raw = os.fsencode(path)
+    except TypeError:
+        raise InvalidArgError(f"{name} must be str, bytes or os.PathLike, not "
+                              f"{type(path).__name__}") from None
+    if b"\0" in raw:
+        raise InvalidArgError(f"{name} holds a NUL byte: {raw!r}")
+    return raw
+
+
 def set_nvrtc_path(path):
-    """Adds an NVRTC library (a file) for engines to choose from."""
-    check(lib().memra_set_nvrtc_path(str(path).encode()))
+    """Adds an NVRTC library (a file) for engines to choose from. A relative
+    path is taken against the working directory now."""
+    check(lib().memra_set_nvrtc_path(_fspath("path", path)))
+
+
+def nvrtc_candidates():
+    """Every NVRTC candidate in the order engines consider them, each a dict:
+    path, origin (how it was found), state ("usable", "refused" or
+    "not_tried"), why (when refused), version (1000*major + 10*minor) and
+    archs (when usable)."""
+    L = lib()
+    if getattr(L, "memra_nvrtc_list", None) is None:
+        raise LibraryError("this libmemra has no memra_nvrtc_list")
+    _ensure_nvrtc()
+    n = ctypes.c_int(0)
+    check(L.memra_nvrtc_list(None, 0, ctypes.byref(n)))
+    room = n.value + 8  # room for any found meanwhile
+    arr = (_lib.NvrtcInfo * room)()
+    check(L.memra_nvrtc_list(arr, room, ctypes.byref(n)))
+    states = {0: "usable", 1: "refused", 2: "not_tried"}
+    return [{"path": os.fsdecode(c.path), "origin": c.origin.decode(),
+             "state": states.get(c.state, str(c.state)),
+             "why": c.why.decode(errors="replace") if c.state == 1 else None,
+             "version": c.version, "archs": list(c.archs[:c.n_archs])}
+            for c in arr[:min(n.value, room)]]
 
 
 def _ensure_nvrtc():
-    """Before the first engine: if the library found no NVRTC, offer it the
-    one the NVIDIA wheels on sys.path hold (those PyTorch pulled in)."""
-    global _nvrtc_checked
-    if _nvrtc_checked:
-        return
-    _nvrtc_checked = True
-    n = ctypes.c_int(0)
-    check(lib().memra_nvrtc_available(ctypes.byref(n)))
-    if n.value == 0:
+    """Once, before the first engine: every NVRTC the NVIDIA wheels on
+    sys.path hold, in wheel_nvrtc_paths() order, for the library to choose
+    from per device and driver (it loads one only when those before it
+    cannot serve, so offering them all costs nothing)."""
+    global _nvrtc_offered
+    with _nvrtc_lock:
+        if _nvrtc_offered:
+            return
+        _nvrtc_offered = True
         for p in wheel_nvrtc_paths():
-            if lib().memra_set_nvrtc_path(p.encode()) == 0:
-                break
+            if lib().memra_set_nvrtc_path(os.fsencode(p)):
+                logging.getLogger("memra").debug(
+                    "NVRTC %s not offered: %s", p,
+                    (lib().memra_last_error() or b"").decode(errors="replace"))
 
 
 # ---- argument checks: before anything reaches C, never silently truncated ----
@@ -276,10 +322,30 @@ class Engine:
 SCORINGS = {"softmax": 0, "sigmoid": 1}
 
 
+def _bias(bias, n_expert):
+    """(address, array kept alive) for a bias: None; a float32 array of
+    n_expert (NumPy, or anything np.asarray takes without converting); or an
+    integer host address (a CPU tensor's data_ptr()). Float64 and other
+    dtypes are refused, as for every other float input: no silent rounding."""
+    if bias is None:
+        return None, None
+    if isinstance(bias, int) and not isinstance(bias, bool):
+        return _int("bias", bias, 1, _U64), None
+    import numpy as np
+    a = np.asarray(bias)
+    if a.dtype != np.float32:
+        raise InvalidArgError(f"bias is {a.dtype}, not float32 (no silent rounding)")
+    if a.shape != (n_expert,):
+        raise InvalidArgError(f"bias has shape {a.shape}, want ({n_expert},)")
+    a = np.ascontiguousarray(a)
+    return a.ctypes.data, a
+
+
 def route_spec(n_expert, top_k, scoring="softmax", n_group=1, topk_group=1, renormalize=False,
                routed_scaling_factor=1.0, bias=None, bf16=False):
-    """A memra_route_spec. `bias` is a float32 array of n_expert (kept alive
-    by the caller) or None; the library checks every field."""
+    """A memra_route_spec. `bias` is None, a float32 array of n_expert (the
+    spec keeps it alive) or an integer host address (kept alive by the
+    caller); the library checks every field."""
     if scoring not in SCORINGS:
         raise InvalidArgError(f"scoring must be 'softmax' or 'sigmoid', not {scoring!r}")
     s = _lib.RouteSpec()
@@ -291,7 +357,7 @@ def route_spec(n_expert, top_k, scoring="softmax", n_group=1, topk_group=1, reno
     s.logits_dtype = 1 if bf16 else 0
     s.renormalize = int(bool(renormalize))
     s.routed_scaling_factor = float(routed_scaling_factor)
-    s.bias = bias
+    s.bias, s._bias = _bias(bias, s.n_expert)
     return s
 
 
@@ -308,14 +374,15 @@ def route_tables_host(logits, top_k, bases=(0, 0, 0), strides=(0, 0, 0), macros=
     if not bf16 and logits.dtype != np.float32:
         raise InvalidArgError(f"logits are {logits.dtype}; want float32 or uint16 bf16 bits")
     n_tokens, n_expert = logits.shape
-    bias = spec.pop("bias", None)
-    if bias is not None:
-        bias = np.ascontiguousarray(bias, dtype=np.float32)
-        if bias.shape != (n_expert,):
-            raise InvalidArgError(f"bias has shape {bias.shape}, want ({n_expert},)")
-    s = route_spec(n_expert, top_k, bias=bias.ctypes.data if bias is not None else None,
-                   bf16=bf16, **spec)
-    n = _int("n_tokens", n_tokens, 1, 1 << 32) * s.top_k
+    # Checked before anything is allocated: top_k = 2**32 - 1 must be an
+    # error naming it, not a 96 GiB allocation.
+    top_k = _int("top_k", top_k, 1, ROUTE_MAX_TOP_K + 1)
+    _int("n_expert (logits.shape[1])", n_expert, 1, ROUTE_MAX_EXPERT + 1)
+    n_tokens = _int("n_tokens", n_tokens, 1, 1 << 32)
+    if n_tokens * top_k > MAX_PAIRS:
+        raise InvalidArgError(f"n_tokens * top_k = {n_tokens * top_k} is more than {MAX_PAIRS}")
+    s = route_spec(n_expert, top_k, bf16=bf16, **spec)
+    n = n_tokens * s.top_k
     m, keep = _planes_numpy(macros, n_expert)
     sl = slabs(bases, strides)
     sel = np.empty(n, np.int32)

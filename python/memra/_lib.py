@@ -4,7 +4,9 @@ The library is the one inside this package (``libmemra.so`` next to this
 file, as ``pip install`` puts it); ``MEMRA_LIB`` names another (a build
 folder's ``libmemra.so.0``). It is opened once, RTLD_LOCAL, and its version
 is checked against this package's."""
+import atexit
 import ctypes
+import logging
 import os
 
 from ._errors import LibraryError, error_for
@@ -46,6 +48,12 @@ class SelfCheckReport(ctypes.Structure):
                 ("first_failure", ctypes.c_char * 256)]
 
 
+class NvrtcInfo(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char * 512), ("origin", ctypes.c_char * 64), ("state", c_int),
+                ("why", ctypes.c_char * 256), ("version", c_int), ("n_archs", c_int),
+                ("archs", c_int * 128)]
+
+
 class RouteSpec(ctypes.Structure):
     _fields_ = [("n_expert", c_u32), ("top_k", c_u32), ("n_group", c_u32),
                 ("topk_group", c_u32), ("scoring", c_int), ("logits_dtype", c_int),
@@ -84,6 +92,32 @@ _SIGNATURES = {
     "memra_vrows_tables_host": (
         c_int, [c_vp, c_vp, c_u32, c_u32, P(Macros), P(Slabs), c_vp, c_vp, P(Faults)]),
 }
+# Newer than the first 0.2 libraries: used when present.
+_LOG_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_vp)
+_OPTIONAL = {
+    "memra_set_log_callback": (c_int, [c_vp, c_vp]),  # a _LOG_FN as an address, or None
+    "memra_nvrtc_list": (c_int, [P(NvrtcInfo), c_int, P(c_int)]),
+}
+
+# memra's warnings go to the `logging` module, logger "memra", at the level
+# the library gives (all are warnings today).
+_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+
+def _to_logging(level, message, user):
+    try:
+        logging.getLogger("memra").log(_LEVELS.get(level, logging.WARNING), "%s",
+                                       (message or b"").decode(errors="replace"))
+    except Exception:  # noqa: BLE001 - nothing may propagate into C
+        pass
+
+
+_log_callback = _LOG_FN(_to_logging)  # kept alive for the library's life
+
+
+def _unhook(L):
+    """At exit, before the interpreter goes: warnings back to stderr."""
+    L.memra_set_log_callback(None, None)
 
 _lib = None
 
@@ -113,12 +147,19 @@ def lib():
         except AttributeError:
             raise LibraryError(f"{path} lacks {name}: older than memra {VERSION}") from None
         fn.restype, fn.argtypes = res, args
+    for name, (res, args) in _OPTIONAL.items():
+        fn = getattr(L, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = res, args
     v = L.memra_version()
     want = [int(x) for x in VERSION.split(".")]
     have = [v // 10000, v // 100 % 100, v % 100]
     if have[:2] != want[:2]:
         raise LibraryError(f"{path} is memra {'.'.join(map(str, have))}, this package is "
                            f"{VERSION}: install matching versions")
+    if getattr(L, "memra_set_log_callback", None) is not None:
+        L.memra_set_log_callback(ctypes.cast(_log_callback, c_vp), None)
+        atexit.register(_unhook, L)
     _lib = L
     return L
 

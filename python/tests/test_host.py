@@ -159,6 +159,46 @@ def test_wheel_nvrtc_layouts_are_found(tmp_path):
     assert [os.path.basename(f) for f in found] == ["libnvrtc.so.13", "libnvrtc.so.12"]
 
 
+def test_route_top_k_is_checked_before_allocating():
+    logits = np.zeros((4, 8), np.float32)
+    with pytest.raises(memra.InvalidArgError, match="top_k = 4294967295"):
+        memra.route_tables_host(logits, 2**32 - 1)
+    with pytest.raises(memra.InvalidArgError, match="top_k"):
+        memra.route_tables_host(logits, 33)
+
+
+def test_float64_bias_is_refused_like_other_float64_inputs():
+    logits = np.zeros((4, 8), np.float32)
+    with pytest.raises(memra.InvalidArgError, match="bias is float64"):
+        memra.route_tables_host(logits, 2, bias=np.zeros(8, np.float64))
+    with pytest.raises(memra.InvalidArgError, match="bias is float64"):
+        memra.route_spec(8, 2, bias=np.zeros(8))
+    with pytest.raises(memra.InvalidArgError, match="bias has shape"):
+        memra.route_spec(8, 2, bias=np.zeros(7, np.float32))
+
+
+def test_route_spec_takes_a_bias_array():
+    """As documented: the spec points at the array and keeps it alive."""
+    import gc
+    bias = np.arange(8, dtype=np.float32) * np.float32(0.25)
+    spec = memra.route_spec(8, 2, scoring="sigmoid", bias=bias)
+    assert spec.bias == bias.ctypes.data
+    del bias
+    gc.collect()
+    logits = np.zeros((1, 8), np.float32)
+    sel, selw = np.empty(2, np.int32), np.empty(2, np.float32)
+    ptrs, scl = np.empty(6, np.uint64), np.empty(6, np.float32)
+    sl = memra.slabs((0, 0, 0), (0, 0, 0))
+    import ctypes
+    memra.check(memra.lib().memra_route_tables_host(
+        logits.ctypes.data, 1, ctypes.byref(spec), None, ctypes.byref(sl), sel.ctypes.data,
+        selw.ctypes.data, ptrs.ctypes.data, scl.ctypes.data, None))
+    assert sel.tolist() == [7, 6]  # equal scores: the bias decides
+    want = memra.route_tables_host(logits, 2, scoring="sigmoid",
+                                   bias=np.arange(8, dtype=np.float32) * np.float32(0.25))
+    assert want[0].tolist() == [7, 6]
+
+
 def test_torch_op_refuses_cpu_tensors():
     torch = pytest.importorskip("torch")
     import memra.torch as mt

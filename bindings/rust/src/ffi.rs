@@ -81,11 +81,17 @@ const RTLD_LOCAL: c_int = 0;
 pub const WRITTEN_FOR_MAJOR: u32 = 0;
 pub const WRITTEN_FOR_MINOR: u32 = 2;
 
+/// What `memra_set_log_callback` takes: level, message, user pointer.
+pub type LogFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
+
 macro_rules! entry_points {
-    ($($name:ident : fn($($arg:ty),*) -> $ret:ty;)*) => {
+    (required { $($name:ident : fn($($arg:ty),*) -> $ret:ty;)* }
+     optional { $($oname:ident : fn($($oarg:ty),*) -> $oret:ty;)* }) => {
         #[allow(non_snake_case)]
         pub struct Lib {
             $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
+            /// Newer entry points: `None` in a library that predates them.
+            $(pub $oname: Option<unsafe extern "C" fn($($oarg),*) -> $oret>,)*
         }
 
         unsafe fn resolve(h: *mut c_void) -> Result<Lib, String> {
@@ -98,33 +104,48 @@ macro_rules! entry_points {
                     }
                     std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(sym)
                 },)*
+                $($oname: {
+                    let name = concat!(stringify!($oname), "\0");
+                    let sym = dlsym(h, name.as_ptr() as *const c_char);
+                    if sym.is_null() {
+                        None
+                    } else {
+                        Some(std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($oarg),*) -> $oret>(sym))
+                    }
+                },)*
             })
         }
     };
 }
 
 entry_points! {
-    memra_version: fn() -> u32;
-    memra_status_string: fn(Status) -> *const c_char;
-    memra_last_error: fn() -> *const c_char;
-    memra_device_count: fn(*mut c_int) -> Status;
-    memra_engine_create: fn(c_int, *mut EnginePtr) -> Status;
-    memra_engine_destroy: fn(EnginePtr) -> ();
-    memra_engine_get_info: fn(EnginePtr, *mut EngineInfo) -> Status;
-    memra_engine_stream: fn(EnginePtr, *mut Stream) -> Status;
-    memra_engine_warmup: fn(EnginePtr) -> Status;
-    memra_engine_faults: fn(EnginePtr, Stream, *mut Faults, c_int) -> Status;
-    memra_alloc: fn(EnginePtr, usize, *mut DevPtr) -> Status;
-    memra_free: fn(EnginePtr, DevPtr) -> Status;
-    memra_sync: fn(EnginePtr, Stream) -> Status;
-    memra_copy_htod_on: fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
-    memra_copy_dtoh_on: fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
-    memra_vrows_prepare_layer: fn(EnginePtr, c_int, u32, *const Macros, Stream) -> Status;
-    memra_moe_vrows_tables_from_sel: fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int,
-                                        *const Macros, *const Slabs, DevPtr, DevPtr, Stream)
-                                        -> Status;
-    memra_vrows_tables_host: fn(*const i32, *const f32, u32, u32, *const Macros, *const Slabs,
-                                *mut u64, *mut f32, *mut Faults) -> Status;
+    required {
+        memra_version: fn() -> u32;
+        memra_status_string: fn(Status) -> *const c_char;
+        memra_last_error: fn() -> *const c_char;
+        memra_device_count: fn(*mut c_int) -> Status;
+        memra_engine_create: fn(c_int, *mut EnginePtr) -> Status;
+        memra_engine_destroy: fn(EnginePtr) -> ();
+        memra_engine_get_info: fn(EnginePtr, *mut EngineInfo) -> Status;
+        memra_engine_stream: fn(EnginePtr, *mut Stream) -> Status;
+        memra_engine_warmup: fn(EnginePtr) -> Status;
+        memra_engine_faults: fn(EnginePtr, Stream, *mut Faults, c_int) -> Status;
+        memra_alloc: fn(EnginePtr, usize, *mut DevPtr) -> Status;
+        memra_free: fn(EnginePtr, DevPtr) -> Status;
+        memra_sync: fn(EnginePtr, Stream) -> Status;
+        memra_copy_htod_on: fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
+        memra_copy_dtoh_on: fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
+        memra_vrows_prepare_layer: fn(EnginePtr, c_int, u32, *const Macros, Stream) -> Status;
+        memra_moe_vrows_tables_from_sel: fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int,
+                                            *const Macros, *const Slabs, DevPtr, DevPtr, Stream)
+                                            -> Status;
+        memra_vrows_tables_host: fn(*const i32, *const f32, u32, u32, *const Macros, *const Slabs,
+                                    *mut u64, *mut f32, *mut Faults) -> Status;
+        memra_nvrtc_available: fn(*mut c_int) -> Status;
+    }
+    optional {
+        memra_set_log_callback: fn(Option<LogFn>, *mut c_void) -> Status;
+    }
 }
 
 // Safety: the table holds plain function pointers into a library that is

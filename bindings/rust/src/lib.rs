@@ -24,6 +24,7 @@
 
 mod error;
 mod ffi;
+mod log;
 
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
@@ -31,6 +32,7 @@ use std::sync::Arc;
 
 pub use error::{Error, Result, Status};
 pub use ffi::Faults;
+pub use log::{clear_log_callback, set_log_callback, LogLevel};
 
 /// `MEMRA_MAX_PAIRS`: the most (token, expert) pairs one call takes.
 pub const MAX_PAIRS: usize = 1 << 28;
@@ -59,6 +61,14 @@ fn check(status: c_int) -> Result<()> {
 /// The library's version, `major * 10000 + minor * 100 + patch`.
 pub fn version() -> Result<u32> {
     Ok(unsafe { (ffi::lib()?.memra_version)() })
+}
+
+/// How many usable NVRTC libraries memra has loaded (finding them on the
+/// first call, loading candidates in order until one is usable).
+pub fn nvrtc_available() -> Result<usize> {
+    let mut n: c_int = 0;
+    check(unsafe { (ffi::lib()?.memra_nvrtc_available)(&mut n) })?;
+    Ok(n as usize)
 }
 
 /// Number of CUDA devices (0 where none is visible).

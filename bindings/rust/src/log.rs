@@ -1,0 +1,88 @@
+//! Where memra's warnings go: stderr by default, or a closure of the caller
+//! (a server's own logger).
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+use crate::{check, ffi};
+
+/// How grave a message from the library is (`memra_log_level`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogLevel {
+    Error,
+    /// Every message the library sends today.
+    Warning,
+    Info,
+    Debug,
+}
+
+impl LogLevel {
+    fn from_code(code: c_int) -> LogLevel {
+        match code {
+            0 => LogLevel::Error,
+            2 => LogLevel::Info,
+            3 => LogLevel::Debug,
+            _ => LogLevel::Warning,
+        }
+    }
+}
+
+type Logger = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+/// The installed closure. Swaps are serialised here; the C call returns only
+/// when no thread is still inside the closure it replaced, so the old one is
+/// dropped after it.
+static INSTALLED: Mutex<Option<Box<Logger>>> = Mutex::new(None);
+
+unsafe extern "C" fn trampoline(level: c_int, message: *const c_char, user: *mut c_void) {
+    let f = &*(user as *const Logger);
+    let message = if message.is_null() {
+        std::borrow::Cow::Borrowed("")
+    } else {
+        CStr::from_ptr(message).to_string_lossy()
+    };
+    // A panic must not unwind into C.
+    let _ = catch_unwind(AssertUnwindSafe(|| f(LogLevel::from_code(level), &message)));
+}
+
+fn install(new: Option<Box<Logger>>) -> Result<()> {
+    let lib = ffi::lib()?;
+    let set = lib.memra_set_log_callback.ok_or_else(|| {
+        Error::Library("this libmemra predates memra_set_log_callback".into())
+    })?;
+    let mut slot = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    let (cb, user) = match &new {
+        Some(b) => (
+            Some(trampoline as ffi::LogFn),
+            &**b as *const Logger as *mut c_void,
+        ),
+        None => (None, std::ptr::null_mut()),
+    };
+    check(unsafe { set(cb, user) })?;
+    *slot = new;
+    Ok(())
+}
+
+/// Sends memra's warnings to `f` (level and one line of text, without the
+/// "memra: warning:" prefix) instead of stderr. `f` may be called from any
+/// thread, several at once; it must not call `set_log_callback` or
+/// `clear_log_callback` itself (that is an error, not a deadlock).
+///
+/// ```no_run
+/// memra::set_log_callback(|level, message| eprintln!("[memra {level:?}] {message}")).unwrap();
+/// ```
+pub fn set_log_callback<F>(f: F) -> Result<()>
+where
+    F: Fn(LogLevel, &str) + Send + Sync + 'static,
+{
+    install(Some(Box::new(Box::new(f))))
+}
+
+/// Warnings go to stderr again; the closure set before is dropped.
+pub fn clear_log_callback() -> Result<()> {
+    install(None)
+}
