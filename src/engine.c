@@ -487,18 +487,18 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
                           "%s: no NVRTC builds a kernel that this device (sm_%d) and driver "
                           "(CUDA %d.%d) load, and the kernel cache holds none:%s",
                           fn, sm, drv / 1000, drv % 1000 / 10, a.why);
-    CUfunction f, take, route, topk;
+    CUfunction f, take, route, route_block;
     if ((st = get_function(d, mod, MEMRA_VROWS_KERNEL, fn, &f)) ||
         (st = get_function(d, mod, MEMRA_TAKE_KERNEL, fn, &take)) ||
         (st = get_function(d, mod, MEMRA_ROUTE_KERNEL, fn, &route)) ||
-        (st = get_function(d, mod, MEMRA_ROUTE_TOPK_KERNEL, fn, &topk))) {
+        (st = get_function(d, mod, MEMRA_ROUTE_BLOCK_KERNEL, fn, &route_block))) {
         d->cuModuleUnload(mod);
         return st;
     }
     eng->module = mod;
     eng->take_fn = take;
     eng->route_fn = route;
-    eng->route_topk_fn = topk;
+    eng->route_block_fn = route_block;
     eng->nvrtc = used;
     o.ready = 1;
     pthread_mutex_lock(&eng->state_lock);
@@ -603,6 +603,7 @@ memra_status memra_engine_faults(memra_engine *eng, memra_stream stream, memra_f
         out->bad_expert = w[0];
         out->nonfinite = w[1];
         out->first_pair = w[2];
+        out->not_local = w[3];
     }
     memra_ctx_leave(eng, pushed);
     return st;

@@ -39,6 +39,7 @@ struct memra_engine {
     unsigned long long ctx_id; /* cuCtxGetId at creation: a reset context has another */
     _Atomic int ctx_lost;      /* the primary context was reset: touch no handle again */
     CUstream stream;           /* the engine's own non-blocking stream */
+    _Atomic int pdl;           /* launch with programmatic dependent launch (launch.c) */
     /* 8 x u32: the fault word (kernels_src/vrows.cu), then the readback
      * area that memra_faults_take moves it into. */
     CUdeviceptr faults;
@@ -47,7 +48,7 @@ struct memra_engine {
      * of a loaded kernel never take it. */
     pthread_mutex_t load_lock;
     _Atomic(CUfunction) fn; /* non-NULL once loaded */
-    CUfunction take_fn, route_fn, route_topk_fn;
+    CUfunction take_fn, route_fn, route_block_fn;
     CUmodule module;
     const memra_nvrtc *nvrtc; /* the NVRTC that built it (NULL: from the cache alone) */
     /* memra_engine_faults calls share the readback area. */

@@ -1,9 +1,10 @@
-/* The device arm: macro mirror cache and the one-kernel launch. */
+/* The table device arm: the layer's macro planes mirrored, then one launch. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 #include "error.h"
+#include "launch.h"
 #include "mirror.h"
 #include "validate.h"
 #include "vrows_abi.h"
@@ -38,24 +39,18 @@ done:
     return st;
 }
 
-memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel, memra_devptr selw,
-                                             uint32_t n_pairs, uint32_t n_expert, int il,
-                                             const memra_vrows_macros *macros,
-                                             const memra_vrows_slabs *slabs, memra_devptr ptrs,
-                                             memra_devptr scl, memra_stream stream)
+/* Both entry points after their own checks: the planes (n_slots floats
+ * each) mirrored on il, then one launch. */
+static memra_status tables(memra_engine *eng, const char *fn, memra_devptr sel, memra_devptr selw,
+                           uint32_t n_pairs, uint32_t n_expert, int il,
+                           const memra_vrows_macros *macros, int present,
+                           const memra_vrows_slabs *slabs, const memra_vrows_options *opt,
+                           uint32_t n_slots, memra_devptr ptrs, memra_devptr scl,
+                           memra_stream stream)
 {
-    static const char fn[] = "memra_moe_vrows_tables_from_sel";
-    if (!eng)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
-    int present;
-    memra_status st =
-        memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl, &present);
-    if (st)
-        return st;
+    memra_status st;
     if (present && (st = memra_check_layer(fn, il)))
         return st;
-
-    const memra_driver *d = eng->d;
     CUstream s = (CUstream)stream;
     int pushed;
     if ((st = memra_ctx_enter(eng, fn, &pushed)))
@@ -79,24 +74,59 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
         .ptrs = ptrs,
         .scl = scl,
         .faults = eng->faults,
+        .map = opt ? opt->expert_map : 0,
+        .n_local = opt ? opt->n_local : 0,
+        .n_shared = opt ? opt->n_shared : 0,
     };
     if (present) {
         CUdeviceptr planes;
-        if ((st = memra_mirror_get(eng, fn, il, n_expert, macros->plane, 3, s, &planes)))
+        if ((st = memra_mirror_get(eng, fn, il, n_slots, macros->plane, 3, s, &planes)))
             goto done;
-        a.mg = memra_mirror_plane(planes, n_expert, 0);
-        a.mu = memra_mirror_plane(planes, n_expert, 1);
-        a.md = memra_mirror_plane(planes, n_expert, 2);
+        a.mg = memra_mirror_plane(planes, n_slots, 0);
+        a.mu = memra_mirror_plane(planes, n_slots, 1);
+        a.md = memra_mirror_plane(planes, n_slots, 2);
     }
-
-    size_t size = sizeof a;
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &a, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     CU_LAUNCH_PARAM_END};
-    const unsigned grid = memra_vrows_grid(n_pairs);
-    CUresult r = d->cuLaunchKernel(f, grid, 1, 1, MEMRA_VROWS_BLOCK, 1, 1, 0, s, NULL, extra);
-    if (r != CUDA_SUCCESS)
-        st = memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuLaunchKernel");
+    st = memra_launch(eng, fn, f, memra_vrows_grid(n_pairs), MEMRA_VROWS_BLOCK, &a, sizeof a, s);
 done:
     memra_ctx_leave(eng, pushed);
     return st;
+}
+
+memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                             uint32_t n_pairs, uint32_t n_expert, int il,
+                                             const memra_vrows_macros *macros,
+                                             const memra_vrows_slabs *slabs, memra_devptr ptrs,
+                                             memra_devptr scl, memra_stream stream)
+{
+    static const char fn[] = "memra_moe_vrows_tables_from_sel";
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    int present;
+    memra_status st =
+        memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl, &present);
+    if (st)
+        return st;
+    return tables(eng, fn, sel, selw, n_pairs, n_expert, il, macros, present, slabs, NULL, n_expert,
+                  ptrs, scl, stream);
+}
+
+memra_status memra_moe_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                       uint32_t n_pairs, uint32_t n_expert, int il,
+                                       const memra_vrows_macros *macros,
+                                       const memra_vrows_slabs *slabs,
+                                       const memra_vrows_options *options, memra_devptr ptrs,
+                                       memra_devptr scl, memra_stream stream)
+{
+    static const char fn[] = "memra_moe_vrows_tables_ex";
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    int present;
+    memra_status st = memra_vrows_validate_ex(fn, sel, selw, n_pairs, n_expert, options, macros,
+                                              slabs, ptrs, scl, &present);
+    if (st || n_pairs == 0)
+        return st;
+    uint32_t n_slots;
+    memra_vrows_options_check(fn, "options->", n_expert, options, &n_slots);
+    return tables(eng, fn, sel, selw, n_pairs, n_expert, il, macros, present, slabs, options,
+                  n_slots, ptrs, scl, stream);
 }
