@@ -49,10 +49,14 @@ MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
 #endif
 
 #define MEMRA_ROUTE_WARPS 4 /* tokens per block of the warp kernel */
+/* The logit loads are unrolled (eight in flight per lane); the other loops
+ * are not: unrolling them bought little and cost compile time. */
 #ifdef __CUDACC_RTC__
 #define MEMRA_UNROLL_N _Pragma("unroll 8")
+#define MEMRA_NO_UNROLL _Pragma("unroll 1")
 #else
 #define MEMRA_UNROLL_N
+#define MEMRA_NO_UNROLL
 #endif
 #define MEMRA_ROUTE_MAX_EXPERT 1024
 #define MEMRA_ROUTE_NO_INDEX 0x7fffffff
@@ -122,9 +126,9 @@ typedef struct memra_route_out {
 } memra_route_out;
 
 /* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_tables
- * builds them from that sel and selw. */
-MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
-                                   float w)
+ * builds them from that sel and selw. Called, not inlined (compile time). */
+MEMRA_DEVICE_CALLED void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+                                          float w)
 {
     const memra_u32 p = t * o->K + j;
     o->sel[p] = e;
@@ -243,7 +247,7 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
         float gs = memra_from_bits(MEMRA_NEG_INF_BITS);
         if (lane < n_group) {
             memra_u32 k1 = 0, k2 = 0;
-            MEMRA_UNROLL_N
+            MEMRA_NO_UNROLL
             for (memra_u32 e = lane * G; e < lane * G + G; e++)
                 memra_route_top2_merge(&k1, &k2, memra_route_key(c_sh[e]), 0u);
             gs = memra_route_group_score(k1, k2, (flags & MEMRA_RF_GROUP_MAX) != 0, G);
@@ -271,7 +275,7 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
     for (memra_u32 j = 0; j < top_k; j++) {
         float v = memra_from_bits(MEMRA_NEG_INF_BITS);
         int idx = MEMRA_ROUTE_NO_INDEX;
-        MEMRA_UNROLL_N
+        MEMRA_NO_UNROLL
         for (memra_u32 i = 0; i < per; i++) {
             const memra_u32 e = lane + 32u * i;
             if (((open >> i) & 1u) && memra_route_better(c_sh[e], (int)e, v, idx))
@@ -504,12 +508,18 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
 }
 
+/* -DMEMRA_ROUTE_ONLY_BLOCK / -DMEMRA_ROUTE_ONLY_WARP build one kernel alone
+ * (a loader that compiles each kernel at its own first use). */
+#ifndef MEMRA_ROUTE_ONLY_BLOCK
 MEMRA_KERNEL memra_route_tables(MEMRA_ROUTE_PARAMS)
 {
     memra_route_warp(MEMRA_ROUTE_ARGS);
 }
+#endif
 
+#ifndef MEMRA_ROUTE_ONLY_WARP
 MEMRA_KERNEL memra_route_tables_block(MEMRA_ROUTE_PARAMS)
 {
     memra_route_block(MEMRA_ROUTE_ARGS);
 }
+#endif

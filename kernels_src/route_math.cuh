@@ -10,7 +10,17 @@
 #ifdef __CUDACC_RTC__
 #define memra_add_rn(a, b) __fadd_rn((a), (b))
 #define memra_sub_rn(a, b) __fsub_rn((a), (b))
-#define memra_div_rn(a, b) __fdiv_rn((a), (b))
+/* Compile time (NVRTC is run at first use): every division site becomes a
+ * long sequence with a slow path, and memra_expf is large, so each has one
+ * copy in the module, called, rather than one per use. */
+#define MEMRA_DEVICE_CALLED static __device__ __noinline__
+MEMRA_DEVICE_CALLED float memra_fdiv_rn(float a, float b)
+{
+    return __fdiv_rn(a, b);
+}
+#define memra_div_rn(a, b) memra_fdiv_rn((a), (b))
+#else
+#define MEMRA_DEVICE_CALLED MEMRA_DEVICE
 #endif
 
 /* Scores are in (0, 1], so no expert scores -inf: it marks "nothing". */
@@ -22,7 +32,7 @@
  * x = k*ln2 + r, |r| <= 0.5 ln2, with ln2 split so k*ln2_hi is exact; a
  * rational approximation of exp(r); scaling by 2^k in two steps below
  * 2^-125 so a subnormal result is rounded once. NaN in, NaN out. */
-MEMRA_DEVICE float memra_expf(float x)
+MEMRA_DEVICE_CALLED float memra_expf(float x)
 {
     const memra_u32 bits = memra_as_bits(x);
     const memra_u32 hx = bits & 0x7fffffffu;

@@ -1,9 +1,19 @@
 #include "route_spec.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
 #include "validate.h"
+
+/* The public structs' layouts on LP64, which the Python (ctypes) and Rust
+ * (repr(C)) copies repeat: a change here is a change there. */
+_Static_assert(sizeof(memra_route_spec) == 80, "memra_route_spec is 80 bytes");
+_Static_assert(offsetof(memra_route_spec, group_scoring) == 40, "group_scoring at 40");
+_Static_assert(offsetof(memra_route_spec, bias_ptr) == 48, "bias_ptr at 48");
+_Static_assert(offsetof(memra_route_spec, shared_weight) == 72, "shared_weight at 72");
+_Static_assert(sizeof(memra_faults) == 16, "memra_faults is 16 bytes");
+_Static_assert(sizeof(memra_vrows_options) == 16, "memra_vrows_options is 16 bytes");
 
 /* Floats are judged by their bits, never by comparisons: under the caller's
  * flush-to-zero / denormals-are-zero (MXCSR FTZ/DAZ, torch.set_flush_denormal)

@@ -295,7 +295,7 @@ def route_tables_host(logits, top_k, bases=(0, 0, 0), strides=(0, 0, 0), macros=
             raise InvalidArgError(f"bias has shape {bias.shape}, want ({n_expert},)")
     s = route_spec(n_expert, top_k, bias=bias.ctypes.data if bias is not None else None,
                    bf16=bf16, **spec)
-    n = _int("n_tokens", n_tokens, 1, 1 << 32) * s.top_k
+    n = _int("n_tokens", n_tokens, 0, 1 << 32) * s.top_k
     m, keep = _planes_numpy(macros, n_expert)
     sl = slabs(bases, strides)
     sel = np.empty(n, np.int32)

@@ -185,3 +185,24 @@ def test_route_host_deepseek_config():
     np.testing.assert_allclose(selw.reshape(16, 8).sum(1), 2.5, rtol=1e-5)
     with pytest.raises(memra.InvalidArgError, match="n_group"):
         memra.route_tables_host(logits, 8, n_group=3)
+
+
+def test_struct_copies_match_the_c_layout():
+    """The ctypes copies of the public structs the routing spec grew (0.3):
+    sizes and offsets as memra.h lays them out on LP64 (route_spec.c asserts
+    the same numbers at compile time)."""
+    import ctypes
+    from memra import _lib
+    assert ctypes.sizeof(_lib.RouteSpec) == 80
+    assert _lib.RouteSpec.group_scoring.offset == 40
+    assert _lib.RouteSpec.bias_ptr.offset == 48
+    assert _lib.RouteSpec.expert_map.offset == 56
+    assert _lib.RouteSpec.shared_weight.offset == 72
+    assert ctypes.sizeof(_lib.Faults) == 16 and _lib.Faults.not_local.offset == 12
+    assert ctypes.sizeof(_lib.VrowsOptions) == 16
+
+
+def test_route_host_zero_tokens_is_empty():
+    logits = np.zeros((0, 64), np.float32)
+    sel, selw, ptrs, scl, f = memra.route_tables_host(logits, 8, BASES, STRIDES)
+    assert sel.shape == (0,) and scl.shape == (0,) and f.nonfinite == 0

@@ -32,6 +32,8 @@ pub struct Faults {
     pub bad_expert: u32,
     pub nonfinite: u32,
     pub first_pair: u32,
+    /// Pairs whose expert lives on another rank (expert parallelism): not a fault.
+    pub not_local: u32,
 }
 
 #[repr(C)]
