@@ -61,9 +61,11 @@ static void test_route_check_catches_unwritten_outputs(void **state)
     char why[512];
     for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
         mock.drop_route_launches = 0;
-        assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, v, NULL, why, sizeof why), 0);
+        assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, v, 1, NULL, why, sizeof why),
+                         0);
         mock.drop_route_launches = 1;
-        assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, v, NULL, why, sizeof why), 1);
+        assert_int_equal(memra_route_case_check(eng, 0, 8, 7, 0, 3, v, 1, NULL, why, sizeof why),
+                         1);
     }
     assert_non_null(strstr(why, route_cases[0].name));
     memra_engine_destroy(eng);
