@@ -50,6 +50,14 @@ static void test_every_arch_cubin_and_ptx(void **state)
         /* --fmad=false: the scale product is a lone IEEE multiply. */
         assert_non_null(strstr(img.data, "mul.rn.f32"));
         assert_null(strstr(img.data, "fma.rn.f32"));
+        /* The routing arithmetic, on every target (sm_100 and sm_120 too): every
+         * float operation an explicit round-to-nearest one, divisions IEEE
+         * (div.rn), nothing approximate, nothing flushed. PTX's meaning of
+         * these is the same on every arch, which is the proof for the targets
+         * no device here runs. */
+        assert_non_null(strstr(img.data, "div.rn.f32"));
+        assert_null(strstr(img.data, ".approx"));
+        assert_null(strstr(img.data, ".ftz"));
         /* The tables are streamed out (evict-first), not left dirty in L2. */
         assert_non_null(strstr(img.data, "st.global.cs"));
         /* 64-bit address arithmetic: base + ex * stride is a 64-bit
