@@ -12,8 +12,9 @@
 #include "validate.h"
 
 /* memra_moe_route_tables picks the block kernel (a block per token) up to
- * this many tokens and the warp kernel (a warp per token) above; the tests
- * and the benchmark force either (memra_route_variant). */
+ * this many tokens and the warp kernel (a warp per token) above: a first
+ * choice, not yet measured (memra bench --route times both at every size).
+ * The tests and the benchmark force either (memra_route_variant). */
 #define ROUTE_BLOCK_MAX_TOKENS 512u
 int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
 
