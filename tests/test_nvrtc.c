@@ -172,8 +172,8 @@ static void test_each_kernel_compiles_alone(void **state)
             fail_msg("%s: %s", units[u].kernel, memra_last_error());
         const double cubin_ms = now_ms() - t0;
         memra_image_free(&img);
-        printf("NVRTC %d.%d, %-28s PTX %7.1f ms (median of 3), sm_90 CUBIN %7.1f ms\n",
-               nv->major, nv->minor, units[u].kernel, med, cubin_ms);
+        printf("NVRTC %d.%d, %-28s PTX %7.1f ms (median of 3), sm_90 CUBIN %7.1f ms\n", nv->major,
+               nv->minor, units[u].kernel, med, cubin_ms);
     }
 }
 
