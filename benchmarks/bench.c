@@ -2,8 +2,10 @@
  * process, one table. Host costs are medians of per-batch means taken with a
  * monotonic clock; GPU times come from CUDA events; warm-up is excluded.
  *
- *   memra bench [--json FILE] [--quick]
- */
+ *   memra bench [--json FILE] [--quick] [--route]
+ *
+ * --route measures the routing section (benchmarks/bench_route.c) and first
+ * use alone. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@ const memra_nvrtc *nv; /* the NVRTC the engine's kernel came from */
 static FILE *json;
 static int json_first = 1;
 int quick;
+static int route_only; /* --route: the routing section (and first use) alone */
 
 static double now_us(void)
 {
@@ -132,11 +135,15 @@ static void bare_init(bare *b, memra_engine *eng, const work *w, CUdeviceptr pla
                               w->n_expert,
                               w->ptrs,
                               w->scl,
-                              eng->faults};
-    void *p[MEMRA_VROWS_NPARAMS] = {&b->a.sel,      &b->a.selw, &b->a.mg,  &b->a.mu,
-                                    &b->a.md,       &b->a.pg,   &b->a.pu,  &b->a.pd,
-                                    &b->a.sg,       &b->a.su,   &b->a.sd,  &b->a.n_pairs,
-                                    &b->a.n_expert, &b->a.ptrs, &b->a.scl, &b->a.faults};
+                              eng->faults,
+                              0,
+                              0,
+                              0};
+    void *p[MEMRA_VROWS_NPARAMS] = {&b->a.sel,      &b->a.selw,    &b->a.mg,      &b->a.mu,
+                                    &b->a.md,       &b->a.pg,      &b->a.pu,      &b->a.pd,
+                                    &b->a.sg,       &b->a.su,      &b->a.sd,      &b->a.n_pairs,
+                                    &b->a.n_expert, &b->a.ptrs,    &b->a.scl,     &b->a.faults,
+                                    &b->a.map,      &b->a.n_local, &b->a.n_shared};
     memcpy(b->params, p, sizeof p);
     b->size = sizeof b->a;
     b->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER, b->extra[1] = &b->a;
@@ -484,6 +491,8 @@ static void bench_device(int ordinal)
     launcher lm = {L_MEMRA, eng, &b8, &w8, empty, s};
     launcher ln = {L_MEMRA_NOMAC, eng, &b8, &w8, empty, s};
 
+    if (route_only)
+        goto route;
     printf("\nhost cost per launch (n_pairs = 8; median of batch means, launchers interleaved)\n");
     const launcher *all[5] = {&le, &lb, &lx, &lm, &ln};
     double c[5];
@@ -619,9 +628,9 @@ static void bench_device(int ordinal)
             work_free(eng, &ws[k]);
     }
 
-    memra_bench_route(eng, info.sm, s);
-
     d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+route:
+    memra_bench_route(eng, info.sm, s);
     work_free(eng, &w8);
     d->cuModuleUnload(emod);
     d->cuStreamDestroy(s);
@@ -656,7 +665,7 @@ static void bench_device(int ordinal)
 
 int memra_bench_main(int argc, char **argv)
 {
-    static const char usage[] = "usage: memra bench [--json FILE] [--quick]\n";
+    static const char usage[] = "usage: memra bench [--json FILE] [--quick] [--route]\n";
     const char *json_path = "memra-bench.json";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
@@ -668,6 +677,8 @@ int memra_bench_main(int argc, char **argv)
             json_path = argv[++i];
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
+        } else if (strcmp(argv[i], "--route") == 0) {
+            route_only = 1;
         } else {
             fprintf(stderr, "memra bench: unknown argument '%s'\n%s", argv[i], usage);
             return 2;

@@ -1,111 +1,178 @@
-/* Routing in a decode step: 32 layers in one CUDA graph, each layer a
- * router step and a small consumer kernel that reads what it produced, at
- * 1, 8 and 64 tokens. Side by side in one run:
- *   fused     memra_moe_route_tables: logits to sel, selw and the tables;
- *   two-step  the top-k kernel (same config, same compile), then
- *             memra_moe_vrows_tables_from_sel;
- *   top-k     the top-k kernel alone (its consumer reads sel and selw).
- * GPU time per layer from CUDA events around graph replays. */
+/* Routing: decode steps of 32 layers in one CUDA graph, and prefill.
+ *
+ * Decode (1, 8, 64, 256 tokens): each layer is a router step and then the
+ * same consumer kernel, reading the same bytes (sel, selw and the three
+ * table planes), in every arm:
+ *   consumer  the consumer alone (the floor every arm stands on);
+ *   router    the routing kernel without the tables (sel, selw only);
+ *   fused     memra_moe_route_tables, block-per-token and warp-per-token
+ *             kernels forced in turn (and what memra picks itself);
+ *   two-step  the router, then memra_moe_vrows_tables_from_sel.
+ * Each arm with and without programmatic dependent launch (PDL: memra's
+ * kernels and the consumer all launched with it and waiting on it). GPU time
+ * per layer from CUDA events around graph replays.
+ *
+ * Prefill (4k, 16k, 64k tokens): one routing launch, back to back over
+ * buffer sets larger than L2 together, as microseconds and as the rate of
+ * reading the logits against the H200's 4.8 TB/s and a measured copy. */
 #include <string.h>
 
 #include "bench.h"
 #include "gate_cases.h"
+#include "launch.h"
+#include "route.h"
 #include "route_abi.h"
 #include "route_cases.h"
+#include "route_spec.h"
 
 #define LAYERS 32
+#define H200_SPEC_GBS 4800.0
 
+/* The consumer reads every byte a layer's router step produced; with PDL it
+ * waits for that step first. */
 static const char consume_src[] =
-    "extern \"C\" __global__ void memra_bench_consume(const unsigned long long *p,\n"
-    "    const float *s, unsigned n, float *out)\n"
+    "extern \"C\" __global__ void memra_bench_consume(const int *sel, const float *w,\n"
+    "    const unsigned long long *p, const float *s, unsigned n, float *out)\n"
     "{\n"
-    "    float acc = 0.0f;\n"
-    "    for (unsigned i = threadIdx.x; i < n; i += blockDim.x)\n"
-    "        acc += s[i] + (float)(p[i] & 0xffu);\n"
-    "    if (acc == 1234.5f) out[0] = acc;\n"
-    "}\n"
-    "extern \"C\" __global__ void memra_bench_consume_sel(const int *sel, const float *w,\n"
-    "    unsigned n, float *out)\n"
-    "{\n"
+    "#if __CUDA_ARCH__ >= 900\n"
+    "    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+    "#endif\n"
     "    float acc = 0.0f;\n"
     "    for (unsigned i = threadIdx.x; i < n; i += blockDim.x)\n"
     "        acc += w[i] + (float)sel[i];\n"
+    "    for (unsigned i = threadIdx.x; i < 3 * n; i += blockDim.x)\n"
+    "        acc += s[i] + (float)(p[i] & 0xffu);\n"
     "    if (acc == 1234.5f) out[0] = acc;\n"
+    "}\n"
+    "extern \"C\" __global__ void memra_bench_empty_pdl()\n"
+    "{\n"
+    "#if __CUDA_ARCH__ >= 900\n"
+    "    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+    "#endif\n"
     "}\n";
 
+typedef struct bench_cfg {
+    const char *name;
+    memra_route_spec spec;
+    int bias;
+} bench_cfg;
+
+static const bench_cfg cfgs[] = {
+    {"DeepSeek-V3 (256 exp, 8 groups, top-4 groups, top-8, sigmoid+bias)",
+     {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
+     1},
+    {"Kimi-K2 (384 exp, top-8, sigmoid+bias)",
+     {ROUTE_SPEC(384, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.827f)},
+     1},
+    {"GLM-4.5 (160 exp, top-8, sigmoid+bias)",
+     {ROUTE_SPEC(160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
+     1},
+    {"Qwen3-MoE (128 exp, softmax top-8)",
+     {ROUTE_SPEC(128, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
+     0},
+    {"Qwen3-Next (512 exp, softmax top-10)",
+     {ROUTE_SPEC(512, 10, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
+     0},
+    {"Mixtral (8 exp, softmax top-2)",
+     {ROUTE_SPEC(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
+     0},
+};
+#define N_CFGS (sizeof cfgs / sizeof cfgs[0])
+
 typedef struct layer {
-    CUdeviceptr logits, sel, selw, ptrs, scl, bias;
-    memra_route_args topk;
+    CUdeviceptr logits, sel, selw, ptrs, scl;
+    memra_route_args router; /* the routing kernel's launch without the tables */
 } layer;
 
 typedef struct setup {
     memra_engine *eng;
     memra_route_spec spec;
+    float bias[MEMRA_ROUTE_MAX_EXPERT], planes[3 * MEMRA_ROUTE_MAX_EXPERT];
     memra_vrows_macros mac;
     memra_vrows_slabs sl;
     uint32_t T;
     layer L[LAYERS];
-    CUfunction consume, consume_sel;
+    CUfunction consume;
     CUdeviceptr out;
     CUstream s;
 } setup;
 
-enum { FUSED, TWO_STEP, TOPK };
+enum { A_CONSUMER, A_ROUTER, A_FUSED, A_TWO_STEP };
 
-static void consume(setup *su, CUfunction f, CUdeviceptr a, CUdeviceptr b, unsigned n)
+/* A helper kernel, plain or with PDL as memra's own launches are. */
+static void launch_ex(CUfunction f, unsigned grid, unsigned block, void **args, CUstream s, int pdl)
 {
-    void *args[] = {&a, &b, &n, &su->out};
-    CK(d->cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, su->s, args, NULL));
+    if (!pdl) {
+        CK(d->cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, args, NULL));
+        return;
+    }
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig c;
+    memset(&c, 0, sizeof c);
+    c.gridDimX = grid, c.gridDimY = 1, c.gridDimZ = 1;
+    c.blockDimX = block, c.blockDimY = 1, c.blockDimZ = 1;
+    c.hStream = s, c.attrs = &attr, c.numAttrs = 1;
+    CK(d->cuLaunchKernelEx(&c, f, args, NULL));
 }
 
-static void topk(setup *su, layer *l)
+static void consume(setup *su, layer *l, int pdl)
 {
-    size_t size = MEMRA_ROUTE_PARAM_BYTES;
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &l->topk, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     CU_LAUNCH_PARAM_END};
-    CK(d->cuLaunchKernel(atomic_load(&su->eng->kernel[MEMRA_KERNEL_ROUTE_TOPK]),
-                         memra_route_grid(su->T), 1, 1, MEMRA_ROUTE_BLOCK, 1, 1, 0, su->s, NULL,
-                         extra));
+    unsigned n = su->T * (su->spec.top_k + su->spec.n_shared);
+    void *args[] = {&l->sel, &l->selw, &l->ptrs, &l->scl, &n, &su->out};
+    launch_ex(su->consume, 1, 128, args, su->s, pdl);
 }
 
-static void step(setup *su, int variant)
+/* The router without tables: the kernel memra would pick, or the forced one. */
+static void router(setup *su, layer *l)
+{
+    const int block = memra_route_use_block(su->T);
+    MK(memra_launch(
+        su->eng, "bench",
+        atomic_load(&su->eng->kernel[block ? MEMRA_KERNEL_ROUTE_BLOCK : MEMRA_KERNEL_ROUTE]),
+        block ? su->T : memra_route_grid(su->T),
+        block ? memra_route_block_threads(su->spec.n_expert) : MEMRA_ROUTE_BLOCK, &l->router,
+        MEMRA_ROUTE_PARAM_BYTES, su->s));
+}
+
+static void step(setup *su, int arm, int pdl)
 {
     const unsigned np = su->T * su->spec.top_k;
     for (int il = 0; il < LAYERS; il++) {
         layer *l = &su->L[il];
-        if (variant == FUSED) {
+        if (arm == A_FUSED)
             MK(memra_moe_route_tables(su->eng, l->logits, su->T, &su->spec, il, &su->mac, &su->sl,
                                       l->sel, l->selw, l->ptrs, l->scl, su->s));
-        } else {
-            topk(su, l);
-            if (variant == TWO_STEP)
-                MK(memra_moe_vrows_tables_from_sel(su->eng, l->sel, l->selw, np, su->spec.n_expert,
-                                                   LAYERS + il, &su->mac, &su->sl, l->ptrs, l->scl,
-                                                   su->s));
-        }
-        if (variant == TOPK)
-            consume(su, su->consume_sel, l->sel, l->selw, np);
-        else
-            consume(su, su->consume, l->ptrs, l->scl, 3 * np);
+        if (arm == A_ROUTER || arm == A_TWO_STEP)
+            router(su, l);
+        if (arm == A_TWO_STEP)
+            MK(memra_moe_vrows_tables_from_sel(su->eng, l->sel, l->selw, np, su->spec.n_expert,
+                                               LAYERS + il, &su->mac, &su->sl, l->ptrs, l->scl,
+                                               su->s));
+        consume(su, l, pdl);
     }
 }
 
 /* Per-layer GPU time of a graph holding one decode step. */
-static double graph_layer_us(setup *su, int variant)
+static double graph_layer_us(setup *su, int arm, int pdl)
 {
     CUgraph g;
     CUgraphExec ge;
+    MK(memra_engine_set_pdl(su->eng, pdl, NULL));
     CK(d->cuStreamBeginCapture(su->s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    step(su, variant);
+    step(su, arm, pdl);
     CK(d->cuStreamEndCapture(su->s, &g));
+    MK(memra_engine_set_pdl(su->eng, 0, NULL));
     CK(d->cuGraphInstantiateWithFlags(&ge, g, 0));
     CUevent e0, e1;
     CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    for (int i = 0; i < 20; i++)
+    for (int i = 0; i < 10; i++)
         CK(d->cuGraphLaunch(ge, su->s));
-    const int reps = quick ? 10 : 40, per = 20;
-    double v[40];
+    const int reps = quick ? 7 : 21, per = 10;
+    double v[21];
     for (int r = 0; r < reps; r++) {
         CK(d->cuEventRecord(e0, su->s));
         for (int i = 0; i < per; i++)
@@ -121,103 +188,300 @@ static double graph_layer_us(setup *su, int variant)
     return median(v, reps);
 }
 
-static void bench_config(memra_engine *eng, size_t ci, uint32_t T, CUfunction c1, CUfunction c2,
-                         CUstream s)
+/* The router's own launch, as memra_moe_route_tables makes it, without the
+ * tables. */
+static memra_route_args router_args(setup *su, layer *l, int il)
 {
-    static setup su;
-    static float bias[MEMRA_ROUTE_MAX_EXPERT], planes[3 * MEMRA_ROUTE_MAX_EXPERT];
-    memset(&su, 0, sizeof su);
-    const route_case *rc = &route_cases[ci];
-    su.eng = eng, su.spec = rc->spec, su.T = T, su.s = s, su.consume = c1, su.consume_sel = c2;
-    route_case_planes(su.spec.n_expert, planes);
-    su.mac = (memra_vrows_macros){
-        {planes, planes + su.spec.n_expert, planes + 2 * (size_t)su.spec.n_expert}};
-    if (rc->with_bias) {
-        route_case_bias(su.spec.n_expert, bias);
-        su.spec.bias = bias;
+    const CUdeviceptr planes = su->eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
+    const uint64_t E4 = (uint64_t)su->spec.n_expert * 4;
+    return (memra_route_args){.logits = l->logits,
+                              .bias = su->spec.bias ? planes + 3 * E4 : 0,
+                              .mg = planes,
+                              .mu = planes + E4,
+                              .md = planes + 2 * E4,
+                              .pg = su->sl.base[0],
+                              .pu = su->sl.base[1],
+                              .pd = su->sl.base[2],
+                              .sg = su->sl.stride[0],
+                              .su = su->sl.stride[1],
+                              .sd = su->sl.stride[2],
+                              .sel = l->sel,
+                              .selw = l->selw,
+                              .ptrs = l->ptrs,
+                              .scl = l->scl,
+                              .faults = su->eng->faults,
+                              .n_tokens = su->T,
+                              .n_expert = su->spec.n_expert,
+                              .top_k = su->spec.top_k,
+                              .n_group = su->spec.n_group,
+                              .topk_group = su->spec.topk_group,
+                              .flags = memra_route_flags(&su->spec) | MEMRA_ROUTE_FLAG_NO_TABLES,
+                              .scale = su->spec.routed_scaling_factor};
+}
+
+static void setup_init(setup *su, memra_engine *eng, const bench_cfg *c, uint32_t T,
+                       CUfunction consume_fn, CUstream s)
+{
+    memset(su, 0, sizeof *su);
+    su->eng = eng, su->spec = c->spec, su->T = T, su->s = s, su->consume = consume_fn;
+    const uint32_t E = su->spec.n_expert;
+    route_case_planes(E, su->planes);
+    su->mac = (memra_vrows_macros){{su->planes, su->planes + E, su->planes + 2 * (size_t)E}};
+    if (c->bias) {
+        route_case_bias(E, su->bias);
+        su->spec.bias = su->bias;
     }
-    su.sl = (memra_vrows_slabs)GATE_SERVING_SLABS;
-    const size_t np = (size_t)T * su.spec.top_k;
-    const size_t lb = (size_t)T * su.spec.n_expert * (su.spec.logits_dtype ? 2 : 4);
-    CK(d->cuMemAlloc(&su.out, 64));
+    su->sl = (memra_vrows_slabs)GATE_SERVING_SLABS;
+    const size_t np = (size_t)T * su->spec.top_k, lb = (size_t)T * E * 4;
+    CK(d->cuMemAlloc(&su->out, 64));
     for (int il = 0; il < LAYERS; il++) {
-        layer *l = &su.L[il];
+        layer *l = &su->L[il];
         CK(d->cuMemAlloc(&l->logits, lb));
         CK(d->cuMemAlloc(&l->sel, np * 4));
         CK(d->cuMemAlloc(&l->selw, np * 4));
         CK(d->cuMemAlloc(&l->ptrs, 3 * np * 8));
         CK(d->cuMemAlloc(&l->scl, 3 * np * 4));
-        void *logits = route_case_logits(&su.spec, T, 77 + (uint64_t)il, 0);
+        void *logits = route_case_logits(&su->spec, T, 77 + (uint64_t)il, 0);
         CK(d->cuMemcpyHtoDAsync(l->logits, logits, lb, s));
         CK(d->cuStreamSynchronize(s));
         free(logits);
-        MK(memra_route_prepare_layer(eng, il, &su.spec, &su.mac, s));
+        MK(memra_route_prepare_layer(eng, il, &su->spec, &su->mac, s));
         /* the two-step path's table kernel mirrors the planes alone */
-        MK(memra_vrows_prepare_layer(eng, LAYERS + il, su.spec.n_expert, &su.mac, s));
+        MK(memra_vrows_prepare_layer(eng, LAYERS + il, E, &su->mac, s));
         CK(d->cuStreamSynchronize(s));
-        /* The top-k kernel's own launch, as memra_moe_route_tables makes it. */
-        const CUdeviceptr planes_dev = eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
-        const uint64_t E4 = (uint64_t)su.spec.n_expert * 4;
-        l->topk = (memra_route_args){
-            .logits = l->logits,
-            .bias = su.spec.bias ? planes_dev + 3 * E4 : 0,
-            .mg = planes_dev,
-            .mu = planes_dev + E4,
-            .md = planes_dev + 2 * E4,
-            .pg = su.sl.base[0],
-            .pu = su.sl.base[1],
-            .pd = su.sl.base[2],
-            .sg = su.sl.stride[0],
-            .su = su.sl.stride[1],
-            .sd = su.sl.stride[2],
-            .sel = l->sel,
-            .selw = l->selw,
-            .ptrs = l->ptrs,
-            .scl = l->scl,
-            .faults = eng->faults,
-            .n_tokens = T,
-            .n_expert = su.spec.n_expert,
-            .top_k = su.spec.top_k,
-            .n_group = su.spec.n_group,
-            .topk_group = su.spec.topk_group,
-            .flags = (su.spec.scoring == MEMRA_ROUTE_SIGMOID ? MEMRA_ROUTE_FLAG_SIGMOID : 0u) |
-                     (su.spec.logits_dtype ? MEMRA_ROUTE_FLAG_BF16 : 0u) |
-                     (su.spec.renormalize ? MEMRA_ROUTE_FLAG_RENORM : 0u),
-            .scale = su.spec.routed_scaling_factor};
+        l->router = router_args(su, l, il);
     }
-    const double fused = graph_layer_us(&su, FUSED);
-    const double two = graph_layer_us(&su, TWO_STEP);
-    const double alone = graph_layer_us(&su, TOPK);
-    char what[200];
-    snprintf(what, sizeof what, "%s, %u token(s): top-k kernel alone", rc->name, T);
-    row("route", what, alone, "us/layer", 0, "");
-    snprintf(what, sizeof what, "%s, %u token(s): two-step (top-k, then table kernel)", rc->name,
-             T);
-    row("route", what, two, "us/layer", alone, "top-k alone");
-    snprintf(what, sizeof what, "%s, %u token(s): fused (memra_moe_route_tables)", rc->name, T);
-    row("route", what, fused, "us/layer", alone, "top-k alone");
-    snprintf(what, sizeof what, "%s, %u token(s): fused vs two-step", rc->name, T);
-    row("route", what, fused / two, "ratio", 0, "");
+}
+
+static void setup_free(setup *su)
+{
     for (int il = 0; il < LAYERS; il++) {
-        layer *l = &su.L[il];
+        layer *l = &su->L[il];
         d->cuMemFree(l->logits), d->cuMemFree(l->sel), d->cuMemFree(l->selw);
         d->cuMemFree(l->ptrs), d->cuMemFree(l->scl);
     }
-    d->cuMemFree(su.out);
+    d->cuMemFree(su->out);
+}
+
+static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUfunction consume_fn,
+                          CUstream s, int pdl_ok)
+{
+    static setup su;
+    setup_init(&su, eng, c, T, consume_fn, s);
+    const char *kname = memra_route_use_block(T) ? "block" : "warp";
+    for (int pdl = 0; pdl <= pdl_ok; pdl++) {
+        const char *p = pdl ? ", PDL" : "";
+        char what[240];
+        const double cons = graph_layer_us(&su, A_CONSUMER, pdl);
+        const double rout = graph_layer_us(&su, A_ROUTER, pdl);
+        const double fused = graph_layer_us(&su, A_FUSED, pdl);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_BLOCK;
+        const double fblock = graph_layer_us(&su, A_FUSED, pdl);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_WARP;
+        const double fwarp = graph_layer_us(&su, A_FUSED, pdl);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+        const double two = graph_layer_us(&su, A_TWO_STEP, pdl);
+        snprintf(what, sizeof what, "%s, %u tok%s: consumer alone", c->name, T, p);
+        row("route", what, cons, "us/layer", 0, "");
+        snprintf(what, sizeof what, "%s, %u tok%s: router alone (%s kernel) + consumer", c->name, T,
+                 p, kname);
+        row("route", what, rout, "us/layer", cons, "consumer");
+        snprintf(what, sizeof what, "%s, %u tok%s: fused (%s kernel) + consumer", c->name, T, p,
+                 kname);
+        row("route", what, fused, "us/layer", rout, "router alone");
+        snprintf(what, sizeof what, "%s, %u tok%s: fused, block kernel + consumer", c->name, T, p);
+        row("route", what, fblock, "us/layer", rout, "router alone");
+        snprintf(what, sizeof what, "%s, %u tok%s: fused, warp kernel + consumer", c->name, T, p);
+        row("route", what, fwarp, "us/layer", rout, "router alone");
+        snprintf(what, sizeof what, "%s, %u tok%s: two-step (router, tables) + consumer", c->name,
+                 T, p);
+        row("route", what, two, "us/layer", fused, "fused");
+        snprintf(what, sizeof what, "%s, %u tok%s: fused node alone (fused - consumer)", c->name, T,
+                 p);
+        row("route", what, fused - cons, "us/layer", rout - cons, "router node alone");
+    }
+    setup_free(&su);
+}
+
+/* Prefill: back-to-back launches over buffer sets that together exceed
+ * 4x L2, so the logits come from DRAM. */
+static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUstream s,
+                           double copy_gbs)
+{
+    enum { MAX_SETS = 64 };
+    memra_route_spec spec = c->spec;
+    float bias[MEMRA_ROUTE_MAX_EXPERT];
+    if (c->bias) {
+        route_case_bias(spec.n_expert, bias);
+        spec.bias = bias;
+    }
+    const size_t lb = (size_t)T * spec.n_expert * 4, np = (size_t)T * spec.top_k;
+    int sets = (int)((240e6 + (double)lb - 1) / (double)lb);
+    sets = sets < 2 ? 2 : sets > MAX_SETS ? MAX_SETS : sets;
+    CUdeviceptr logits[MAX_SETS], sel[MAX_SETS], selw[MAX_SETS], ptrs[MAX_SETS], scl[MAX_SETS];
+    void *h = route_case_logits(&spec, T, 5, 0);
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    for (int k = 0; k < sets; k++) {
+        CK(d->cuMemAlloc(&logits[k], lb));
+        CK(d->cuMemAlloc(&sel[k], np * 4));
+        CK(d->cuMemAlloc(&selw[k], np * 4));
+        CK(d->cuMemAlloc(&ptrs[k], np * 24));
+        CK(d->cuMemAlloc(&scl[k], np * 12));
+        CK(d->cuMemcpyHtoDAsync(logits[k], h, lb, s));
+    }
+    CK(d->cuStreamSynchronize(s));
+    free(h);
+    MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s));
+    CUevent e0, e1;
+    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
+        memra_route_variant = v;
+        const int reps = quick ? 5 : 15, per = 8;
+        double t[15];
+        for (int r = -2; r < reps; r++) {
+            CK(d->cuEventRecord(e0, s));
+            for (int i = 0; i < per; i++) {
+                const int k = (r * per + i + 2 * per) % sets;
+                MK(memra_moe_route_tables(eng, logits[k], T, &spec, 0, NULL, &sl, sel[k], selw[k],
+                                          ptrs[k], scl[k], s));
+            }
+            CK(d->cuEventRecord(e1, s));
+            CK(d->cuEventSynchronize(e1));
+            float ms;
+            CK(d->cuEventElapsedTime(&ms, e0, e1));
+            if (r >= 0)
+                t[r] = (double)ms * 1e3 / per;
+        }
+        memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+        const double us = median(t, reps), gbs = (double)lb / (us * 1e-6) / 1e9;
+        char what[240];
+        snprintf(what, sizeof what,
+                 "prefill %s, %u tokens, fused, %s kernel: %.1f us, logits at %.0f GB/s = %.0f%% "
+                 "of 4.8 TB/s",
+                 c->name, T, v == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "warp", us, gbs,
+                 100.0 * gbs / H200_SPEC_GBS);
+        row("route_prefill", what, gbs, "GB/s", copy_gbs, "copy");
+    }
+    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+    for (int k = 0; k < sets; k++) {
+        d->cuMemFree(logits[k]), d->cuMemFree(sel[k]), d->cuMemFree(selw[k]);
+        d->cuMemFree(ptrs[k]), d->cuMemFree(scl[k]);
+    }
+}
+
+/* The table kernel's own cost per node of a 32-node graph, beside an empty
+ * kernel's, with and without PDL. */
+static void table_node_cost(memra_engine *eng, CUfunction empty_pdl, CUstream s, int pdl_ok)
+{
+    const uint32_t n = 8, E = 256;
+    memra_devptr dsel, dselw, dptrs, dscl;
+    MK(memra_alloc(eng, n * 4, &dsel));
+    MK(memra_alloc(eng, n * 4, &dselw));
+    MK(memra_alloc(eng, n * 24, &dptrs));
+    MK(memra_alloc(eng, n * 12, &dscl));
+    int32_t sel[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    float selw[8] = {1, 1, 1, 1, 1, 1, 1, 1}, planes[3 * 256];
+    route_case_planes(E, planes);
+    MK(memra_upload_i32(eng, dsel, sel, n));
+    MK(memra_upload_f32(eng, dselw, selw, n));
+    const memra_vrows_macros mac = {{planes, planes + E, planes + 2 * E}};
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    MK(memra_vrows_prepare_layer(eng, 0, E, &mac, s));
+    CK(d->cuStreamSynchronize(s));
+    for (int pdl = 0; pdl <= pdl_ok; pdl++) {
+        double t[2];
+        for (int which = 0; which < 2; which++) {
+            CUgraph g;
+            CUgraphExec ge;
+            MK(memra_engine_set_pdl(eng, pdl, NULL));
+            CK(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+            for (int i = 0; i < 32; i++) {
+                if (which)
+                    MK(memra_moe_vrows_tables_from_sel(eng, dsel, dselw, n, E, 0, &mac, &sl, dptrs,
+                                                       dscl, s));
+                else
+                    launch_ex(empty_pdl, 1, 32, NULL, s, pdl);
+            }
+            CK(d->cuStreamEndCapture(s, &g));
+            MK(memra_engine_set_pdl(eng, 0, NULL));
+            CK(d->cuGraphInstantiateWithFlags(&ge, g, 0));
+            CUevent e0, e1;
+            CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+            CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+            for (int i = 0; i < 10; i++)
+                CK(d->cuGraphLaunch(ge, s));
+            double v[21];
+            const int reps = quick ? 7 : 21;
+            for (int r = 0; r < reps; r++) {
+                CK(d->cuEventRecord(e0, s));
+                for (int i = 0; i < 20; i++)
+                    CK(d->cuGraphLaunch(ge, s));
+                CK(d->cuEventRecord(e1, s));
+                CK(d->cuEventSynchronize(e1));
+                float ms;
+                CK(d->cuEventElapsedTime(&ms, e0, e1));
+                v[r] = (double)ms * 1e3 / 20 / 32;
+            }
+            t[which] = median(v, reps);
+            d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+            d->cuGraphExecDestroy(ge), d->cuGraphDestroy(g);
+        }
+        char what[160];
+        snprintf(what, sizeof what, "32-node graph%s: empty kernel, per node", pdl ? ", PDL" : "");
+        row("route_nodes", what, t[0], "us", 0, "");
+        snprintf(what, sizeof what, "32-node graph%s: table kernel (8 pairs), per node",
+                 pdl ? ", PDL" : "");
+        row("route_nodes", what, t[1], "us", t[0], "empty kernel");
+    }
+    memra_free(eng, dsel), memra_free(eng, dselw), memra_free(eng, dptrs), memra_free(eng, dscl);
 }
 
 void memra_bench_route(memra_engine *eng, int sm, CUstream s)
 {
-    printf("\nrouting per decode layer: 32 layers in one CUDA graph, each router step + a "
-           "consumer kernel\n");
+    int pdl_ok = 0;
+    MK(memra_engine_set_pdl(eng, 1, &pdl_ok));
+    MK(memra_engine_set_pdl(eng, 0, NULL));
+    printf("\nrouting per decode layer: 32 layers in one CUDA graph, each a router step + the same "
+           "consumer kernel (PDL %s)\n",
+           pdl_ok ? "measured too" : "not available here");
     CUmodule mod;
-    CUfunction c1 = compile_cubin(consume_src, "memra_bench_consume", sm, NULL, &mod);
-    CUfunction c2;
-    CK(d->cuModuleGetFunction(&c2, mod, "memra_bench_consume_sel"));
-    static const uint32_t tokens[] = {1, 8, 64};
-    static const size_t cases[] = {2, 0}; /* DeepSeek-V3, softmax top-8 of 64 */
-    for (size_t c = 0; c < 2; c++)
+    CUfunction consume_fn = compile_cubin(consume_src, "memra_bench_consume", sm, NULL, &mod);
+    CUfunction empty_pdl;
+    CK(d->cuModuleGetFunction(&empty_pdl, mod, "memra_bench_empty_pdl"));
+    table_node_cost(eng, empty_pdl, s, pdl_ok);
+    static const uint32_t tokens[] = {1, 8, 64, 256};
+    for (size_t c = 0; c < N_CFGS; c++)
+        for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++)
+            decode_config(eng, &cfgs[c], tokens[t], consume_fn, s, pdl_ok);
+
+    /* The ceiling for prefill: a device-to-device copy's read rate. */
+    const size_t cbytes = 512ull << 20;
+    CUdeviceptr c0, c1;
+    CK(d->cuMemAlloc(&c0, cbytes));
+    CK(d->cuMemAlloc(&c1, cbytes));
+    CUevent e0, e1;
+    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    double cv[10];
+    for (int r = -2; r < 10; r++) {
+        CK(d->cuEventRecord(e0, s));
+        CK(d->cuMemcpyDtoDAsync(c1, c0, cbytes, s));
+        CK(d->cuEventRecord(e1, s));
+        CK(d->cuEventSynchronize(e1));
+        float ms;
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        if (r >= 0)
+            cv[r] = 2.0 * (double)cbytes / ((double)ms * 1e-3) / 1e9;
+    }
+    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+    d->cuMemFree(c0), d->cuMemFree(c1);
+    const double copy_gbs = median(cv, 10);
+    printf("\nrouting, prefill: one launch per batch (fused), logits from DRAM\n");
+    row("route_prefill", "device-to-device copy (read+write)", copy_gbs, "GB/s", 0, "");
+    static const uint32_t big[] = {4096, 16384, 65536};
+    for (size_t c = 0; c < N_CFGS; c++)
         for (size_t t = 0; t < 3; t++)
-            bench_config(eng, cases[c], tokens[t], c1, c2, s);
+            prefill_config(eng, &cfgs[c], big[t], s, copy_gbs);
     d->cuModuleUnload(mod);
 }

@@ -1,19 +1,29 @@
-/* memra: router logits to sel, selw and the verify-rows tables, one warp per
- * token, in one launch. Concatenated after vrows.cu and route_math.cuh into
- * the source NVRTC compiles; the host tests run this same text as C with
- * each warp's 32 lanes as threads (tests/kernel_on_host.h).
+/* memra: router logits to sel, selw and the verify-rows tables in one
+ * launch. Concatenated after vrows_pair.cuh and route_math.cuh into the
+ * source NVRTC compiles; the host tests run this same text as C with each
+ * block's threads as POSIX threads (tests/kernel_on_host.h).
  *
- * The arithmetic is docs/routing.md's, step for step, and the host arm
- * (src/route_host.c) follows the same order: lane l holds experts l, l+32,
- * l+64, ...; a lane's partial max or sum runs over its experts in that
- * order; lanes combine by the xor butterfly 16, 8, 4, 2, 1. Everything else
- * (the choice of groups and experts) is comparisons under one total order,
- * which any order of comparing reaches alike. */
+ * Two kernels, one arithmetic (docs/routing.md), chosen by n_tokens:
+ *  - memra_route_tables_block: one block per token, one thread per expert,
+ *    for decode-sized batches, where latency is everything: every expert is
+ *    scored at once, groups and experts are ranked by counting how many beat
+ *    them (no serial rounds);
+ *  - memra_route_tables: one warp per token, four tokens per block, for
+ *    prefill, where throughput is: lane l holds experts l, l+32, ...
+ * Both follow the host arm (src/route_host.c) operation for operation where
+ * the order matters: the softmax sum is lane l's sum over experts l, l+32,
+ * l+64, ... in that order, then the xor butterfly 16, 8, 4, 2, 1. Everything
+ * else (the max, the choice of groups and experts) is comparisons under one
+ * total order, which any order of comparing reaches alike. */
 #ifdef __CUDACC_RTC__
 #define memra_warp_sync() __syncwarp()
 #define memra_warp_any(p) __any_sync(0xffffffffu, (p))
+#define memra_warp_ballot(p) __ballot_sync(0xffffffffu, (p))
 #define memra_shfl_xor_f(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
+#define memra_shfl_xor_u(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
 #define memra_shfl_f(v, l) __shfl_sync(0xffffffffu, (v), (l))
+#define memra_block_sync() __syncthreads()
+#define memra_block_or(p) __syncthreads_or(p)
 #define MEMRA_SHARED __shared__
 #if __CUDA_ARCH__ >= 800
 #define memra_warp_max_u32(x) __reduce_max_sync(0xffffffffu, (x))
@@ -38,17 +48,28 @@ MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
 #endif
 #endif
 
-#define MEMRA_ROUTE_WARPS 4 /* tokens per block of 128 threads */
+#define MEMRA_ROUTE_WARPS 4 /* tokens per block of the warp kernel */
+/* The logit loads are unrolled (eight in flight per lane); the other loops
+ * are not: unrolling them bought little and cost compile time. */
 #ifdef __CUDACC_RTC__
 #define MEMRA_UNROLL_N _Pragma("unroll 8")
+#define MEMRA_NO_UNROLL _Pragma("unroll 1")
 #else
 #define MEMRA_UNROLL_N
+#define MEMRA_NO_UNROLL
 #endif
 #define MEMRA_ROUTE_MAX_EXPERT 1024
-#define MEMRA_ROUTE_SIGMOID 1u
-#define MEMRA_ROUTE_BF16 2u
-#define MEMRA_ROUTE_RENORM 4u
 #define MEMRA_ROUTE_NO_INDEX 0x7fffffff
+
+/* Launch flags (src/route_abi.h holds the host's copy; the tests assert
+ * they agree). */
+#define MEMRA_RF_SIGMOID 1u
+#define MEMRA_RF_BF16 2u
+#define MEMRA_RF_RENORM 4u
+#define MEMRA_RF_F16 8u
+#define MEMRA_RF_BIAS_BF16 16u
+#define MEMRA_RF_GROUP_MAX 32u
+#define MEMRA_RF_NO_TABLES 64u
 
 /* The larger of two values under a total order (equal values: the one with
  * the smaller bits, +0 before -0), so every lane of a butterfly keeps the
@@ -58,15 +79,15 @@ MEMRA_DEVICE float memra_route_max(float a, float b)
     return (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
 }
 
-/* A float's place in the expert order as an unsigned key: larger values
- * have larger keys, and +0 and -0 one key (they are equal scores, ranked by
- * index). The sentinel -inf has the smallest key of any value used. */
-MEMRA_DEVICE memra_u32 memra_route_key(float v)
+/* memra_route_max's order as an unsigned key (-0 below +0), and back. */
+MEMRA_DEVICE memra_u32 memra_route_max_key(float v)
 {
-    memra_u32 b = memra_as_bits(v);
-    if (b == 0x80000000u)
-        b = 0;
+    const memra_u32 b = memra_as_bits(v);
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+MEMRA_DEVICE float memra_route_max_unkey(memra_u32 k)
+{
+    return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
 /* The index of the best (value, index) across the warp under
@@ -82,177 +103,423 @@ MEMRA_DEVICE memra_u32 memra_route_key(float v)
 
 /* The parameters of both entry points (src/route_abi.h). */
 #define MEMRA_ROUTE_PARAMS                                                                         \
-    const void *logits, const float *bias, const float *mg, const float *mu, const float *md,      \
+    const void *logits, const void *bias, const float *mg, const float *mu, const float *md,       \
         memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,        \
-        int *sel, float *selw, memra_u64 *ptrs, float *scl, memra_u32 *faults, memra_u32 n_tokens, \
-        memra_u32 n_expert, memra_u32 top_k, memra_u32 n_group, memra_u32 topk_group,              \
-        memra_u32 flags, float scale
+        int *sel, float *selw, memra_u64 *ptrs, float *scl, memra_u32 *faults, const int *map,     \
+        memra_u32 n_tokens, memra_u32 n_expert, memra_u32 top_k, memra_u32 n_group,                \
+        memra_u32 topk_group, memra_u32 flags, memra_u32 n_local, memra_u32 n_shared, float scale, \
+        float shared_weight
 #define MEMRA_ROUTE_ARGS                                                                           \
-    logits, bias, mg, mu, md, pg, pu, pd, sg, su, sd, sel, selw, ptrs, scl, faults, n_tokens,      \
-        n_expert, top_k, n_group, topk_group, flags, scale
+    logits, bias, mg, mu, md, pg, pu, pd, sg, su, sd, sel, selw, ptrs, scl, faults, map, n_tokens, \
+        n_expert, top_k, n_group, topk_group, flags, n_local, n_shared, scale, shared_weight
 
-MEMRA_DEVICE void memra_route_warp(const int tables, MEMRA_ROUTE_PARAMS)
+/* What every pair of a token needs to be written out. */
+typedef struct memra_route_out {
+    int *sel;
+    float *selw;
+    memra_u64 *ptrs;
+    float *scl;
+    memra_u32 *faults;
+    memra_u32 n_pairs, K; /* all pairs; pairs per token (top_k + n_shared) */
+    int tables;
+    memra_vrows_ctx c;
+} memra_route_out;
+
+/* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_tables
+ * builds them from that sel and selw. Called, not inlined (compile time). */
+MEMRA_DEVICE_CALLED void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+                                          float w)
+{
+    const memra_u32 p = t * o->K + j;
+    o->sel[p] = e;
+    o->selw[p] = w;
+    if (o->tables) {
+        const memra_vrows_out v = memra_vrows_pair(e, w, p, &o->c, o->faults);
+        memra_vrows_store(v, p, o->n_pairs, o->ptrs, o->scl);
+    }
+}
+
+/* A token with a non-finite logit or bias: experts 0..top_k-1, then its
+ * shared experts, all with weight +0, every pair counted. */
+MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, memra_u32 j,
+                                       memra_u32 top_k)
+{
+    atomicAdd(&o->faults[MEMRA_FAULT_NONFINITE], 1u);
+    atomicMin(&o->faults[MEMRA_FAULT_FIRST_PAIR], t * o->K + j);
+    memra_route_emit(o, t, j, (int)(j < top_k ? j : o->c.n_expert + (j - top_k)), 0.0f);
+}
+
+#define MEMRA_ROUTE_OUT_INIT(o)                                                                    \
+    memra_route_out o;                                                                             \
+    o.sel = sel, o.selw = selw, o.ptrs = ptrs, o.scl = scl, o.faults = faults;                     \
+    o.K = top_k + n_shared, o.n_pairs = n_tokens * o.K;                                            \
+    o.tables = (flags & MEMRA_RF_NO_TABLES) == 0;                                                  \
+    o.c.mg = mg, o.c.mu = mu, o.c.md = md, o.c.pg = pg, o.c.pu = pu, o.c.pd = pd;                  \
+    o.c.sg = sg, o.c.su = su, o.c.sd = sd, o.c.map = map, o.c.n_expert = n_expert;                 \
+    o.c.n_local = n_local, o.c.n_shared = n_shared
+
+#define MEMRA_ROUTE_DTYPE(flags)                                                                   \
+    ((flags)&MEMRA_RF_BF16 ? MEMRA_DT_BF16 : (flags)&MEMRA_RF_F16 ? MEMRA_DT_F16 : MEMRA_DT_F32)
+
+/* ---- one warp per token ------------------------------------------------------ */
+
+MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_SHARED float s_all[MEMRA_ROUTE_WARPS][MEMRA_ROUTE_MAX_EXPERT];
     MEMRA_SHARED float c_all[MEMRA_ROUTE_WARPS][MEMRA_ROUTE_MAX_EXPERT];
     const memra_u32 lane = threadIdx.x & 31u, wib = threadIdx.x >> 5;
     const memra_u32 t = blockIdx.x * MEMRA_ROUTE_WARPS + wib;
+    memra_grid_wait();
+    memra_grid_launch_dependents();
     if (t >= n_tokens)
         return; /* the whole warp */
+    MEMRA_ROUTE_OUT_INIT(o);
     float *s_sh = s_all[wib], *c_sh = c_all[wib];
     const memra_u32 E = n_expert, per = (E + 31u) / 32u;
-    const int is_bf16 = (flags & MEMRA_ROUTE_BF16) != 0;
+    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_RF_BIAS_BF16 ? 1 : 0;
 
-    /* 1. Logits; a token with any NaN or infinite logit is routed to
+    /* 1. Logits and bias; a token meeting a NaN or infinite one is routed to
      *    experts 0..k-1 with weight +0 and counted. */
     int bad = 0;
     MEMRA_UNROLL_N
     for (memra_u32 i = 0; i < per; i++) {
         const memra_u32 e = lane + 32u * i;
         if (e < E) {
-            const float x = memra_route_logit(logits, is_bf16, (memra_u64)t * E + e);
+            const float x = memra_route_load(logits, dt, (memra_u64)t * E + e);
+            const float b = bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
             bad |= (memra_as_bits(x) & MEMRA_EXP_MASK) == MEMRA_EXP_MASK;
+            bad |= (memra_as_bits(b) & MEMRA_EXP_MASK) == MEMRA_EXP_MASK;
             s_sh[e] = x;
+            c_sh[e] = b;
         }
     }
     bad = memra_warp_any(bad);
-    int my_e = (int)lane;
-    float w = 0.0f;
-    if (!bad) {
-        /* 2. Scores. */
-        if (flags & MEMRA_ROUTE_SIGMOID) {
-            for (memra_u32 i = 0; i < per; i++) {
-                const memra_u32 e = lane + 32u * i;
-                if (e < E)
-                    s_sh[e] = memra_route_sigmoid(s_sh[e]);
-            }
-        } else {
-            float m = memra_from_bits(MEMRA_NEG_INF_BITS);
-            for (memra_u32 i = 0; i < per; i++) {
-                const memra_u32 e = lane + 32u * i;
-                if (e < E)
-                    m = memra_route_max(m, s_sh[e]);
-            }
-            for (int off = 16; off > 0; off >>= 1)
-                m = memra_route_max(m, memra_shfl_xor_f(m, off));
-            float v = 0.0f;
-            for (memra_u32 i = 0; i < per; i++) {
-                const memra_u32 e = lane + 32u * i;
-                if (e < E) {
-                    s_sh[e] = memra_expf(memra_sub_rn(s_sh[e], m));
-                    v = memra_add_rn(v, s_sh[e]);
-                }
-            }
-            for (int off = 16; off > 0; off >>= 1)
-                v = memra_add_rn(v, memra_shfl_xor_f(v, off));
-            for (memra_u32 i = 0; i < per; i++) {
-                const memra_u32 e = lane + 32u * i;
-                if (e < E)
-                    s_sh[e] = memra_div_rn(s_sh[e], v);
-            }
-        }
+    if (bad) {
+        if (lane < o.K)
+            memra_route_emit_bad(&o, t, lane, top_k);
+        return;
+    }
+
+    /* 2. Scores. */
+    if (flags & MEMRA_RF_SIGMOID) {
         for (memra_u32 i = 0; i < per; i++) {
             const memra_u32 e = lane + 32u * i;
             if (e < E)
-                c_sh[e] = bias ? memra_add_rn(s_sh[e], bias[e]) : s_sh[e];
+                s_sh[e] = memra_route_sigmoid(s_sh[e]);
         }
-        memra_warp_sync();
-
-        /* 3. Groups: a group's score is the sum of its two best choice
-         *    scores (its one score when it has one expert); the best
-         *    topk_group groups stay in play. */
-        const memra_u32 G = E / n_group;
-        memra_u32 allowed = 0xffffffffu;
-        if (n_group > 1) {
-            float gs = memra_from_bits(MEMRA_NEG_INF_BITS);
-            if (lane < n_group) {
-                float b1 = memra_from_bits(MEMRA_NEG_INF_BITS), b2 = b1;
-                int i1 = MEMRA_ROUTE_NO_INDEX, i2 = MEMRA_ROUTE_NO_INDEX;
-                MEMRA_UNROLL_N
-                for (memra_u32 e = lane * G; e < lane * G + G; e++) {
-                    const float c = c_sh[e];
-                    if (memra_route_better(c, (int)e, b1, i1)) {
-                        b2 = b1, i2 = i1;
-                        b1 = c, i1 = (int)e;
-                    } else if (memra_route_better(c, (int)e, b2, i2)) {
-                        b2 = c, i2 = (int)e;
-                    }
-                }
-                gs = G > 1 ? memra_add_rn(b1, b2) : b1;
-            }
-            allowed = 0;
-            int taken = lane >= n_group;
-            for (memra_u32 r = 0; r < topk_group; r++) {
-                float v = taken ? memra_from_bits(MEMRA_NEG_INF_BITS) : gs;
-                int g = taken ? MEMRA_ROUTE_NO_INDEX : (int)lane;
-                MEMRA_WARP_ARGMAX(v, g);
-                allowed |= 1u << g;
-                taken |= g == (int)lane;
-            }
-        }
-
-        /* 4. The top k of the experts in play, best first. `open` marks this
-         *    lane's experts still in play and not yet chosen. */
-        memra_u32 open = 0;
+    } else {
+        float m = memra_from_bits(MEMRA_NEG_INF_BITS);
         for (memra_u32 i = 0; i < per; i++) {
             const memra_u32 e = lane + 32u * i;
-            if (e < E && ((allowed >> (e / G)) & 1u))
-                open |= 1u << i;
+            if (e < E)
+                m = memra_route_max(m, s_sh[e]);
         }
-        for (memra_u32 j = 0; j < top_k; j++) {
-            float v = memra_from_bits(MEMRA_NEG_INF_BITS);
-            int idx = MEMRA_ROUTE_NO_INDEX;
-            MEMRA_UNROLL_N
-            for (memra_u32 i = 0; i < per; i++) {
-                const memra_u32 e = lane + 32u * i;
-                if (((open >> i) & 1u) && memra_route_better(c_sh[e], (int)e, v, idx))
-                    v = c_sh[e], idx = (int)e;
+        for (int off = 16; off > 0; off >>= 1)
+            m = memra_route_max(m, memra_shfl_xor_f(m, off));
+        float v = 0.0f;
+        for (memra_u32 i = 0; i < per; i++) {
+            const memra_u32 e = lane + 32u * i;
+            if (e < E) {
+                s_sh[e] = memra_expf(memra_sub_rn(s_sh[e], m));
+                v = memra_add_rn(v, s_sh[e]);
             }
-            MEMRA_WARP_ARGMAX(v, idx);
-            if ((memra_u32)idx % 32u == lane)
-                open &= ~(1u << ((memra_u32)idx / 32u));
-            if (j == lane)
-                my_e = idx;
         }
+        for (int off = 16; off > 0; off >>= 1)
+            v = memra_add_rn(v, memra_shfl_xor_f(v, off));
+        for (memra_u32 i = 0; i < per; i++) {
+            const memra_u32 e = lane + 32u * i;
+            if (e < E)
+                s_sh[e] = memra_div_rn(s_sh[e], v);
+        }
+    }
+    for (memra_u32 i = 0; i < per; i++) {
+        const memra_u32 e = lane + 32u * i;
+        if (e < E)
+            c_sh[e] = bias ? memra_add_rn(s_sh[e], c_sh[e]) : s_sh[e];
+    }
+    memra_warp_sync();
 
-        /* 5. Weights: the unbiased scores, optionally divided by their sum
-         *    (taken in rank order, left to right), times the scaling. */
-        w = lane < top_k ? s_sh[my_e] : 0.0f;
-        if (flags & MEMRA_ROUTE_RENORM) {
-            float sum = 0.0f;
-            for (memra_u32 j = 0; j < top_k; j++)
-                sum = memra_add_rn(sum, memra_shfl_f(w, (int)j));
-            if (sum > 0.0f)
-                w = memra_div_rn(w, sum);
+    /* 3. Groups: lane g scores group g (its two best choice scores, or its
+     *    best); the best topk_group groups stay in play. */
+    const memra_u32 G = E / n_group;
+    memra_u32 allowed = 0xffffffffu;
+    if (n_group > 1) {
+        float gs = memra_from_bits(MEMRA_NEG_INF_BITS);
+        if (lane < n_group) {
+            memra_u32 k1 = 0, k2 = 0;
+            MEMRA_NO_UNROLL
+            for (memra_u32 e = lane * G; e < lane * G + G; e++)
+                memra_route_top2_merge(&k1, &k2, memra_route_key(c_sh[e]), 0u);
+            gs = memra_route_group_score(k1, k2, (flags & MEMRA_RF_GROUP_MAX) != 0, G);
         }
-        w = memra_mul_rn(w, scale);
-    } else if (lane < top_k) {
-        atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
-        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], t * top_k + lane);
+        allowed = 0;
+        int taken = lane >= n_group;
+        for (memra_u32 r = 0; r < topk_group; r++) {
+            float v = taken ? memra_from_bits(MEMRA_NEG_INF_BITS) : gs;
+            int g = taken ? MEMRA_ROUTE_NO_INDEX : (int)lane;
+            MEMRA_WARP_ARGMAX(v, g);
+            allowed |= 1u << g;
+            taken |= g == (int)lane;
+        }
     }
 
-    /* 6. sel, selw, and the tables exactly as memra_vrows_tables builds
-     *    them from that sel and selw. */
-    if (lane < top_k) {
-        const memra_u32 p = t * top_k + lane, n_pairs = n_tokens * top_k;
-        sel[p] = my_e;
-        selw[p] = w;
-        if (tables) {
-            const memra_vrows_out o =
-                memra_vrows_pair(my_e, w, p, mg, mu, md, pg, pu, pd, sg, su, sd, n_expert, faults);
-            memra_vrows_store(o, p, n_pairs, ptrs, scl);
+    /* 4. The top k of the experts in play, best first. `open` marks this
+     *    lane's experts still in play and not yet chosen. */
+    memra_u32 open = 0;
+    for (memra_u32 i = 0; i < per; i++) {
+        const memra_u32 e = lane + 32u * i;
+        if (e < E && ((allowed >> (e / G)) & 1u))
+            open |= 1u << i;
+    }
+    int my_e = 0;
+    for (memra_u32 j = 0; j < top_k; j++) {
+        float v = memra_from_bits(MEMRA_NEG_INF_BITS);
+        int idx = MEMRA_ROUTE_NO_INDEX;
+        MEMRA_NO_UNROLL
+        for (memra_u32 i = 0; i < per; i++) {
+            const memra_u32 e = lane + 32u * i;
+            if (((open >> i) & 1u) && memra_route_better(c_sh[e], (int)e, v, idx))
+                v = c_sh[e], idx = (int)e;
         }
+        MEMRA_WARP_ARGMAX(v, idx);
+        if ((memra_u32)idx % 32u == lane)
+            open &= ~(1u << ((memra_u32)idx / 32u));
+        if (j == lane)
+            my_e = idx;
+    }
+
+    /* 5. Weights: the unbiased scores, optionally divided by their sum
+     *    (taken in rank order, left to right), times the scaling; the shared
+     *    experts' as given. */
+    float w = lane < top_k ? s_sh[my_e] : 0.0f;
+    if (flags & MEMRA_RF_RENORM) {
+        float sum = 0.0f;
+        for (memra_u32 j = 0; j < top_k; j++)
+            sum = memra_add_rn(sum, memra_shfl_f(w, (int)j));
+        if (sum > 0.0f)
+            w = memra_div_rn(w, sum);
+    }
+    w = memra_mul_rn(w, scale);
+    if (lane >= top_k) {
+        my_e = (int)(n_expert + (lane - top_k));
+        w = shared_weight;
+    }
+
+    /* 6. sel, selw and the tables. */
+    if (lane < o.K)
+        memra_route_emit(&o, t, lane, my_e, w);
+}
+
+/* ---- one block per token ------------------------------------------------------ */
+
+#define MEMRA_ROUTE_MAX_WARPS (MEMRA_ROUTE_MAX_EXPERT / 32)
+
+MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
+{
+    MEMRA_SHARED float sh_s[MEMRA_ROUTE_MAX_EXPERT];      /* scores (softmax: the exps first) */
+    MEMRA_SHARED memra_u32 sh_k[MEMRA_ROUTE_MAX_EXPERT];  /* choice keys, 0 when out of play */
+    MEMRA_SHARED memra_u32 sh_p1[MEMRA_ROUTE_MAX_EXPERT]; /* group partials: best key, */
+    MEMRA_SHARED memra_u32 sh_p2[MEMRA_ROUTE_MAX_EXPERT]; /* second best key */
+    MEMRA_SHARED memra_u64 sh_cand[MEMRA_ROUTE_MAX_EXPERT];
+    MEMRA_SHARED memra_u64 sh_thr[MEMRA_ROUTE_MAX_WARPS];
+    MEMRA_SHARED memra_u32 sh_red[MEMRA_ROUTE_MAX_WARPS];
+    MEMRA_SHARED memra_u32 sh_allowed, sh_n;
+    MEMRA_SHARED float sh_sum;
+    MEMRA_SHARED int sh_sel[32];
+    MEMRA_SHARED float sh_w[32];
+    const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
+    const memra_u32 t = blockIdx.x, E = n_expert;
+    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_RF_BIAS_BF16 ? 1 : 0;
+    memra_grid_wait();
+    memra_grid_launch_dependents();
+    MEMRA_ROUTE_OUT_INIT(o);
+    if (tid == 0)
+        sh_n = 0;
+
+    /* 1. This thread's expert: logit and bias. */
+    float x = 0.0f, b = 0.0f;
+    int bad = 0;
+    if (tid < E) {
+        x = memra_route_load(logits, dt, (memra_u64)t * E + tid);
+        b = bias ? memra_route_load(bias, bias_dt, tid) : 0.0f;
+        bad = (memra_as_bits(x) & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
+              (memra_as_bits(b) & MEMRA_EXP_MASK) == MEMRA_EXP_MASK;
+    }
+    if (memra_block_or(bad)) {
+        if (tid < o.K)
+            memra_route_emit_bad(&o, t, tid, top_k);
+        return; /* the whole block */
+    }
+
+    /* 2. Scores. The softmax max is a maximum under a total order, the same
+     *    in any order; the sum is the fixed one: warp 0's lane l adds
+     *    experts l, l+32, ... in order, then the butterfly. */
+    float s = 0.0f;
+    if (flags & MEMRA_RF_SIGMOID) {
+        if (tid < E)
+            s = memra_route_sigmoid(x);
+    } else {
+        const memra_u32 km = memra_warp_max_u32(tid < E ? memra_route_max_key(x) : 0u);
+        if (lane == 0)
+            sh_red[wid] = km;
+        memra_block_sync();
+        memra_u32 mk = 0;
+        for (memra_u32 i = 0; i < nw; i++)
+            mk = sh_red[i] > mk ? sh_red[i] : mk;
+        const float m = memra_route_max_unkey(mk);
+        const float ex = tid < E ? memra_expf(memra_sub_rn(x, m)) : 0.0f;
+        if (tid < E)
+            sh_s[tid] = ex;
+        memra_block_sync();
+        if (wid == 0) {
+            float v = 0.0f;
+            for (memra_u32 i = 0; i < nw; i++) {
+                const memra_u32 e = lane + 32u * i;
+                if (e < E)
+                    v = memra_add_rn(v, sh_s[e]);
+            }
+            for (int off = 16; off > 0; off >>= 1)
+                v = memra_add_rn(v, memra_shfl_xor_f(v, off));
+            if (lane == 0)
+                sh_sum = v;
+        }
+        memra_block_sync();
+        if (tid < E)
+            s = memra_div_rn(ex, sh_sum);
+    }
+    const float c = bias ? memra_add_rn(s, b) : s;
+    if (tid < E)
+        sh_s[tid] = s;
+
+    /* 3. Groups. Each group's two best choice scores come from partial
+     *    top-2s (a warp's, a run of lanes', or single experts'), merged by
+     *    lane g of warp 0, which scores group g and ranks it by counting. */
+    const memra_u32 G = E / n_group;
+    memra_u32 allowed = 0xffffffffu;
+    if (n_group > 1) {
+        const memra_u32 kc = tid < E ? memra_route_key(c) : 0u;
+        memra_u32 parts;
+        if (G % 32u == 0) { /* whole warps per group */
+            const memra_u32 k1 = memra_warp_max_u32(kc);
+            const memra_u32 l1 = memra_warp_min_u32(kc == k1 ? lane : 32u);
+            const memra_u32 k2 = memra_warp_max_u32(lane == l1 ? 0u : kc);
+            if (lane == 0)
+                sh_p1[wid] = k1, sh_p2[wid] = k2;
+            parts = G / 32u;
+        } else if (32u % G == 0) { /* groups inside a warp: a butterfly per run */
+            memra_u32 k1 = kc, k2 = 0;
+            for (memra_u32 off = G / 2u; off > 0; off >>= 1) {
+                const memra_u32 o1 = memra_shfl_xor_u(k1, (int)off);
+                const memra_u32 o2 = memra_shfl_xor_u(k2, (int)off);
+                memra_route_top2_merge(&k1, &k2, o1, o2);
+            }
+            if (lane % G == 0 && tid < E)
+                sh_p1[tid / G] = k1, sh_p2[tid / G] = k2;
+            parts = 1;
+        } else { /* any other size: one partial per expert */
+            if (tid < E)
+                sh_p1[tid] = kc, sh_p2[tid] = 0;
+            parts = G;
+        }
+        memra_block_sync();
+        if (wid == 0) {
+            memra_u32 gk = 0;
+            if (lane < n_group) {
+                memra_u32 k1 = 0, k2 = 0;
+                for (memra_u32 i = 0; i < parts; i++)
+                    memra_route_top2_merge(&k1, &k2, sh_p1[lane * parts + i],
+                                           sh_p2[lane * parts + i]);
+                gk = memra_route_key(
+                    memra_route_group_score(k1, k2, (flags & MEMRA_RF_GROUP_MAX) != 0, G));
+            }
+            sh_red[lane] = gk;
+            memra_warp_sync();
+            memra_u32 rank = 0;
+            for (memra_u32 h = 0; h < n_group; h++)
+                rank += sh_red[h] > gk || (sh_red[h] == gk && h < lane);
+            const memra_u32 mask = memra_warp_ballot(lane < n_group && rank < topk_group);
+            if (lane == 0)
+                sh_allowed = mask;
+        }
+        memra_block_sync();
+        allowed = sh_allowed;
+    }
+
+    /* 4. The experts. A key per expert (0 out of play); each expert's rank in
+     *    its warp by counting; a warp's top_k-th best bounds the token's
+     *    top_k-th best from below, so only warp candidates at or above the
+     *    best such bound survive, and the survivors' ranks among themselves
+     *    are the token's ranks. Keys tie by index: (key, ~index) as one
+     *    64-bit number orders both. */
+    const memra_u32 ke = tid < E && ((allowed >> (tid / G)) & 1u) ? memra_route_key(c) : 0u;
+    sh_k[tid] = ke;
+    memra_warp_sync();
+    memra_u32 r = 0;
+    for (memra_u32 j = 0; j < 32u; j++) {
+        const memra_u32 kj = sh_k[32u * wid + j];
+        r += kj > ke || (kj == ke && j < lane);
+    }
+    const memra_u64 me = ((memra_u64)ke << 32) | (memra_u64)(~tid);
+    if (r == top_k - 1u)
+        sh_thr[wid] = me;
+    memra_block_sync();
+    if (r < top_k) {
+        memra_u64 tau = 0;
+        for (memra_u32 i = 0; i < nw; i++)
+            tau = sh_thr[i] > tau ? sh_thr[i] : tau;
+        if (me >= tau)
+            sh_cand[atomicAdd(&sh_n, 1u)] = me;
+    }
+    memra_block_sync();
+    const memra_u32 n = sh_n;
+    if (tid < n) {
+        const memra_u64 p = sh_cand[tid];
+        memra_u32 rank = 0;
+        for (memra_u32 u = 0; u < n; u++)
+            rank += sh_cand[u] > p;
+        if (rank < top_k) {
+            const int e = (int)~(memra_u32)p;
+            sh_sel[rank] = e;
+            sh_w[rank] = sh_s[e];
+        }
+    }
+    memra_block_sync();
+
+    /* 5. Weights as the warp kernel's, then 6. the pairs. */
+    if (tid < o.K) {
+        int e;
+        float w;
+        if (tid < top_k) {
+            e = sh_sel[tid];
+            w = sh_w[tid];
+            if (flags & MEMRA_RF_RENORM) {
+                float sum = 0.0f;
+                for (memra_u32 j = 0; j < top_k; j++)
+                    sum = memra_add_rn(sum, sh_w[j]);
+                if (sum > 0.0f)
+                    w = memra_div_rn(w, sum);
+            }
+            w = memra_mul_rn(w, scale);
+        } else {
+            e = (int)(n_expert + (tid - top_k));
+            w = shared_weight;
+        }
+        memra_route_emit(&o, t, tid, e, w);
     }
 }
 
+/* -DMEMRA_ROUTE_ONLY_BLOCK / -DMEMRA_ROUTE_ONLY_WARP build one kernel alone
+ * (a loader that compiles each kernel at its own first use). */
+#ifndef MEMRA_ROUTE_ONLY_BLOCK
 MEMRA_KERNEL memra_route_tables(MEMRA_ROUTE_PARAMS)
 {
-    memra_route_warp(1, MEMRA_ROUTE_ARGS);
+    memra_route_warp(MEMRA_ROUTE_ARGS);
 }
+#endif
 
-/* The same routing without the tables: the two-step path's first step, and
- * the benchmark's "top-k alone". */
-MEMRA_KERNEL memra_route_topk(MEMRA_ROUTE_PARAMS)
+#ifndef MEMRA_ROUTE_ONLY_WARP
+MEMRA_KERNEL memra_route_tables_block(MEMRA_ROUTE_PARAMS)
 {
-    memra_route_warp(0, MEMRA_ROUTE_ARGS);
+    memra_route_block(MEMRA_ROUTE_ARGS);
 }
+#endif

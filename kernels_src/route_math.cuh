@@ -10,7 +10,17 @@
 #ifdef __CUDACC_RTC__
 #define memra_add_rn(a, b) __fadd_rn((a), (b))
 #define memra_sub_rn(a, b) __fsub_rn((a), (b))
-#define memra_div_rn(a, b) __fdiv_rn((a), (b))
+/* Compile time (NVRTC is run at first use): every division site becomes a
+ * long sequence with a slow path, and memra_expf is large, so each has one
+ * copy in the module, called, rather than one per use. */
+#define MEMRA_DEVICE_CALLED static __device__ __noinline__
+MEMRA_DEVICE_CALLED float memra_fdiv_rn(float a, float b)
+{
+    return __fdiv_rn(a, b);
+}
+#define memra_div_rn(a, b) memra_fdiv_rn((a), (b))
+#else
+#define MEMRA_DEVICE_CALLED MEMRA_DEVICE
 #endif
 
 /* Scores are in (0, 1], so no expert scores -inf: it marks "nothing". */
@@ -22,7 +32,7 @@
  * x = k*ln2 + r, |r| <= 0.5 ln2, with ln2 split so k*ln2_hi is exact; a
  * rational approximation of exp(r); scaling by 2^k in two steps below
  * 2^-125 so a subnormal result is rounded once. NaN in, NaN out. */
-MEMRA_DEVICE float memra_expf(float x)
+MEMRA_DEVICE_CALLED float memra_expf(float x)
 {
     const memra_u32 bits = memra_as_bits(x);
     const memra_u32 hx = bits & 0x7fffffffu;
@@ -91,10 +101,73 @@ MEMRA_DEVICE float memra_route_sigmoid(float x)
     return memra_div_rn(1.0f, memra_add_rn(1.0f, memra_expf(-x)));
 }
 
-/* Logits as float32: bfloat16 is the top half of a binary32. */
-MEMRA_DEVICE float memra_route_logit(const void *logits, int is_bf16, memra_u64 i)
+/* float16 bits to binary32, exactly: every half is a float. A subnormal
+ * half m * 2^-24 is (float)m times 2^-24, both steps exact. */
+MEMRA_DEVICE float memra_half_to_float(memra_u32 h)
 {
-    if (is_bf16)
-        return memra_from_bits((memra_u32)((const unsigned short *)logits)[i] << 16);
-    return ((const float *)logits)[i];
+    const memra_u32 sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1fu) /* inf, NaN (payload kept) */
+        return memra_from_bits(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) {
+        const float v = memra_mul_rn((float)man, memra_from_bits(0x33800000u)); /* 2^-24 */
+        return memra_from_bits(memra_as_bits(v) | sign);
+    }
+    return memra_from_bits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+/* Element types of the logits (memra_logits_dtype) and of a bias read in
+ * place (memra_bias_dtype: 0 float32, 1 bfloat16). */
+#define MEMRA_DT_F32 0
+#define MEMRA_DT_BF16 1
+#define MEMRA_DT_F16 2
+
+/* Element i as binary32: bfloat16 is the top half of a binary32, float16
+ * converts exactly. */
+MEMRA_DEVICE float memra_route_load(const void *p, int dtype, memra_u64 i)
+{
+    if (dtype == MEMRA_DT_BF16)
+        return memra_from_bits((memra_u32)((const unsigned short *)p)[i] << 16);
+    if (dtype == MEMRA_DT_F16)
+        return memra_half_to_float((memra_u32)((const unsigned short *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* A float's place in the expert order as an unsigned key: larger values
+ * have larger keys, and +0 and -0 one key (they are equal scores, ranked by
+ * index). The sentinel -inf has the smallest key of any value used, and 0
+ * is below every key of a value. */
+MEMRA_DEVICE memra_u32 memra_route_key(float v)
+{
+    memra_u32 b = memra_as_bits(v);
+    if (b == 0x80000000u)
+        b = 0;
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+/* The value of a key (for the values routing meets, never -0: a score is
+ * +0 or more, and +0 plus -0 is +0). */
+MEMRA_DEVICE float memra_route_unkey(memra_u32 k)
+{
+    return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* The two best values of a set as keys (k1 >= k2; 0 for "none"), merged
+ * with another set's: values only, so the order of merging is free. */
+MEMRA_DEVICE void memra_route_top2_merge(memra_u32 *k1, memra_u32 *k2, memra_u32 b1, memra_u32 b2)
+{
+    const memra_u32 a1 = *k1, a2 = *k2;
+    if (a1 >= b1) {
+        *k2 = a2 > b1 ? a2 : b1;
+    } else {
+        *k1 = b1;
+        *k2 = a1 > b2 ? a1 : b2;
+    }
+}
+
+/* A group's score from its two best choice scores: their sum (its one score
+ * when it has one expert), or the best alone. */
+MEMRA_DEVICE float memra_route_group_score(memra_u32 k1, memra_u32 k2, int by_max, memra_u32 size)
+{
+    const float b1 = memra_route_unkey(k1);
+    return by_max || size == 1 ? b1 : memra_add_rn(b1, memra_route_unkey(k2));
 }

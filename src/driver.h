@@ -17,8 +17,9 @@
  * cuda_version) and typed PFN_name_v<cuda_version>, which pins the ABI (the
  * versioned _v2 symbols) to the version asked for. Optional entries may be
  * NULL on an older driver: cuCtxGetId (12.0) detects a reset context and
- * cuStreamGetId (12.0) tells streams apart where they exist; the others only
- * tests and the benchmark use. */
+ * cuStreamGetId (12.0) tells streams apart where they exist; cuLaunchKernelEx
+ * (11.6) launches with programmatic dependent launch where asked
+ * (launch.c); the others only tests and the benchmark use. */
 #define MEMRA_CU_ENTRY_POINTS(X)                                                                   \
     X(cuInit, 2000, 1)                                                                             \
     X(cuDriverGetVersion, 2020, 1)                                                                 \
@@ -67,6 +68,7 @@
     X(cuFuncGetParamInfo, 12040, 0)                                                                \
     X(cuCtxGetId, 12000, 0)                                                                        \
     X(cuStreamGetId, 12000, 0)                                                                     \
+    X(cuLaunchKernelEx, 11060, 0)                                                                  \
     X(cuDevicePrimaryCtxReset, 11000, 0)
 
 /* X(name): resolved with dlsym from the NVRTC library. */

@@ -24,6 +24,7 @@ struct memra_engine {
     unsigned long long ctx_id; /* cuCtxGetId at creation: a reset context has another */
     _Atomic int ctx_lost;      /* the primary context was reset: touch no handle again */
     CUstream stream;           /* the engine's own non-blocking stream */
+    _Atomic int pdl;           /* launch with programmatic dependent launch (launch.c) */
     /* 4 x u32: the fault word (kernels_src/vrows.cu), then
      * MEMRA_FAULT_READBACKS areas of 4 x u32 that memra_faults_take moves it
      * into. */

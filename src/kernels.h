@@ -11,7 +11,7 @@
     X(VROWS, MEMRA_VROWS_KERNEL)                                                                   \
     X(FAULTS_TAKE, MEMRA_TAKE_KERNEL)                                                              \
     X(ROUTE, MEMRA_ROUTE_KERNEL)                                                                   \
-    X(ROUTE_TOPK, MEMRA_ROUTE_TOPK_KERNEL)
+    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL)
 
 typedef enum memra_kernel_id {
 #define MEMRA_X(id, name) MEMRA_KERNEL_##id,

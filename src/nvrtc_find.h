@@ -14,8 +14,8 @@
  * memra_set_nvrtc_path) is trusted as named; a path memra derives itself
  * (in the toolkit folders) is loaded only when the file, the toolkit
  * folder and the folders holding the file are owned by root or the
- * effective uid and writable by nobody else, as the kernel cache requires. Either way it must be a regular file: opened
- * O_NONBLOCK and checked with fstat before dlopen loads that same file
+ * effective uid and writable by nobody else, as the kernel cache requires. Either way it must be a
+ * regular file: opened O_NONBLOCK and checked with fstat before dlopen loads that same file
  * (through /proc/self/fd), so a FIFO or a device never blocks discovery.
  * Relative and over-long paths are refused with a warning, never resolved
  * against whatever the working directory is later, never truncated. */

@@ -1,18 +1,29 @@
 /* The routing device arm: router logits to sel, selw and the tables in one
- * launch, with the layer's macro planes and bias mirrored in routing's own
- * slot (never the table kernel's). */
+ * launch, with the layer's macro planes and bias mirrored like the table
+ * kernel's. */
 #include "engine.h"
+#include "route.h"
+
 #include "error.h"
 #include "launch.h"
+#include "mirror.h"
 #include "route_abi.h"
 #include "route_spec.h"
 #include "validate.h"
 
+/* memra_moe_route_tables picks the block kernel (a block per token) up to
+ * this many tokens and the warp kernel (a warp per token) above: a first
+ * choice, not yet measured (memra bench --route times both at every size).
+ * The tests and the benchmark force either (memra_route_variant). */
+#define ROUTE_BLOCK_MAX_TOKENS 512u
+int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+
 /* After the arguments are checked: the layer index where the layer mirrors
- * anything, the context, what the stream meets, and the loaded kernel. */
+ * anything, the context, what the stream meets (refused where the launch
+ * would join another stream's capture), and the loaded kernel `k`. */
 static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec, int il,
-                          int scratch, int have_macros, CUstream s, memra_call *c,
-                          memra_capture *cap, CUfunction *f)
+                          int scratch, int have_macros, CUstream s, memra_kernel_id k,
+                          memra_call *c, memra_capture *cap, CUfunction *f)
 {
     memra_status st;
     *c = (memra_call){.eng = eng, .d = eng->d, .fn = fn};
@@ -22,7 +33,34 @@ static memra_status enter(memra_engine *eng, const char *fn, const memra_route_s
         return st;
     if (*cap == MEMRA_CAPTURE_JOINS)
         return memra_refuse_capture(c, s, "launch the kernel", NULL);
-    return memra_engine_kernel(c, *cap, MEMRA_KERNEL_ROUTE, f);
+    return memra_engine_kernel(c, *cap, k, f);
+}
+
+/* The layer's mirrored planes (macro planes, host bias) on the device, in
+ * routing's own slot. */
+static memra_status route_mirror(memra_call *c, memra_capture cap, int il, int scratch,
+                                 const memra_route_spec *spec, const memra_vrows_macros *macros,
+                                 int have_macros, CUstream s, memra_route_args *a)
+{
+    float padded[MEMRA_ROUTE_SCRATCH];
+    const float *planes[4];
+    uint32_t len;
+    const int n = memra_route_planes(spec, macros, have_macros, planes, &len, padded);
+    if (!n)
+        return MEMRA_OK;
+    CUdeviceptr dev;
+    memra_status st = memra_mirror_get(
+        c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch), len, planes, n, s, &dev);
+    if (st || !a)
+        return st;
+    if (have_macros) {
+        a->mg = memra_mirror_plane(dev, len, 0);
+        a->mu = memra_mirror_plane(dev, len, 1);
+        a->md = memra_mirror_plane(dev, len, 2);
+    }
+    if (spec->bias) /* after the macro planes, as memra_route_planes lists them */
+        a->bias = memra_mirror_plane(dev, len, n - 1);
+    return MEMRA_OK;
 }
 
 memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_route_spec *spec,
@@ -39,43 +77,75 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, &c, &cap, &f)) &&
+    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE, &c, &cap, &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
-                                    "prepare every layer before capture"))) {
-        const float *planes[4];
-        const int n = memra_route_planes(spec, macros, have_macros, planes);
-        CUdeviceptr dev;
-        if (n)
-            st = memra_mirror_get(&c, cap, il, MEMRA_MIRROR_ROUTE, spec->n_expert, planes, n, s,
-                                  &dev);
-    }
+                                    "prepare every layer before capture")) &&
+        !(st = memra_engine_kernel(&c, cap, MEMRA_KERNEL_ROUTE_BLOCK, &f)))
+        st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
     memra_call_leave(&c);
     return st;
+}
+
+uint32_t memra_route_flags(const memra_route_spec *spec)
+{
+    return (spec->scoring == MEMRA_ROUTE_SIGMOID ? MEMRA_ROUTE_FLAG_SIGMOID : 0u) |
+           (spec->logits_dtype == MEMRA_LOGITS_BF16 ? MEMRA_ROUTE_FLAG_BF16 : 0u) |
+           (spec->logits_dtype == MEMRA_LOGITS_F16 ? MEMRA_ROUTE_FLAG_F16 : 0u) |
+           (spec->renormalize ? MEMRA_ROUTE_FLAG_RENORM : 0u) |
+           (!spec->bias && spec->bias_ptr && spec->bias_dtype == MEMRA_BIAS_BF16
+                ? MEMRA_ROUTE_FLAG_BIAS_BF16
+                : 0u) |
+           (spec->group_scoring == MEMRA_GROUP_MAX ? MEMRA_ROUTE_FLAG_GROUP_MAX : 0u);
+}
+
+static int use_block(int variant, uint32_t n_tokens)
+{
+    return variant == MEMRA_ROUTE_VARIANT_BLOCK ||
+           (variant == MEMRA_ROUTE_VARIANT_AUTO && n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
+}
+
+int memra_route_use_block(uint32_t n_tokens)
+{
+    return use_block(memra_route_variant, n_tokens);
+}
+
+memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
+                                    const memra_route_spec *spec, int il,
+                                    const memra_vrows_macros *macros,
+                                    const memra_vrows_slabs *slabs, memra_devptr sel,
+                                    memra_devptr selw, memra_devptr ptrs, memra_devptr scl,
+                                    memra_stream stream)
+{
+    return memra_route_launch(eng, "memra_moe_route_tables", logits, n_tokens, spec, il, 0, macros,
+                              slabs, sel, selw, ptrs, scl, stream, memra_route_variant);
 }
 
 memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,
                                 uint32_t n_tokens, const memra_route_spec *spec, int il,
                                 int scratch, const memra_vrows_macros *macros,
                                 const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
-                                memra_devptr ptrs, memra_devptr scl, memra_stream stream)
+                                memra_devptr ptrs, memra_devptr scl, memra_stream stream,
+                                int variant)
 {
     if (!eng)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
     int have_macros;
     memra_status st = memra_route_validate(fn, logits, n_tokens, spec, macros, slabs, sel, selw,
                                            ptrs, scl, &have_macros);
-    if (st)
+    if (st || n_tokens == 0)
         return st;
     CUstream s = (CUstream)stream;
+    const int block = use_block(variant, n_tokens);
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s, &c, &cap, &f)))
+    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
+                    block ? MEMRA_KERNEL_ROUTE_BLOCK : MEMRA_KERNEL_ROUTE, &c, &cap, &f)))
         goto done;
 
-    const uint32_t E = spec->n_expert;
     memra_route_args a = {
         .logits = logits,
+        .bias = spec->bias_ptr,
         .pg = slabs->base[0],
         .pu = slabs->base[1],
         .pd = slabs->base[2],
@@ -87,50 +157,27 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .ptrs = ptrs,
         .scl = scl,
         .faults = eng->faults,
+        .map = spec->expert_map,
         .n_tokens = n_tokens,
-        .n_expert = E,
+        .n_expert = spec->n_expert,
         .top_k = spec->top_k,
         .n_group = spec->n_group,
         .topk_group = spec->topk_group,
-        .flags = (spec->scoring == MEMRA_ROUTE_SIGMOID ? MEMRA_ROUTE_FLAG_SIGMOID : 0u) |
-                 (spec->logits_dtype == MEMRA_LOGITS_BF16 ? MEMRA_ROUTE_FLAG_BF16 : 0u) |
-                 (spec->renormalize ? MEMRA_ROUTE_FLAG_RENORM : 0u),
+        .flags = memra_route_flags(spec),
+        .n_local = spec->n_local,
+        .n_shared = spec->n_shared,
         .scale = spec->routed_scaling_factor,
+        .shared_weight = spec->shared_weight,
     };
-    const float *planes[4];
-    const int n = memra_route_planes(spec, macros, have_macros, planes);
-    if (n) {
-        CUdeviceptr dev;
-        if ((st = memra_mirror_get(&c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch),
-                                   E, planes, n, s, &dev)))
-            goto done;
-        if (have_macros) {
-            a.mg = memra_mirror_plane(dev, E, 0);
-            a.mu = memra_mirror_plane(dev, E, 1);
-            a.md = memra_mirror_plane(dev, E, 2);
-        }
-        if (spec->bias) /* after the macro planes, as memra_route_planes lists them */
-            a.bias = memra_mirror_plane(dev, E, n - 1);
+    if (!(st = route_mirror(&c, cap, il, scratch, spec, macros, have_macros, s, &a))) {
+        if (block)
+            st = memra_launch(eng, fn, f, n_tokens, memra_route_block_threads(spec->n_expert), &a,
+                              MEMRA_ROUTE_PARAM_BYTES, s);
+        else
+            st = memra_launch(eng, fn, f, memra_route_grid(n_tokens), MEMRA_ROUTE_BLOCK, &a,
+                              MEMRA_ROUTE_PARAM_BYTES, s);
     }
-    size_t size = MEMRA_ROUTE_PARAM_BYTES;
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &a, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     CU_LAUNCH_PARAM_END};
-    CUresult r = eng->d->cuLaunchKernel(f, memra_route_grid(n_tokens), 1, 1, MEMRA_ROUTE_BLOCK, 1,
-                                        1, 0, s, NULL, extra);
-    if (r != CUDA_SUCCESS)
-        st = memra_cu_fail(eng->d, r, MEMRA_ERR_DRIVER, fn, "cuLaunchKernel");
 done:
     memra_call_leave(&c);
     return st;
-}
-
-memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
-                                    const memra_route_spec *spec, int il,
-                                    const memra_vrows_macros *macros,
-                                    const memra_vrows_slabs *slabs, memra_devptr sel,
-                                    memra_devptr selw, memra_devptr ptrs, memra_devptr scl,
-                                    memra_stream stream)
-{
-    return memra_route_launch(eng, "memra_moe_route_tables", logits, n_tokens, spec, il, 0, macros,
-                              slabs, sel, selw, ptrs, scl, stream);
 }

@@ -1,6 +1,6 @@
 /* The routing kernels' parameter block, byte for byte as NVRTC lays out the
- * parameters of memra_route_tables / memra_route_topk (kernels_src/route.cu):
- * each at its natural alignment, in order. */
+ * parameters of memra_route_tables / memra_route_tables_block
+ * (kernels_src/route.cu): each at its natural alignment, in order. */
 #ifndef MEMRA_ROUTE_ABI_H
 #define MEMRA_ROUTE_ABI_H
 
@@ -10,31 +10,42 @@
 typedef struct memra_route_args {
     uint64_t logits, bias, mg, mu, md;
     uint64_t pg, pu, pd, sg, su, sd;
-    uint64_t sel, selw, ptrs, scl, faults;
-    uint32_t n_tokens, n_expert, top_k, n_group, topk_group, flags;
-    float scale;
+    uint64_t sel, selw, ptrs, scl, faults, map;
+    uint32_t n_tokens, n_expert, top_k, n_group, topk_group, flags, n_local, n_shared;
+    float scale, shared_weight;
 } memra_route_args;
 
-_Static_assert(sizeof(memra_route_args) == 160, "route parameter block is 160 bytes");
-_Static_assert(offsetof(memra_route_args, n_tokens) == 128, "n_tokens at 128");
-_Static_assert(offsetof(memra_route_args, scale) == 152, "scale at 152");
+_Static_assert(sizeof(memra_route_args) == 176, "route parameter block is 176 bytes");
+_Static_assert(offsetof(memra_route_args, n_tokens) == 136, "n_tokens at 136");
+_Static_assert(offsetof(memra_route_args, scale) == 168, "scale at 168");
 
-/* The block holds 156 bytes of parameters; its size rounds up to 8. */
-#define MEMRA_ROUTE_PARAM_BYTES 156u
-#define MEMRA_ROUTE_NPARAMS 23
+#define MEMRA_ROUTE_PARAM_BYTES 176u
+#define MEMRA_ROUTE_NPARAMS 27
+/* One warp per token, four tokens per block of 128 threads (prefill). */
 #define MEMRA_ROUTE_KERNEL "memra_route_tables"
-#define MEMRA_ROUTE_TOPK_KERNEL "memra_route_topk"
-#define MEMRA_ROUTE_BLOCK 128u /* four warps: four tokens */
+#define MEMRA_ROUTE_BLOCK 128u
 #define MEMRA_ROUTE_TOKENS_PER_BLOCK 4u
+/* One block per token, one thread per expert (decode). */
+#define MEMRA_ROUTE_BLOCK_KERNEL "memra_route_tables_block"
 
-/* flags */
+/* flags (kernels_src/route.cu's MEMRA_RF_*) */
 #define MEMRA_ROUTE_FLAG_SIGMOID 1u
 #define MEMRA_ROUTE_FLAG_BF16 2u
 #define MEMRA_ROUTE_FLAG_RENORM 4u
+#define MEMRA_ROUTE_FLAG_F16 8u
+#define MEMRA_ROUTE_FLAG_BIAS_BF16 16u
+#define MEMRA_ROUTE_FLAG_GROUP_MAX 32u
+#define MEMRA_ROUTE_FLAG_NO_TABLES 64u
 
 static inline unsigned memra_route_grid(uint32_t n_tokens)
 {
     return (unsigned)((n_tokens + MEMRA_ROUTE_TOKENS_PER_BLOCK - 1) / MEMRA_ROUTE_TOKENS_PER_BLOCK);
+}
+
+/* The block kernel's block: a thread per expert, in whole warps. */
+static inline unsigned memra_route_block_threads(uint32_t n_expert)
+{
+    return (unsigned)((n_expert + 31u) / 32u * 32u);
 }
 
 #endif /* MEMRA_ROUTE_ABI_H */

@@ -1,45 +1,121 @@
 /* Routing configurations and inputs shared by memra_engine_self_check, the
- * memra tool and the test suites: the models the routing spec was written
- * for, and logits drawn to hit the edges. */
+ * test suites and the benchmark: the models the routing spec was written
+ * for, every option of the spec, and logits drawn to hit the edges. */
 #ifndef MEMRA_ROUTE_CASES_H
 #define MEMRA_ROUTE_CASES_H
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <memra/memra.h>
 
 #include "rng.h"
 
+/* Where a case's bias comes from. */
+enum { ROUTE_BIAS_NONE = 0, ROUTE_BIAS_HOST = 1, ROUTE_BIAS_IN_PLACE = 2 };
+
 typedef struct route_case {
     const char *name;
-    memra_route_spec spec; /* bias filled by route_case_bias when with_bias */
-    int with_bias, with_macros;
+    /* bias, bias_ptr and expert_map are filled from the case's inputs */
+    memra_route_spec spec;
+    int bias;        /* ROUTE_BIAS_*: spec.bias (mirrored) or spec.bias_ptr (read in place) */
+    int with_macros; /* macro planes of n_slots floats */
+    int ep_ranks;    /* > 1: an expert map for rank 1 of ep_ranks (expert e on rank e % ranks) */
 } route_case;
+
+#define ROUTE_SPEC(E, K, NG, TG, SCORING, DTYPE, RENORM, SCALE)                                    \
+    .n_expert = (E), .top_k = (K), .n_group = (NG), .topk_group = (TG), .scoring = (SCORING),      \
+    .logits_dtype = (DTYPE), .renormalize = (RENORM), .routed_scaling_factor = (SCALE)
 
 static const route_case route_cases[] = {
     {"softmax top-8 of 64",
-     {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f, NULL},
-     0,
-     1},
+     {ROUTE_SPEC(64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f)},
+     ROUTE_BIAS_NONE,
+     1,
+     0},
     {"softmax top-8 of 64, renormalized",
-     {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f, NULL},
+     {ROUTE_SPEC(64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
+     ROUTE_BIAS_NONE,
      0,
      0},
     {"DeepSeek-V3: 256 experts, 8 groups, top-4 groups, top-8, sigmoid, bias, x2.5",
-     {256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f, NULL},
+     {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
+     ROUTE_BIAS_HOST,
      1,
-     1},
-    {"GLM-style: 160 experts, 1 group, top-8, sigmoid, bias",
-     {160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f, NULL},
+     0},
+    {"GLM-4.5: 160 experts, top-8, sigmoid, bias, x2.5",
+     {ROUTE_SPEC(160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
+     ROUTE_BIAS_HOST,
      1,
-     1},
+     0},
     {"bf16 softmax top-6 of 1024, 32 groups of 32, top-4 groups",
-     {1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f, NULL},
+     {ROUTE_SPEC(1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f)},
+     ROUTE_BIAS_NONE,
+     1,
+     0},
+    {"DeepSeek-V2: 160 experts, 8 groups of 20 scored by max, top-3 groups, top-6, f16, x16",
+     {ROUTE_SPEC(160, 6, 8, 3, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 0, 16.0f),
+      .group_scoring = MEMRA_GROUP_MAX},
+     ROUTE_BIAS_NONE,
+     1,
+     0},
+    {"Kimi-K2: 384 experts, top-8, sigmoid, device f32 bias, x2.827",
+     {ROUTE_SPEC(384, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.827f),
+      .bias_dtype = MEMRA_BIAS_F32},
+     ROUTE_BIAS_IN_PLACE,
+     1,
+     0},
+    {"Qwen3-MoE: 128 experts, softmax top-8, bf16",
+     {ROUTE_SPEC(128, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f)},
+     ROUTE_BIAS_NONE,
+     1,
+     0},
+    {"Qwen3-Next: 512 experts, softmax top-10",
+     {ROUTE_SPEC(512, 10, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
+     ROUTE_BIAS_NONE,
      0,
-     1},
+     0},
+    {"Mixtral: 8 experts, softmax top-2, f16",
+     {ROUTE_SPEC(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 1, 1.0f)},
+     ROUTE_BIAS_NONE,
+     1,
+     0},
+    {"DeepSeek-V3, rank 1 of 8 (expert map), bf16 device bias, 1 fused shared expert, bf16",
+     {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 1, 2.5f),
+      .bias_dtype = MEMRA_BIAS_BF16, .n_shared = 1, .shared_weight = 1.0f},
+     ROUTE_BIAS_IN_PLACE,
+     1,
+     8},
+    {"64 experts, 8 groups of 8 by max, top-2 groups, top-4, sigmoid, 2 shared, rank 1 of 4",
+     {ROUTE_SPEC(64, 4, 8, 2, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.5f),
+      .group_scoring = MEMRA_GROUP_MAX, .n_shared = 2, .shared_weight = 0.375f},
+     ROUTE_BIAS_HOST,
+     1,
+     4},
+    {"128 experts, 2 groups of 64, top-1 group, top-8, softmax, f16",
+     {ROUTE_SPEC(128, 8, 2, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 0, 1.0f)},
+     ROUTE_BIAS_NONE,
+     0,
+     0},
+    {"Llama-4 Maverick: 128 experts, sigmoid top-1",
+     {ROUTE_SPEC(128, 1, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 0, 1.0f)},
+     ROUTE_BIAS_NONE,
+     1,
+     0},
 };
 #define N_ROUTE_CASES (sizeof route_cases / sizeof route_cases[0])
+
+/* A case's host inputs beside its logits: the bias in both element types,
+ * the map and the macro planes. */
+typedef struct route_inputs {
+    float bias[MEMRA_ROUTE_MAX_EXPERT];
+    uint16_t bias16[MEMRA_ROUTE_MAX_EXPERT]; /* bfloat16 of bias: its top half */
+    int32_t map[MEMRA_ROUTE_MAX_EXPERT];
+    float planes[3 * (MEMRA_ROUTE_MAX_EXPERT + MEMRA_ROUTE_MAX_TOP_K)];
+    uint32_t n_slots;
+    memra_vrows_macros mac;
+} route_inputs;
 
 /* A bias of small values of both signs, like a trained correction bias. */
 static inline void route_case_bias(uint32_t n_expert, float *bias)
@@ -48,23 +124,94 @@ static inline void route_case_bias(uint32_t n_expert, float *bias)
         bias[e] = (float)((e * 37u) % 101u) * 0.001f - 0.05f;
 }
 
-/* Macro planes distinct per plane and expert. */
-static inline void route_case_planes(uint32_t n_expert, float *planes /* 3 * n_expert */)
+/* Macro planes distinct per plane and slot. */
+static inline void route_case_planes(uint32_t n_slots, float *planes /* 3 * n_slots */)
 {
     for (int k = 0; k < 3; k++)
-        for (uint32_t e = 0; e < n_expert; e++)
-            planes[(uint32_t)k * n_expert + e] =
+        for (uint32_t e = 0; e < n_slots; e++)
+            planes[(uint32_t)k * n_slots + e] =
                 0.5f + (float)((e * 13u + (uint32_t)k * 7u) % 29u) / 16.0f;
 }
 
+/* Expert e lives on rank e % ranks, in slot e / ranks; this is rank 1. */
+static inline uint32_t route_case_map(uint32_t n_expert, uint32_t ranks, int32_t *map)
+{
+    uint32_t n_local = 0;
+    for (uint32_t e = 0; e < n_expert; e++) {
+        map[e] = e % ranks == 1 ? (int32_t)(e / ranks) : -1;
+        n_local += map[e] >= 0;
+    }
+    return n_local;
+}
+
+/* Fills `in` for case rc and returns its spec with HOST addresses for the
+ * bias read in place and the map (a device caller uploads those and puts
+ * the device addresses in their place). */
+static inline memra_route_spec route_case_inputs(const route_case *rc, route_inputs *in)
+{
+    memra_route_spec s = rc->spec;
+    route_case_bias(s.n_expert, in->bias);
+    for (uint32_t e = 0; e < s.n_expert; e++) {
+        uint32_t b;
+        memcpy(&b, &in->bias[e], 4);
+        in->bias16[e] = (uint16_t)(b >> 16);
+    }
+    if (rc->bias == ROUTE_BIAS_HOST)
+        s.bias = in->bias;
+    if (rc->bias == ROUTE_BIAS_IN_PLACE)
+        s.bias_ptr = s.bias_dtype == MEMRA_BIAS_BF16 ? (uint64_t)(uintptr_t)in->bias16
+                                                     : (uint64_t)(uintptr_t)in->bias;
+    if (rc->ep_ranks > 1) {
+        s.n_local = route_case_map(s.n_expert, (uint32_t)rc->ep_ranks, in->map);
+        s.expert_map = (uint64_t)(uintptr_t)in->map;
+    }
+    in->n_slots = (s.expert_map ? s.n_local : s.n_expert) + s.n_shared;
+    route_case_planes(in->n_slots, in->planes);
+    in->mac = (memra_vrows_macros){
+        {in->planes, in->planes + in->n_slots, in->planes + 2 * (size_t)in->n_slots}};
+    return s;
+}
+
+/* Bytes of one logit. */
+static inline size_t route_logit_bytes(const memra_route_spec *s)
+{
+    return s->logits_dtype == MEMRA_LOGITS_F32 ? 4 : 2;
+}
+
 /* Logits in [-5, 5]; with edges, also ±0, subnormals, ties at 1.0, ±80,
- * and now and then a NaN or -inf. bfloat16 keeps the top half. */
+ * and now and then a NaN or -inf. bfloat16 keeps the top half; float16 is
+ * the float rounded to the nearest half (the edges: ±0, subnormal halves,
+ * ±inf, NaN). */
+static inline uint16_t route_float_to_half(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    const uint32_t sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
+    if (a >= 0x7f800000u) /* inf, NaN */
+        return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
+    if (a >= 0x47800000u) /* 65536 and up: inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x33000000u) /* below half the smallest subnormal half */
+        return (uint16_t)sign;
+    const int e = (int)(a >> 23) - 127;
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    /* round to nearest even at the half's precision */
+    const int shift = e < -14 ? 13 + (-14 - e) : 13;
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (q & 1)))
+        q++;
+    if (e < -14)
+        return (uint16_t)(sign | q); /* subnormal (q may carry into the smallest normal) */
+    const uint32_t h = ((uint32_t)(e + 15) << 10) + (q - 0x400u);
+    return (uint16_t)(sign | (h > 0x7c00u ? 0x7c00u : h));
+}
+
 static inline void *route_case_logits(const memra_route_spec *s, uint32_t n_tokens, uint64_t seed,
                                       int edges)
 {
     const size_t n = (size_t)n_tokens * s->n_expert;
-    const int bf16 = s->logits_dtype == MEMRA_LOGITS_BF16;
-    void *out = malloc(n * (bf16 ? 2 : 4));
+    void *out = malloc(n * route_logit_bytes(s) + 1);
     if (!out)
         return NULL;
     for (size_t i = 0; i < n; i++) {
@@ -91,14 +238,19 @@ static inline void *route_case_logits(const memra_route_spec *s, uint32_t n_toke
                 if ((r >> 20) % 7 == 0)
                     x = rng_bits_float((r >> 9) & 1 ? 0x7fc00001u : 0xff800000u);
                 break;
+            case 6: /* a subnormal half */
+                x = (float)((r >> 30) % 1023 + 1) * 5.9604644775390625e-8f;
+                break;
             default:
                 break;
             }
         }
         uint32_t b;
         memcpy(&b, &x, 4);
-        if (bf16)
+        if (s->logits_dtype == MEMRA_LOGITS_BF16)
             ((uint16_t *)out)[i] = (uint16_t)(b >> 16);
+        else if (s->logits_dtype == MEMRA_LOGITS_F16)
+            ((uint16_t *)out)[i] = route_float_to_half(x);
         else
             ((float *)out)[i] = x;
     }

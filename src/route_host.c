@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "error.h"
+#include "host_ref.h"
 #include "route_spec.h"
-#include "validate.h"
 
 /* route_math.cuh, compiled as C: plain operators in a translation unit built
  * with -ffp-contract=off, in the default floating-point environment. */
@@ -75,18 +75,40 @@ static float warp_sum(const float *x, uint32_t n)
     return v[0];
 }
 
-/* One token: its k experts and weights. Returns 1 when its logits are not
- * all finite (then experts 0..k-1, weights +0). s and c are scratch of
- * n_expert floats. */
+/* The bias of expert e as binary32: the host array (checked finite), or
+ * the one read in place (bias_ptr, of bias_dtype, unchecked). NULL: none. */
+static const void *bias_of(const memra_route_spec *sp, int *dtype)
+{
+    *dtype = MEMRA_DT_F32;
+    if (sp->bias)
+        return sp->bias;
+    if (sp->bias_dtype == MEMRA_BIAS_BF16)
+        *dtype = MEMRA_DT_BF16;
+    return (const void *)(uintptr_t)sp->bias_ptr;
+}
+
+/* One token: its K = top_k + n_shared experts and weights. Returns 1 when
+ * its logits, or the bias, are not all finite (then experts 0..top_k-1 and
+ * the shared ones, weights +0). s and c are scratch of n_expert floats. */
 static int route_token(const memra_route_spec *sp, const void *logits, uint32_t t, float *s,
                        float *c, int32_t *sel, float *w)
 {
     const uint32_t E = sp->n_expert, K = sp->top_k;
-    const int bf16 = sp->logits_dtype == MEMRA_LOGITS_BF16;
+    const int dt = sp->logits_dtype == MEMRA_LOGITS_BF16  ? MEMRA_DT_BF16
+                   : sp->logits_dtype == MEMRA_LOGITS_F16 ? MEMRA_DT_F16
+                                                          : MEMRA_DT_F32;
+    int bias_dt;
+    const void *bias = bias_of(sp, &bias_dt);
     int bad = 0;
     for (uint32_t e = 0; e < E; e++) {
-        s[e] = memra_route_logit(logits, bf16, (uint64_t)t * E + e);
+        s[e] = memra_route_load(logits, dt, (uint64_t)t * E + e);
+        c[e] = bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
         bad |= (memra_as_bits(s[e]) & 0x7f800000u) == 0x7f800000u;
+        bad |= (memra_as_bits(c[e]) & 0x7f800000u) == 0x7f800000u;
+    }
+    for (uint32_t j = 0; j < sp->n_shared; j++) {
+        sel[K + j] = (int32_t)(E + j);
+        w[K + j] = bad ? 0.0f : sp->shared_weight;
     }
     if (bad) {
         for (uint32_t j = 0; j < K; j++)
@@ -105,7 +127,7 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
             s[e] = memra_div_rn(s[e], sum);
     }
     for (uint32_t e = 0; e < E; e++)
-        c[e] = sp->bias ? memra_add_rn(s[e], sp->bias[e]) : s[e];
+        c[e] = bias ? memra_add_rn(s[e], c[e]) : s[e];
 
     const uint32_t G = E / sp->n_group;
     uint32_t allowed = 0xffffffffu;
@@ -122,7 +144,7 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
                     b2 = c[e], i2 = (int)e;
                 }
             }
-            gs[g] = G > 1 ? memra_add_rn(b1, b2) : b1;
+            gs[g] = sp->group_scoring == MEMRA_GROUP_MAX || G == 1 ? b1 : memra_add_rn(b1, b2);
         }
         allowed = 0;
         for (uint32_t r = 0; r < sp->topk_group; r++) {
@@ -171,9 +193,9 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
         memra_route_validate(fn, (uint64_t)(uintptr_t)logits, n_tokens, spec, macros, slabs,
                              (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
                              (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl, &have_macros);
-    if (st)
+    if (st || n_tokens == 0)
         return st;
-    const uint32_t n_pairs = n_tokens * spec->top_k;
+    const uint32_t K = memra_route_pairs_per_token(spec), n_pairs = n_tokens * K;
     float *s = malloc(2 * sizeof(float) * spec->n_expert);
     if (!s)
         return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
@@ -183,9 +205,9 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
     fesetenv(FE_DFL_ENV);
     uint32_t bad_pairs = 0, first_bad = MEMRA_NO_FAULT;
     for (uint32_t t = 0; t < n_tokens; t++) {
-        const size_t at = (size_t)t * spec->top_k;
+        const size_t at = (size_t)t * K;
         if (route_token(spec, logits, t, s, s + spec->n_expert, sel + at, selw + at)) {
-            bad_pairs += spec->top_k;
+            bad_pairs += K;
             if (first_bad == MEMRA_NO_FAULT)
                 first_bad = (uint32_t)at;
         }
@@ -194,8 +216,9 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
     free(s);
 
     memra_faults f;
-    st = memra_vrows_tables_host(sel, selw, n_pairs, spec->n_expert, have_macros ? macros : NULL,
-                                 slabs, ptrs, scl, &f);
+    const memra_vrows_options o = memra_route_spec_options(spec);
+    st = memra_vrows_tables_host_checked(fn, sel, selw, n_pairs, spec->n_expert,
+                                         have_macros ? macros : NULL, slabs, &o, ptrs, scl, &f);
     f.nonfinite += bad_pairs;
     if (first_bad < f.first_pair)
         f.first_pair = first_bad;
@@ -203,9 +226,9 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
         *faults = f;
     if (bad_pairs)
         return memra_fail(MEMRA_ERR_NONFINITE_SCALE,
-                          "%s: %u token(s) have a NaN or infinite logit; the first is token %u "
-                          "(pair %u): routed to experts 0..%u with weight +0",
-                          fn, bad_pairs / spec->top_k, first_bad / spec->top_k, first_bad,
-                          spec->top_k - 1);
+                          "%s: %u token(s) have a NaN or infinite logit (or meet a non-finite "
+                          "bias); the first is token %u (pair %u): routed to experts 0..%u with "
+                          "weight +0",
+                          fn, bad_pairs / K, first_bad / K, first_bad, spec->top_k - 1);
     return st;
 }

@@ -1,9 +1,54 @@
 #include "route_spec.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "error.h"
 #include "validate.h"
+
+/* The public structs' layouts on LP64, which the Python (ctypes) and Rust
+ * (repr(C)) copies repeat: a change here is a change there. */
+_Static_assert(sizeof(memra_route_spec) == 80, "memra_route_spec is 80 bytes");
+_Static_assert(offsetof(memra_route_spec, group_scoring) == 40, "group_scoring at 40");
+_Static_assert(offsetof(memra_route_spec, bias_ptr) == 48, "bias_ptr at 48");
+_Static_assert(offsetof(memra_route_spec, shared_weight) == 72, "shared_weight at 72");
+_Static_assert(sizeof(memra_faults) == 16, "memra_faults is 16 bytes");
+_Static_assert(sizeof(memra_vrows_options) == 16, "memra_vrows_options is 16 bytes");
+
+/* Floats are judged by their bits, never by comparisons: under the caller's
+ * flush-to-zero / denormals-are-zero (MXCSR FTZ/DAZ, torch.set_flush_denormal)
+ * a subnormal compares equal to zero, and the same spec would be accepted in
+ * one process and refused in another. The kernels and the host arm compute
+ * with subnormals kept, so a subnormal routed_scaling_factor is a positive
+ * number like any other. */
+static uint32_t bits_of(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return b;
+}
+
+static int finite_bits(uint32_t b)
+{
+    return (b & 0x7f800000u) != 0x7f800000u;
+}
+
+/* Positive and finite: sign clear, not +0, exponent not all ones. */
+static int positive_finite_bits(uint32_t b)
+{
+    return !(b & 0x80000000u) && b != 0 && finite_bits(b);
+}
+
+memra_vrows_options memra_route_spec_options(const memra_route_spec *s)
+{
+    const memra_vrows_options o = {s->expert_map, s->n_local, s->n_shared};
+    return o;
+}
+
+uint32_t memra_route_pairs_per_token(const memra_route_spec *s)
+{
+    return s->top_k + s->n_shared;
+}
 
 memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec)
 {
@@ -29,25 +74,53 @@ memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec
     if (s->scoring != MEMRA_ROUTE_SOFTMAX && s->scoring != MEMRA_ROUTE_SIGMOID)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->scoring = %d is not softmax or sigmoid",
                           fn, (int)s->scoring);
-    if (s->logits_dtype != MEMRA_LOGITS_F32 && s->logits_dtype != MEMRA_LOGITS_BF16)
-        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->logits_dtype = %d is not f32 or bf16",
-                          fn, (int)s->logits_dtype);
+    if (s->logits_dtype != MEMRA_LOGITS_F32 && s->logits_dtype != MEMRA_LOGITS_BF16 &&
+        s->logits_dtype != MEMRA_LOGITS_F16)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->logits_dtype = %d is not f32, bf16 or f16", fn,
+                          (int)s->logits_dtype);
     if (s->renormalize != 0 && s->renormalize != 1)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->renormalize = %d is not 0 or 1", fn,
                           s->renormalize);
-    uint32_t b;
-    memcpy(&b, &s->routed_scaling_factor, 4);
-    if ((b & 0x7f800000u) == 0x7f800000u || !(s->routed_scaling_factor > 0.0f))
+    uint32_t b = bits_of(s->routed_scaling_factor);
+    if (!positive_finite_bits(b))
         return memra_fail(MEMRA_ERR_INVALID_ARG,
-                          "%s: spec->routed_scaling_factor = %g must be finite and > 0", fn,
-                          (double)s->routed_scaling_factor);
+                          "%s: spec->routed_scaling_factor (bits 0x%08x) must be finite and > 0",
+                          fn, b);
     for (uint32_t e = 0; s->bias && e < s->n_expert; e++) {
-        memcpy(&b, &s->bias[e], 4);
-        if ((b & 0x7f800000u) == 0x7f800000u)
-            return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->bias[%u] = %g is not finite", fn, e,
-                              (double)s->bias[e]);
+        b = bits_of(s->bias[e]);
+        if (!finite_bits(b))
+            return memra_fail(MEMRA_ERR_INVALID_ARG,
+                              "%s: spec->bias[%u] (bits 0x%08x) is not finite", fn, e, b);
     }
-    return MEMRA_OK;
+    if (s->group_scoring != MEMRA_GROUP_TOP2_SUM && s->group_scoring != MEMRA_GROUP_MAX)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->group_scoring = %d is not top2-sum (0) or max (1)", fn,
+                          (int)s->group_scoring);
+    if (s->bias_dtype != MEMRA_BIAS_F32 && s->bias_dtype != MEMRA_BIAS_BF16)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->bias_dtype = %d is not f32 or bf16", fn,
+                          (int)s->bias_dtype);
+    if (s->bias && s->bias_ptr)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->bias and spec->bias_ptr are both set; give one bias", fn);
+    if (s->bias_ptr % (s->bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4))
+        return memra_fail(MEMRA_ERR_MISALIGNED,
+                          "%s: spec->bias_ptr = 0x%llx is not aligned to its element", fn,
+                          (unsigned long long)s->bias_ptr);
+    if (s->n_shared > MEMRA_ROUTE_MAX_TOP_K - s->top_k)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->n_shared = %u: top_k + n_shared must be at most %d", fn,
+                          s->n_shared, MEMRA_ROUTE_MAX_TOP_K);
+    b = bits_of(s->shared_weight);
+    if (!finite_bits(b))
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->shared_weight (bits 0x%08x) is not finite", fn, b);
+    if (s->n_local > MEMRA_ROUTE_MAX_EXPERT)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->n_local = %u is above %d", fn,
+                          s->n_local, MEMRA_ROUTE_MAX_EXPERT);
+    const memra_vrows_options o = memra_route_spec_options(s);
+    uint32_t n_slots;
+    return memra_vrows_options_check(fn, "spec->", s->n_expert, &o, &n_slots);
 }
 
 memra_status memra_route_validate(const char *fn, uint64_t logits, uint32_t n_tokens,
@@ -58,26 +131,51 @@ memra_status memra_route_validate(const char *fn, uint64_t logits, uint32_t n_to
     memra_status st = memra_route_spec_check(fn, spec);
     if (st)
         return st;
+    *have_macros = 0;
+    if (n_tokens == 0) /* vLLM routes empty batches: nothing to read or write */
+        return memra_macros_check(fn, macros, have_macros);
     if (!logits)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: logits is NULL", fn);
-    if (logits % (spec->logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4))
+    if (logits % (spec->logits_dtype == MEMRA_LOGITS_F32 ? 4 : 2))
         return memra_fail(MEMRA_ERR_MISALIGNED, "%s: logits = 0x%llx is not aligned to its element",
                           fn, (unsigned long long)logits);
-    if (n_tokens == 0 || (uint64_t)n_tokens * spec->top_k > MEMRA_MAX_PAIRS)
+    const uint32_t K = memra_route_pairs_per_token(spec);
+    if ((uint64_t)n_tokens * K > MEMRA_MAX_PAIRS)
         return memra_fail(MEMRA_ERR_INVALID_ARG,
-                          "%s: n_tokens = %u: n_tokens * top_k must be in [1, %u]", fn, n_tokens,
-                          MEMRA_MAX_PAIRS);
-    return memra_vrows_validate(fn, sel, selw, n_tokens * spec->top_k, spec->n_expert, macros,
-                                slabs, ptrs, scl, have_macros);
+                          "%s: n_tokens = %u: n_tokens * (top_k + n_shared) must be at most %u", fn,
+                          n_tokens, MEMRA_MAX_PAIRS);
+    const memra_vrows_options o = memra_route_spec_options(spec);
+    return memra_vrows_validate_ex(fn, sel, selw, n_tokens * K, spec->n_expert, &o, macros, slabs,
+                                   ptrs, scl, have_macros);
+}
+
+uint32_t memra_route_n_slots(const memra_route_spec *spec)
+{
+    return (spec->expert_map ? spec->n_local : spec->n_expert) + spec->n_shared;
 }
 
 int memra_route_planes(const memra_route_spec *spec, const memra_vrows_macros *macros,
-                       int have_macros, const float *planes[4])
+                       int have_macros, const float *planes[4], uint32_t *len, float *scratch)
 {
+    const uint32_t n_slots = memra_route_n_slots(spec);
     int n = 0;
     for (int k = 0; have_macros && k < 3; k++)
         planes[n++] = macros->plane[k];
+    const int n_macro = n;
     if (spec->bias)
         planes[n++] = spec->bias;
+    *len = have_macros ? n_slots : spec->n_expert;
+    if (have_macros && spec->bias && n_slots != spec->n_expert) {
+        /* One length for the mirror's planes: the longer, zero-padded. */
+        const uint32_t L = n_slots > spec->n_expert ? n_slots : spec->n_expert;
+        for (int k = 0; k < n; k++) {
+            const uint32_t have = k < n_macro ? n_slots : spec->n_expert;
+            float *dst = scratch + (size_t)k * L;
+            memcpy(dst, planes[k], (size_t)have * sizeof(float));
+            memset(dst + have, 0, (size_t)(L - have) * sizeof(float));
+            planes[k] = dst;
+        }
+        *len = L;
+    }
     return n;
 }

@@ -8,6 +8,7 @@
 #include "launch.h"
 #include "gate_cases.h"
 #include "rng.h"
+#include "route.h"
 #include "route_cases.h"
 
 #define TRY(call)                                                                                  \
@@ -38,11 +39,14 @@ static int faults_differ(const memra_faults *f0, const memra_faults *f1, const m
 {
     const uint32_t bad_expert = f1->bad_expert - f0->bad_expert;
     const uint32_t nonfinite = f1->nonfinite - f0->nonfinite;
+    const uint32_t not_local = f1->not_local - f0->not_local;
     const uint32_t first = f0->first_pair < hf->first_pair ? f0->first_pair : hf->first_pair;
-    if (bad_expert == hf->bad_expert && nonfinite == hf->nonfinite && f1->first_pair == first)
+    if (bad_expert == hf->bad_expert && nonfinite == hf->nonfinite && not_local == hf->not_local &&
+        f1->first_pair == first)
         return 0;
-    snprintf(why, why_len, "%s: faults: device {%u,%u,%u}, host {%u,%u,%u}", label, bad_expert,
-             nonfinite, f1->first_pair, hf->bad_expert, hf->nonfinite, first);
+    snprintf(why, why_len, "%s: faults: device {%u,%u,%u,%u}, host {%u,%u,%u,%u}", label,
+             bad_expert, nonfinite, f1->first_pair, not_local, hf->bad_expert, hf->nonfinite, first,
+             hf->not_local);
     return 1;
 }
 
@@ -54,7 +58,7 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
     memra_devptr dsel = 0, dselw = 0, dptrs = 0, dscl = 0;
     uint64_t *dp = malloc(n3 * 8), *hp = malloc(n3 * 8);
     float *ds = malloc(n3 * 4), *hs = malloc(n3 * 4);
-    memra_faults hf, f0 = {0, 0, MEMRA_NO_FAULT}, f1;
+    memra_faults hf, f0 = {0, 0, MEMRA_NO_FAULT, 0}, f1;
     snprintf(why, why_len, "out of host memory");
     if (!dp || !hp || !ds || !hs)
         goto out;
@@ -74,7 +78,7 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
     if (c->check_faults)
         TRY(memra_engine_faults(eng, c->stream, &f0, 0));
     TRY(memra_vrows_launch(eng, "memra_case_check", dsel, dselw, n, c->n_expert, c->il, c->scratch,
-                           c->mac, c->sl, dptrs, dscl, c->stream));
+                           c->mac, c->sl, NULL, dptrs, dscl, c->stream));
     TRY(memra_download_u64_async(eng, dp, dptrs, n3, c->stream));
     TRY(memra_download_f32_async(eng, ds, dscl, n3, c->stream));
     TRY(memra_sync(eng, c->stream));
@@ -150,32 +154,39 @@ void memra_random_case_free(memra_random_case *r)
     free(r->sel), free(r->selw), free(r->pl);
 }
 
+static const char *variant_name(int variant, uint32_t n_tokens)
+{
+    if (variant == MEMRA_ROUTE_VARIANT_AUTO)
+        variant =
+            memra_route_use_block(n_tokens) ? MEMRA_ROUTE_VARIANT_BLOCK : MEMRA_ROUTE_VARIANT_WARP;
+    return variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "warp";
+}
+
 int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed, int edges,
-                           int il, int scratch, memra_stream stream, char *why, size_t why_len)
+                           int il, int scratch, int variant, int check_faults, memra_stream stream,
+                           char *why, size_t why_len)
 {
     const route_case *rc = &route_cases[ci];
-    memra_route_spec s = rc->spec;
-    float bias[MEMRA_ROUTE_MAX_EXPERT], planes[3 * MEMRA_ROUTE_MAX_EXPERT];
-    if (rc->with_bias) {
-        route_case_bias(s.n_expert, bias);
-        s.bias = bias;
-    }
-    route_case_planes(s.n_expert, planes);
-    const memra_vrows_macros mac = {{planes, planes + s.n_expert, planes + 2 * (size_t)s.n_expert}};
-    const memra_vrows_macros *m = rc->with_macros ? &mac : NULL;
+    route_inputs *in = malloc(sizeof *in);
+    memra_route_spec s = {0}, ds;
+    if (in)
+        s = route_case_inputs(rc, in);
+    ds = s;
+    const memra_vrows_macros *m = rc->with_macros && in ? &in->mac : NULL;
     const memra_vrows_slabs sl = GATE_SERVING_SLABS;
-    const size_t np = (size_t)T * s.top_k;
-    const size_t lbytes = (size_t)T * s.n_expert * (s.logits_dtype == MEMRA_LOGITS_BF16 ? 2 : 4);
+    const size_t np = (size_t)T * (s.top_k + s.n_shared);
+    const size_t lbytes = (size_t)T * s.n_expert * route_logit_bytes(&s);
+    const size_t bias_bytes = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
     int bad = 1;
-    memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0;
-    void *logits = route_case_logits(&s, T, seed, edges);
+    memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0, dbias = 0, dmap = 0;
+    void *logits = in ? route_case_logits(&s, T, seed, edges) : NULL;
     int32_t *hsel = malloc(np * 4), *gsel = malloc(np * 4);
     float *hselw = malloc(np * 4), *gselw = malloc(np * 4);
     float *hscl = malloc(3 * np * 4), *gscl = malloc(3 * np * 4);
     uint64_t *hptrs = malloc(3 * np * 8), *gptrs = malloc(3 * np * 8);
     memra_faults hf, f0, f1;
     snprintf(why, why_len, "out of host memory");
-    if (!logits || !hsel || !gsel || !hselw || !gselw || !hscl || !gscl || !hptrs || !gptrs)
+    if (!in || !logits || !hsel || !gsel || !hselw || !gselw || !hscl || !gscl || !hptrs || !gptrs)
         goto out;
     TRY(memra_alloc(eng, lbytes, &dl));
     TRY(memra_alloc(eng, np * 4, &dsel));
@@ -183,6 +194,18 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(memra_alloc(eng, 3 * np * 8, &dptrs));
     TRY(memra_alloc(eng, 3 * np * 4, &dscl));
     TRY(memra_copy_htod_async(eng, dl, logits, lbytes, stream));
+    /* The bias read in place and the map live on the device. */
+    if (s.bias_ptr) {
+        TRY(memra_alloc(eng, bias_bytes, &dbias));
+        TRY(memra_copy_htod_async(eng, dbias, (const void *)(uintptr_t)s.bias_ptr, bias_bytes,
+                                  stream));
+        ds.bias_ptr = dbias;
+    }
+    if (s.expert_map) {
+        TRY(memra_alloc(eng, (size_t)s.n_expert * 4, &dmap));
+        TRY(memra_upload_i32_async(eng, dmap, in->map, s.n_expert, stream));
+        ds.expert_map = dmap;
+    }
     /* Poison the outputs so an unwritten element cannot pass (a buffer freed
      * by the previous case may come back holding its answers). */
     memset(gsel, 0xA7, np * 4), memset(gselw, 0xA7, np * 4);
@@ -191,35 +214,42 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(memra_copy_htod_async(eng, dselw, gselw, np * 4, stream));
     TRY(memra_copy_htod_async(eng, dptrs, gptrs, 3 * np * 8, stream));
     TRY(memra_copy_htod_async(eng, dscl, gscl, 3 * np * 4, stream));
-    TRY(memra_engine_faults(eng, stream, &f0, 0));
-    TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &s, il, scratch, m, &sl, dsel,
-                           dselw, dptrs, dscl, stream));
+    if (check_faults)
+        TRY(memra_engine_faults(eng, stream, &f0, 0));
+    TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, m, &sl, dsel,
+                           dselw, dptrs, dscl, stream, variant));
     TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
     TRY(memra_download_f32_async(eng, gselw, dselw, np, stream));
     TRY(memra_download_u64_async(eng, gptrs, dptrs, 3 * np, stream));
     TRY(memra_download_f32_async(eng, gscl, dscl, 3 * np, stream));
-    TRY(memra_engine_faults(eng, stream, &f1, 0));
+    if (check_faults)
+        TRY(memra_engine_faults(eng, stream, &f1, 0));
+    else
+        TRY(memra_sync(eng, stream));
     memra_route_tables_host(logits, T, &s, m, &sl, hsel, hselw, hptrs, hscl, &hf);
+    const size_t K = s.top_k + s.n_shared;
     for (size_t p = 0; p < np; p++)
         if (gsel[p] != hsel[p] || memcmp(&gselw[p], &hselw[p], 4)) {
             uint32_t a, b;
             memcpy(&a, &gselw[p], 4), memcpy(&b, &hselw[p], 4);
-            snprintf(why, why_len, "%s: token %zu rank %zu: device (%d, 0x%08x), host (%d, 0x%08x)",
-                     rc->name, p / s.top_k, p % s.top_k, gsel[p], a, hsel[p], b);
+            snprintf(why, why_len,
+                     "%s (%s kernel): token %zu pair %zu: device (%d, 0x%08x), host (%d, 0x%08x)",
+                     rc->name, variant_name(variant, T), p / K, p % K, gsel[p], a, hsel[p], b);
             goto out;
         }
     if (memcmp(gptrs, hptrs, 3 * np * 8) || memcmp(gscl, hscl, 3 * np * 4)) {
-        snprintf(why, why_len, "%s: the tables differ", rc->name);
+        snprintf(why, why_len, "%s (%s kernel): the tables differ", rc->name,
+                 variant_name(variant, T));
         goto out;
     }
-    if (faults_differ(&f0, &f1, &hf, rc->name, why, why_len))
+    if (check_faults && faults_differ(&f0, &f1, &hf, rc->name, why, why_len))
         goto out;
     bad = 0;
 out:;
-    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl};
-    free_buffers(eng, bufs, 5);
+    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap};
+    free_buffers(eng, bufs, 7);
     free(logits), free(hsel), free(gsel), free(hselw), free(gselw);
-    free(hscl), free(gscl), free(hptrs), free(gptrs);
+    free(hscl), free(gscl), free(hptrs), free(gptrs), free(in);
     return bad;
 }
 
@@ -267,12 +297,15 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
             snprintf(report->first_failure, sizeof report->first_failure,
                      "random batch %d (2^16 pairs, special floats): %.180s", k, why);
     }
-    /* The routing gate: every routing case, 256 tokens with edge logits. */
-    for (size_t i = 0; i < N_ROUTE_CASES; i++) {
+    /* The routing gate: every routing case, 64 tokens with edge logits
+     * through each of the two kernels. */
+    for (size_t i = 0; i < 2 * N_ROUTE_CASES; i++) {
+        const size_t ci = i / 2;
         report->cases++;
-        report->entries += 256ull * route_cases[i].spec.top_k * 8;
-        const int bad = memra_route_case_check(eng, i, 256, 0x70a7e + i, 1, 6 + (int)(i % 2), 1,
-                                               own, why, sizeof why);
+        report->entries += 64ull * (route_cases[ci].spec.top_k + route_cases[ci].spec.n_shared) * 8;
+        const int variant = i % 2 ? MEMRA_ROUTE_VARIANT_WARP : MEMRA_ROUTE_VARIANT_BLOCK;
+        const int bad = memra_route_case_check(eng, ci, 64, 0x70a7e + ci, 1, 6 + (int)(i % 2), 1,
+                                               variant, 1, own, why, sizeof why);
         if (bad < 0)
             return memra_fail((memra_status)-bad, "%s: %s", fn, why);
         if (bad && !report->failed++)
@@ -282,7 +315,7 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
      * check's, not the serving process's. */
     memra_faults after;
     if (before.bad_expert == 0 && before.nonfinite == 0 && before.first_pair == MEMRA_NO_FAULT &&
-        (st = memra_engine_faults(eng, own, &after, 1)))
+        before.not_local == 0 && (st = memra_engine_faults(eng, own, &after, 1)))
         return st;
     if (report->failed)
         return memra_fail(MEMRA_ERR_SELF_CHECK, "%s: %u of %u cases differ from the host arm: %s",

@@ -54,11 +54,14 @@ int memra_random_case_make(memra_random_case *r, uint64_t *seed, uint32_t n, uin
 void memra_random_case_free(memra_random_case *r);
 
 /* Routing case i (route_cases.h) for n_tokens tokens of logits from `seed`
- * (edge values when `edges`), device arm against host arm: sel, selw, the
- * tables and the faults, bit for bit; the planes and bias on layer il (a
- * scratch slot with `scratch`).
- * Returns as memra_case_check. */
+ * (edge values when `edges`), device arm (the kernel `variant` picks, a
+ * MEMRA_ROUTE_VARIANT_*) against host arm: sel, selw, the tables and the
+ * faults (check_faults = 0 when other threads launch on the engine too),
+ * bit for bit; the planes and bias on layer il (a scratch slot with
+ * `scratch`), a bias read in place and an expert map in device buffers of
+ * their own. Returns as memra_case_check. */
 int memra_route_case_check(memra_engine *eng, size_t i, uint32_t n_tokens, uint64_t seed, int edges,
-                           int il, int scratch, memra_stream stream, char *why, size_t why_len);
+                           int il, int scratch, int variant, int check_faults, memra_stream stream,
+                           char *why, size_t why_len);
 
 #endif /* MEMRA_SELF_CHECK_H */

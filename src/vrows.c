@@ -3,6 +3,7 @@
 #include "error.h"
 #include "launch.h"
 #include "validate.h"
+#include "vrows_abi.h"
 
 /* The context, what the stream meets, the loaded kernel: refused where the
  * launch would join another stream's capture. */
@@ -48,18 +49,17 @@ memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_exp
     return st;
 }
 
-memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr sel,
-                                memra_devptr selw, uint32_t n_pairs, uint32_t n_expert, int il,
-                                int scratch, const memra_vrows_macros *macros,
-                                const memra_vrows_slabs *slabs, memra_devptr ptrs, memra_devptr scl,
-                                memra_stream stream)
+/* Every table launch after the public checks: the planes (n_slots floats
+ * each, the layer's local experts) mirrored on il, then one launch. */
+static memra_status tables(memra_engine *eng, const char *fn, memra_devptr sel, memra_devptr selw,
+                           uint32_t n_pairs, uint32_t n_expert, int il, int scratch,
+                           const memra_vrows_macros *macros, int present,
+                           const memra_vrows_slabs *slabs, const memra_vrows_options *opt,
+                           uint32_t n_slots, memra_devptr ptrs, memra_devptr scl,
+                           memra_stream stream)
 {
-    if (!eng)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
-    int present;
-    memra_status st =
-        memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl, &present);
-    if (st || (present && (st = memra_check_layer(fn, il, scratch))))
+    memra_status st;
+    if (present && (st = memra_check_layer(fn, il, scratch)))
         return st;
     CUstream s = (CUstream)stream;
     memra_call c;
@@ -81,26 +81,51 @@ memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr 
         .ptrs = ptrs,
         .scl = scl,
         .faults = eng->faults,
+        .map = opt ? opt->expert_map : 0,
+        .n_local = opt ? opt->n_local : 0,
+        .n_shared = opt ? opt->n_shared : 0,
     };
     if (present) {
         CUdeviceptr planes;
         if ((st = memra_mirror_get(&c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_VROWS, scratch),
-                                   n_expert, macros->plane, 3, s, &planes)))
+                                   n_slots, macros->plane, 3, s, &planes)))
             goto done;
-        a.mg = memra_mirror_plane(planes, n_expert, 0);
-        a.mu = memra_mirror_plane(planes, n_expert, 1);
-        a.md = memra_mirror_plane(planes, n_expert, 2);
+        a.mg = memra_mirror_plane(planes, n_slots, 0);
+        a.mu = memra_mirror_plane(planes, n_slots, 1);
+        a.md = memra_mirror_plane(planes, n_slots, 2);
     }
-    size_t size = sizeof a;
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &a, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     CU_LAUNCH_PARAM_END};
-    const unsigned grid = memra_vrows_grid(n_pairs);
-    CUresult r = eng->d->cuLaunchKernel(f, grid, 1, 1, MEMRA_VROWS_BLOCK, 1, 1, 0, s, NULL, extra);
-    if (r != CUDA_SUCCESS)
-        st = memra_cu_fail(eng->d, r, MEMRA_ERR_DRIVER, fn, "cuLaunchKernel");
+    st = memra_launch(eng, fn, f, memra_vrows_grid(n_pairs), MEMRA_VROWS_BLOCK, &a, sizeof a, s);
 done:
     memra_call_leave(&c);
     return st;
+}
+
+memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr sel,
+                                memra_devptr selw, uint32_t n_pairs, uint32_t n_expert, int il,
+                                int scratch, const memra_vrows_macros *macros,
+                                const memra_vrows_slabs *slabs, const memra_vrows_options *options,
+                                memra_devptr ptrs, memra_devptr scl, memra_stream stream)
+{
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    int present;
+    memra_status st;
+    uint32_t n_slots = n_expert;
+    if (!options) {
+        st = memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl,
+                                  &present);
+    } else {
+        st = memra_vrows_validate_ex(fn, sel, selw, n_pairs, n_expert, options, macros, slabs, ptrs,
+                                     scl, &present);
+        if (!st && n_pairs == 0)
+            return MEMRA_OK;
+        if (!st)
+            memra_vrows_options_check(fn, "options->", n_expert, options, &n_slots);
+    }
+    if (st)
+        return st;
+    return tables(eng, fn, sel, selw, n_pairs, n_expert, il, scratch, macros, present, slabs,
+                  options, n_slots, ptrs, scl, stream);
 }
 
 memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel, memra_devptr selw,
@@ -110,5 +135,17 @@ memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel
                                              memra_devptr scl, memra_stream stream)
 {
     return memra_vrows_launch(eng, "memra_moe_vrows_tables_from_sel", sel, selw, n_pairs, n_expert,
-                              il, 0, macros, slabs, ptrs, scl, stream);
+                              il, 0, macros, slabs, NULL, ptrs, scl, stream);
+}
+
+memra_status memra_moe_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                       uint32_t n_pairs, uint32_t n_expert, int il,
+                                       const memra_vrows_macros *macros,
+                                       const memra_vrows_slabs *slabs,
+                                       const memra_vrows_options *options, memra_devptr ptrs,
+                                       memra_devptr scl, memra_stream stream)
+{
+    static const memra_vrows_options none = {0, 0, 0};
+    return memra_vrows_launch(eng, "memra_moe_vrows_tables_ex", sel, selw, n_pairs, n_expert, il, 0,
+                              macros, slabs, options ? options : &none, ptrs, scl, stream);
 }

@@ -14,14 +14,17 @@ typedef struct memra_vrows_args {
     uint64_t sg, su, sd;
     uint32_t n_pairs, n_expert;
     uint64_t ptrs, scl, faults;
+    uint64_t map; /* memra_vrows_options: 0, 0, 0 without */
+    uint32_t n_local, n_shared;
 } memra_vrows_args;
 
-_Static_assert(sizeof(memra_vrows_args) == 120, "kernel parameter block is 120 bytes");
+_Static_assert(sizeof(memra_vrows_args) == 136, "kernel parameter block is 136 bytes");
 _Static_assert(offsetof(memra_vrows_args, n_pairs) == 88, "n_pairs at 88");
 _Static_assert(offsetof(memra_vrows_args, ptrs) == 96, "ptrs at 96");
+_Static_assert(offsetof(memra_vrows_args, map) == 120, "map at 120");
 
 #define MEMRA_VROWS_BLOCK 256u
-#define MEMRA_VROWS_NPARAMS 16
+#define MEMRA_VROWS_NPARAMS 19
 #define MEMRA_VROWS_KERNEL "memra_vrows_tables"
 
 /* memra_faults_take's parameter block: the fault word's address and the

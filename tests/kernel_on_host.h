@@ -1,13 +1,17 @@
-/* Runs the real kernel source (kernels_src/vrows.cu, route_math.cuh,
- * route.cu) on the host, so the mock driver can execute exactly the launch
- * the library handed to cuLaunchKernel. The table kernel runs one
- * (block, thread) at a time; the routing kernel, which works by warps, runs
- * each block's threads as POSIX threads, with a barrier per warp standing in
- * for the warp's lockstep (__syncwarp and the shuffles exchange through it). */
+/* Runs the real kernel source (kernels_src/vrows_pair.cuh, vrows.cu,
+ * route_math.cuh, route.cu) on the host, so the mock driver can execute
+ * exactly the launch the library handed to cuLaunchKernel(Ex). The table
+ * kernel runs one (block, thread) at a time; the routing kernels, which work
+ * by warps and blocks, run each block's threads as coroutines, with a
+ * barrier per warp standing in for the warp's lockstep (__syncwarp and the
+ * shuffles exchange through it) and one per block for __syncthreads.
+ * Shared memory is the kernels' static arrays: one block runs at a time. */
 #ifndef MEMRA_KERNEL_ON_HOST_H
 #define MEMRA_KERNEL_ON_HOST_H
 
 #include <pthread.h>
+#include <stdio.h>
+#include <ucontext.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +31,7 @@ static inline float host_mul_rn(float a, float b)
     volatile float r = a * b;
     return r;
 }
-/* Real atomics: the routing kernel's lanes run at once. */
+/* Real atomics: other streams' kernels may run in other host threads. */
 static inline memra_u32 atomicAdd(memra_u32 *a, memra_u32 v)
 {
     return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
@@ -44,19 +48,68 @@ static inline memra_u32 atomicMin(memra_u32 *a, memra_u32 v)
     return o;
 }
 
+/* The routing kernels' threads run as coroutines of one host thread
+ * (ucontext): a thread runs until it reaches a barrier, then the next one
+ * runs. Deterministic, and fast enough for blocks of 1024 threads where an
+ * OS thread each was not (the mock runs thousands of blocks). */
+#define HOST_MAX_WARPS 32
+#define HOST_MAX_THREADS (32 * HOST_MAX_WARPS)
+typedef struct host_barrier {
+    unsigned count, arrived, gen;
+} host_barrier;
 /* One warp's lockstep: every collective is "write mine, wait, read, wait". */
 typedef struct host_warp {
-    pthread_barrier_t bar;
+    host_barrier bar;
     float f[32];
     int i[32];
 } host_warp;
-static host_warp host_warps[MEMRA_ROUTE_BLOCK / 32];
+static host_warp host_warps[HOST_MAX_WARPS];
+/* The block's barrier and its __syncthreads_or exchange. */
+static host_barrier host_block_bar;
+static int host_block_flags[HOST_MAX_THREADS];
+static ucontext_t host_sched_ctx, host_thread_ctx[HOST_MAX_THREADS];
+static unsigned host_current;
+/* Arrivals, barrier releases and returns: a round of the scheduler with none
+ * is a deadlock (threads waiting at barriers the others never reach). */
+static unsigned long host_progress;
 #define HOST_WARP (&host_warps[threadIdx.x >> 5])
 #define HOST_LANE (threadIdx.x & 31u)
 
+static inline void host_yield(void)
+{
+    if (swapcontext(&host_thread_ctx[host_current], &host_sched_ctx) != 0)
+        abort();
+}
+static inline void host_barrier_wait(host_barrier *b)
+{
+    const unsigned gen = b->gen;
+    host_progress++;
+    if (++b->arrived == b->count) {
+        b->arrived = 0;
+        b->gen++;
+        return;
+    }
+    while (b->gen == gen)
+        host_yield();
+}
+
 static inline void memra_warp_sync(void)
 {
-    pthread_barrier_wait(&HOST_WARP->bar);
+    host_barrier_wait(&HOST_WARP->bar);
+}
+static inline void memra_block_sync(void)
+{
+    host_barrier_wait(&host_block_bar);
+}
+static inline int memra_block_or(int p)
+{
+    host_block_flags[threadIdx.x] = p;
+    memra_block_sync();
+    int any = 0;
+    for (unsigned t = 0; t < blockDim.x; t++)
+        any |= host_block_flags[t] != 0;
+    memra_block_sync();
+    return any;
 }
 static inline int memra_warp_any(int p)
 {
@@ -68,6 +121,17 @@ static inline int memra_warp_any(int p)
         any |= w->i[l] != 0;
     memra_warp_sync();
     return any;
+}
+static inline memra_u32 memra_warp_ballot(int p)
+{
+    host_warp *w = HOST_WARP;
+    w->i[HOST_LANE] = p;
+    memra_warp_sync();
+    memra_u32 m = 0;
+    for (int l = 0; l < 32; l++)
+        m |= (memra_u32)(w->i[l] != 0) << l;
+    memra_warp_sync();
+    return m;
 }
 static inline float memra_shfl_f(float v, int src)
 {
@@ -81,6 +145,15 @@ static inline float memra_shfl_f(float v, int src)
 static inline float memra_shfl_xor_f(float v, int off)
 {
     return memra_shfl_f(v, (int)(HOST_LANE ^ (unsigned)off));
+}
+static inline memra_u32 memra_shfl_xor_u(memra_u32 v, int off)
+{
+    host_warp *w = HOST_WARP;
+    w->i[HOST_LANE] = (int)v;
+    memra_warp_sync();
+    const memra_u32 r = (memra_u32)w->i[HOST_LANE ^ (unsigned)off];
+    memra_warp_sync();
+    return r;
 }
 
 static inline memra_u32 memra_warp_max_u32(memra_u32 x)
@@ -117,22 +190,38 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 #define memra_add_rn(a, b) ((a) + (b))
 #define memra_sub_rn(a, b) ((a) - (b))
 #define memra_div_rn(a, b) ((a) / (b))
+#define memra_grid_wait() ((void)0)
+#define memra_grid_launch_dependents() ((void)0)
+#include "vrows_pair.cuh"
 #include "vrows.cu"
 #include "route_math.cuh"
 #include "route.cu"
+
+/* The kernels' flags are the launcher's. */
+_Static_assert(MEMRA_RF_SIGMOID == MEMRA_ROUTE_FLAG_SIGMOID &&
+                   MEMRA_RF_BF16 == MEMRA_ROUTE_FLAG_BF16 &&
+                   MEMRA_RF_RENORM == MEMRA_ROUTE_FLAG_RENORM &&
+                   MEMRA_RF_F16 == MEMRA_ROUTE_FLAG_F16 &&
+                   MEMRA_RF_BIAS_BF16 == MEMRA_ROUTE_FLAG_BIAS_BF16 &&
+                   MEMRA_RF_GROUP_MAX == MEMRA_ROUTE_FLAG_GROUP_MAX &&
+                   MEMRA_RF_NO_TABLES == MEMRA_ROUTE_FLAG_NO_TABLES,
+               "route.cu's flags are route_abi.h's");
 
 /* Executes a grid of the table kernel with arguments decoded from the raw
  * parameter buffer at the offsets NVRTC assigns (natural alignment). */
 static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, host_dim3 block)
 {
-    uint64_t q[11], ptrs, scl, faults;
-    uint32_t n_pairs, n_expert;
+    uint64_t q[11], ptrs, scl, faults, map;
+    uint32_t n_pairs, n_expert, n_local, n_shared;
     memcpy(q, buf, sizeof q);
     memcpy(&n_pairs, buf + 88, 4);
     memcpy(&n_expert, buf + 92, 4);
     memcpy(&ptrs, buf + 96, 8);
     memcpy(&scl, buf + 104, 8);
     memcpy(&faults, buf + 112, 8);
+    memcpy(&map, buf + 120, 8);
+    memcpy(&n_local, buf + 128, 4);
+    memcpy(&n_shared, buf + 132, 4);
     blockDim = block;
     gridDim = grid;
     for (blockIdx.x = 0; blockIdx.x < grid.x; blockIdx.x++)
@@ -141,7 +230,8 @@ static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, h
                                (const float *)(uintptr_t)q[2], (const float *)(uintptr_t)q[3],
                                (const float *)(uintptr_t)q[4], q[5], q[6], q[7], q[8], q[9], q[10],
                                n_pairs, n_expert, (memra_u64 *)(uintptr_t)ptrs,
-                               (float *)(uintptr_t)scl, (memra_u32 *)(uintptr_t)faults);
+                               (float *)(uintptr_t)scl, (memra_u32 *)(uintptr_t)faults,
+                               (const int *)(uintptr_t)map, n_local, n_shared);
 }
 
 /* memra_faults_take from its parameter block (the fault word's address and
@@ -154,52 +244,98 @@ static inline void run_take_on_host(const unsigned char *buf)
     memra_faults_take((memra_u32 *)(uintptr_t)faults, (memra_u32 *)(uintptr_t)out);
 }
 
-typedef struct host_route_lane {
-    memra_route_args a;
-    host_dim3 block_idx, block_dim, grid_dim;
-    unsigned thread;
-    int tables;
-} host_route_lane;
+static const memra_route_args *host_route_a;
+static int host_route_block_kernel;
+static unsigned char host_route_done[HOST_MAX_THREADS];
 
-static void *host_route_lane_main(void *arg)
+static void host_route_thread_main(void)
 {
-    const host_route_lane *l = arg;
-    const memra_route_args *a = &l->a;
-    blockIdx = l->block_idx, blockDim = l->block_dim, gridDim = l->grid_dim;
-    threadIdx = (host_dim3){l->thread, 0, 0};
-    (l->tables ? memra_route_tables : memra_route_topk)(
-        (const void *)(uintptr_t)a->logits, (const float *)(uintptr_t)a->bias,
+    const memra_route_args *a = host_route_a;
+    (host_route_block_kernel ? memra_route_tables_block : memra_route_tables)(
+        (const void *)(uintptr_t)a->logits, (const void *)(uintptr_t)a->bias,
         (const float *)(uintptr_t)a->mg, (const float *)(uintptr_t)a->mu,
         (const float *)(uintptr_t)a->md, a->pg, a->pu, a->pd, a->sg, a->su, a->sd,
         (int *)(uintptr_t)a->sel, (float *)(uintptr_t)a->selw, (memra_u64 *)(uintptr_t)a->ptrs,
-        (float *)(uintptr_t)a->scl, (memra_u32 *)(uintptr_t)a->faults, a->n_tokens, a->n_expert,
-        a->top_k, a->n_group, a->topk_group, a->flags, a->scale);
-    return NULL;
+        (float *)(uintptr_t)a->scl, (memra_u32 *)(uintptr_t)a->faults,
+        (const int *)(uintptr_t)a->map, a->n_tokens, a->n_expert, a->top_k, a->n_group,
+        a->topk_group, a->flags, a->n_local, a->n_shared, a->scale, a->shared_weight);
+    host_route_done[host_current] = 1;
+    host_progress++;
+    /* returning resumes uc_link: the scheduler */
 }
 
-/* Executes a grid of a routing kernel (tables = 1: memra_route_tables, 0:
- * memra_route_topk), a block at a time, its threads at once. */
-static inline void run_route_on_host(const unsigned char *buf, size_t size, host_dim3 grid,
-                                     host_dim3 block, int tables)
+/* Thread t's context, to start at the kernel on its own stack. */
+static __attribute__((noinline)) void host_prepare(unsigned t, void *stack, size_t size)
 {
-    host_route_lane lanes[MEMRA_ROUTE_BLOCK];
-    pthread_t th[MEMRA_ROUTE_BLOCK];
+    host_route_done[t] = 0;
+    if (getcontext(&host_thread_ctx[t]) != 0)
+        abort();
+    host_thread_ctx[t].uc_stack.ss_sp = stack;
+    host_thread_ctx[t].uc_stack.ss_size = size;
+    host_thread_ctx[t].uc_link = &host_sched_ctx;
+    makecontext(&host_thread_ctx[t], host_route_thread_main, 0);
+}
+
+/* Resumes thread t until its next barrier or its return (apart, so that no
+ * caller's local lives across swapcontext's second return). */
+static __attribute__((noinline)) void host_resume(unsigned t)
+{
+    host_current = t;
+    threadIdx = (host_dim3){t, 0, 0};
+    if (swapcontext(&host_sched_ctx, &host_thread_ctx[t]) != 0)
+        abort();
+}
+
+/* Executes a grid of a routing kernel (block_kernel = 1:
+ * memra_route_tables_block, 0: memra_route_tables), a block at a time, its
+ * threads as coroutines switched at every barrier. */
+static inline void run_route_on_host(const unsigned char *buf, size_t size, host_dim3 grid,
+                                     host_dim3 block, int block_kernel)
+{
+    /* One grid at a time: shared memory, the barriers and the stacks are
+     * the process's. */
+    static pthread_mutex_t one_grid = PTHREAD_MUTEX_INITIALIZER;
+    enum { STACK = 64 * 1024 };
+    static unsigned char *stacks;
+    pthread_mutex_lock(&one_grid);
+    if (!stacks && !(stacks = malloc((size_t)HOST_MAX_THREADS * STACK)))
+        abort();
     memra_route_args a;
     memset(&a, 0, sizeof a);
     memcpy(&a, buf, size);
-    for (unsigned w = 0; w < MEMRA_ROUTE_BLOCK / 32; w++)
-        pthread_barrier_init(&host_warps[w].bar, NULL, 32);
+    if (block.x == 0 || block.x % 32 || block.x > HOST_MAX_THREADS)
+        abort();
+    host_route_a = &a;
+    host_route_block_kernel = block_kernel;
+    const unsigned n = block.x;
+    blockDim = block, gridDim = grid;
     for (unsigned b = 0; b < grid.x; b++) {
-        for (unsigned t = 0; t < block.x; t++) {
-            lanes[t] = (host_route_lane){a, {b, 0, 0}, block, grid, t, tables};
-            if (pthread_create(&th[t], NULL, host_route_lane_main, &lanes[t]) != 0)
+        blockIdx = (host_dim3){b, 0, 0};
+        for (unsigned w = 0; w < n / 32; w++)
+            host_warps[w].bar = (host_barrier){32, 0, 0};
+        host_block_bar = (host_barrier){n, 0, 0};
+        for (unsigned t = 0; t < n; t++)
+            host_prepare(t, stacks + (size_t)t * STACK, STACK);
+        /* Round robin until every thread has returned. */
+        for (unsigned left = n; left;) {
+            const unsigned long before = host_progress;
+            left = 0;
+            for (unsigned t = 0; t < n; t++) {
+                if (host_route_done[t])
+                    continue;
+                host_resume(t);
+                left += !host_route_done[t];
+            }
+            if (left && host_progress == before) {
+                fprintf(stderr,
+                        "kernel_on_host: block %u of a routing kernel deadlocked at a "
+                        "barrier (%u threads waiting)\n",
+                        b, left);
                 abort();
+            }
         }
-        for (unsigned t = 0; t < block.x; t++)
-            pthread_join(th[t], NULL);
     }
-    for (unsigned w = 0; w < MEMRA_ROUTE_BLOCK / 32; w++)
-        pthread_barrier_destroy(&host_warps[w].bar);
+    pthread_mutex_unlock(&one_grid);
 }
 
 #endif /* MEMRA_KERNEL_ON_HOST_H */

@@ -122,7 +122,7 @@ static alloc_rec *recycled; /* freed device blocks, with mock.recycle_memory */
 static int gen;
 static unsigned long long ctx_id[8], next_ctx_id = 100;
 static int fake_ctx[8];
-static char fn_vrows, fn_take, fn_route, fn_topk;
+static char fn_vrows, fn_take, fn_route, fn_route_block;
 
 /* Counts the call and says whether it is the one chosen to fail. */
 static int failing(int idx)
@@ -315,7 +315,8 @@ static void execute(const op *o)
         } else if (!mock.drop_route_launches) {
             /* The lanes run as threads, unlocked: they take no mock lock. */
             pthread_mutex_unlock(&mu);
-            run_route_on_host(o->l.args, o->l.args_size, g, b, o->l.f == (CUfunction)&fn_route);
+            run_route_on_host(o->l.args, o->l.args_size, g, b,
+                              o->l.f == (CUfunction)&fn_route_block);
             pthread_mutex_lock(&mu);
         }
         break;
@@ -1033,8 +1034,8 @@ static CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
         *f = (CUfunction)&fn_take;
     else if (strcmp(name, MEMRA_ROUTE_KERNEL) == 0)
         *f = (CUfunction)&fn_route;
-    else if (strcmp(name, MEMRA_ROUTE_TOPK_KERNEL) == 0)
-        *f = (CUfunction)&fn_topk;
+    else if (strcmp(name, MEMRA_ROUTE_BLOCK_KERNEL) == 0)
+        *f = (CUfunction)&fn_route_block;
     else
         return CUDA_ERROR_NOT_FOUND;
     return CUDA_SUCCESS;
@@ -1053,13 +1054,13 @@ static CUresult launch(mock_launch *l)
     return enqueue(f, o);
 }
 
-static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                 unsigned by, unsigned bz, unsigned shmem, CUstream s,
-                                 void **params, void **extra)
+/* Checks a launch as the real driver would see it and queues it. */
+static CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                               void **extra, int pdl)
 {
-    ENTER_CU(cuLaunchKernel);
     assert_true(f == (CUfunction)&fn_vrows || f == (CUfunction)&fn_take ||
-                f == (CUfunction)&fn_route || f == (CUfunction)&fn_topk);
+                f == (CUfunction)&fn_route || f == (CUfunction)&fn_route_block);
     assert_null(params);
     assert_non_null(extra);
     /* The parameter block must be exactly the kernel's: a narrowed field
@@ -1083,16 +1084,52 @@ static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
         assert_int_equal(gx * bx, 1);
     } else {
         assert_int_equal(*size, MEMRA_ROUTE_PARAM_BYTES);
-        assert_int_equal(bx, MEMRA_ROUTE_BLOCK);
+        memra_route_args a;
+        memcpy(&a, buf, sizeof a);
+        if (f == (CUfunction)&fn_route) {
+            assert_int_equal(bx, MEMRA_ROUTE_BLOCK);
+            assert_int_equal(gx, memra_route_grid(a.n_tokens));
+        } else { /* a block of whole warps per token, a thread per expert */
+            assert_int_equal(bx, memra_route_block_threads(a.n_expert));
+            assert_int_equal(gx, a.n_tokens);
+        }
     }
     assert_int_equal(gy, 1);
     assert_int_equal(gz, 1);
     assert_int_equal(by, 1);
     assert_int_equal(bz, 1);
     assert_int_equal(shmem, 0);
-    mock_launch l = {f, {gx, gy, gz}, {bx, by, bz}, {0}, *size, s};
+    mock_launch l = {f, {gx, gy, gz}, {bx, by, bz}, {0}, *size, s, pdl};
     memcpy(l.args, buf, *size);
     LOCKED(launch(&l));
+}
+
+static CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned shmem, CUstream s,
+                                 void **params, void **extra)
+{
+    ENTER_CU(cuLaunchKernel);
+    return checked_launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0);
+}
+
+/* Only the attribute memra uses is known: programmatic stream
+ * serialization, which the mock records (its streams run in order anyway,
+ * the strongest order PDL allows). */
+static CUresult m_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params,
+                                   void **extra)
+{
+    ENTER_CU(cuLaunchKernelEx);
+    assert_non_null(c);
+    int pdl = 0;
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            fail_msg("unexpected launch attribute %d", (int)c->attrs[i].id);
+        pdl = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+    }
+    if (pdl)
+        mock.pdl_launches++;
+    return checked_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                          c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, pdl);
 }
 static CUresult m_cuGetErrorName(CUresult r, const char **s)
 {
@@ -1386,6 +1423,7 @@ void mock_install(void)
     SET(cuModuleUnload)
     SET(cuModuleGetFunction)
     SET(cuLaunchKernel)
+    SET(cuLaunchKernelEx)
     SET(cuGetErrorName)
     SET(cuGetErrorString)
     /* clang-format on */

@@ -32,6 +32,7 @@ typedef struct mock_launch {
     unsigned char args[192];
     size_t args_size;
     CUstream stream;
+    int pdl; /* launched with programmatic stream serialization */
 } mock_launch;
 
 typedef enum {
@@ -77,6 +78,7 @@ typedef struct mock_state {
     _Atomic int capture_violations; /* unsafe calls refused because of a capture */
     _Atomic int stale_uses;         /* handles used after a context reset */
     _Atomic int launches;
+    _Atomic int pdl_launches; /* cuLaunchKernelEx with programmatic serialization */
     mock_launch last;
 } mock_state;
 

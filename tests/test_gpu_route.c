@@ -1,7 +1,10 @@
 /* Routing on a real GPU: device against host arm, bit for bit, for 2^20
  * tokens of every routing configuration (half of them with edge-value
- * logits); a CUDA graph replayed with new logits; the kernel's parameter
- * layout. Exits 77 (skipped) where no CUDA device exists. */
+ * logits, half through each kernel), crafted ties; a CUDA graph replayed
+ * with new logits, with and without programmatic dependent launch; the
+ * table kernel with an expert map and shared experts; the kernels'
+ * parameter layout. Exits 77 (skipped) where no CUDA device exists. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,6 +12,7 @@
 
 #include "engine.h"
 #include "gate_cases.h"
+#include "route.h"
 #include "route_abi.h"
 #include "route_cases.h"
 #include "self_check.h"
@@ -40,51 +44,203 @@ static void test_route_param_layout(void **state)
     (void)state;
     if (!drv->cuFuncGetParamInfo)
         skip();
-    static const size_t off[MEMRA_ROUTE_NPARAMS] = {0,   8,   16,  24,  32,  40,  48,  56,
-                                                    64,  72,  80,  88,  96,  104, 112, 120,
-                                                    128, 132, 136, 140, 144, 148, 152};
     CUfunction fns[2] = {atomic_load(&eng->kernel[MEMRA_KERNEL_ROUTE]),
-                         atomic_load(&eng->kernel[MEMRA_KERNEL_ROUTE_TOPK])};
-    for (int k = 0; k < 2; k++)
+                         atomic_load(&eng->kernel[MEMRA_KERNEL_ROUTE_BLOCK])};
+    for (int k = 0; k < 2; k++) {
         for (int i = 0; i < MEMRA_ROUTE_NPARAMS; i++) {
             size_t o = 0, sz = 0;
             assert_int_equal(drv->cuFuncGetParamInfo(fns[k], (size_t)i, &o, &sz), CUDA_SUCCESS);
-            assert_int_equal(o, off[i]);
-            assert_int_equal(sz, i < 16 ? 8 : 4);
+            assert_int_equal(o, i < 17 ? 8 * (size_t)i : 136 + 4 * (size_t)(i - 17));
+            assert_int_equal(sz, i < 17 ? 8 : 4);
         }
+        size_t o, sz;
+        assert_int_not_equal(drv->cuFuncGetParamInfo(fns[k], MEMRA_ROUTE_NPARAMS, &o, &sz),
+                             CUDA_SUCCESS);
+    }
 }
 
-/* 2^20 tokens per configuration, in chunks of 2^17. */
+/* 2^20 tokens per configuration, in chunks of 2^17: half through each
+ * kernel, half of each with edge values. The host arm is the slow side: one
+ * thread per configuration, the faults compared in the small batches below
+ * (the fault word is the engine's, shared by the threads). */
+typedef struct million {
+    size_t ci;
+    int failed;
+    char why[512];
+} million;
+
+static void *million_main(void *arg)
+{
+    million *m = arg;
+    memra_stream own;
+    memra_engine_stream(eng, &own);
+    for (int chunk = 0; chunk < 8 && !m->failed; chunk++) {
+        const int v = chunk & 2 ? MEMRA_ROUTE_VARIANT_WARP : MEMRA_ROUTE_VARIANT_BLOCK;
+        m->failed =
+            memra_route_case_check(eng, m->ci, 1u << 17, 1000 * m->ci + (uint64_t)chunk, chunk & 1,
+                                   40 + (int)m->ci, 0, v, 0, own, m->why, sizeof m->why) != 0;
+    }
+    return NULL;
+}
+
 static void test_million_tokens_every_config(void **state)
+{
+    (void)state;
+    million m[N_ROUTE_CASES];
+    pthread_t th[N_ROUTE_CASES];
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        m[ci] = (million){ci, 0, ""};
+        assert_int_equal(pthread_create(&th[ci], NULL, million_main, &m[ci]), 0);
+    }
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
+        pthread_join(th[ci], NULL);
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        if (m[ci].failed)
+            fail_msg("%s: %s", route_cases[ci].name, m[ci].why);
+        printf("routing %-90s 2^20 tokens exact\n", route_cases[ci].name);
+    }
+}
+
+/* Small batches, faults included, each kernel and memra's own choice. */
+static void test_small_batches_with_faults(void **state)
 {
     (void)state;
     memra_stream own;
     memra_engine_stream(eng, &own);
     char why[512];
-    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
-        for (int chunk = 0; chunk < 8; chunk++) {
-            const int r = memra_route_case_check(eng, ci, 1u << 17, 1000 * ci + (uint64_t)chunk,
-                                                 chunk & 1, 40 + (int)ci, 0, own, why, sizeof why);
-            if (r)
-                fail_msg("%s, chunk %d: %s", route_cases[ci].name, chunk, why);
-        }
-        printf("routing %-72s 2^20 tokens exact\n", route_cases[ci].name);
-    }
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
+        for (uint32_t T = 1; T <= 1024; T *= 4)
+            for (int v = MEMRA_ROUTE_VARIANT_AUTO; v <= MEMRA_ROUTE_VARIANT_WARP; v++)
+                if (memra_route_case_check(eng, ci, T, 77 * ci + T, 1, 40 + (int)ci, 0, v, 1, own,
+                                           why, sizeof why))
+                    fail_msg("%s, %u tokens: %s", route_cases[ci].name, T, why);
 }
 
-/* Captured once; each replay routes new logits; every replay exact. */
-static void test_graph_replay_with_new_logits(void **state)
+/* Ties everywhere: inside warps, across warps and groups, every expert. */
+static void test_crafted_ties(void **state)
 {
     (void)state;
+    memra_route_spec s;
+    memset(&s, 0, sizeof s);
+    s.n_expert = 256, s.top_k = 8, s.n_group = 8, s.topk_group = 4;
+    s.scoring = MEMRA_ROUTE_SIGMOID, s.renormalize = 1, s.routed_scaling_factor = 1.0f;
+    const uint32_t T = 6;
+    float logits[6 * 256];
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t e = 0; e < 256; e++)
+            logits[t * 256 + e] = t == 0   ? 0.5f
+                                  : t == 1 ? (float)(e % 3)
+                                  : t == 2 ? (e % 32 < 2 ? 3.0f : -1.0f)
+                                  : t == 3 ? (e >= 240 ? 2.0f : 1.0f)
+                                  : t == 4 ? (e == 0 || e == 255 ? 9.0f : 9.0f - 1e-6f)
+                                           : -0.0f;
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    memra_devptr dl, dsel, dselw, dptrs, dscl;
+    assert_int_equal(memra_alloc(eng, sizeof logits, &dl), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4 * 48, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4 * 48, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 24 * 48, &dptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 12 * 48, &dscl), MEMRA_OK);
+    assert_int_equal(memra_copy_htod(eng, dl, logits, sizeof logits), MEMRA_OK);
+    memra_stream own;
+    memra_engine_stream(eng, &own);
+    for (int g = 0; g < 2; g++)
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
+            s.group_scoring = (memra_group_scoring)g;
+            memra_route_variant = v;
+            assert_int_equal(
+                memra_moe_route_tables(eng, dl, T, &s, 0, NULL, &sl, dsel, dselw, dptrs, dscl, own),
+                MEMRA_OK);
+            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+            int32_t gsel[48], hsel[48];
+            float gw[48], hw[48], gscl[144], hscl[144];
+            uint64_t gp[144], hp[144];
+            assert_int_equal(memra_download_i32_async(eng, gsel, dsel, 48, own), MEMRA_OK);
+            assert_int_equal(memra_download_f32_async(eng, gw, dselw, 48, own), MEMRA_OK);
+            assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 144, own), MEMRA_OK);
+            assert_int_equal(memra_download_f32_async(eng, gscl, dscl, 144, own), MEMRA_OK);
+            assert_int_equal(memra_sync(eng, own), MEMRA_OK);
+            memra_route_tables_host(logits, T, &s, NULL, &sl, hsel, hw, hp, hscl, NULL);
+            assert_memory_equal(gsel, hsel, sizeof gsel);
+            assert_memory_equal(gw, hw, sizeof gw);
+            assert_memory_equal(gp, hp, sizeof gp);
+            assert_memory_equal(gscl, hscl, sizeof gscl);
+        }
+    memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
+    memra_free(eng, dptrs), memra_free(eng, dscl);
+}
+
+/* The table kernel with a device expert map, shared experts and map values
+ * out of range, against memra_vrows_tables_host_ex: tables and faults. */
+static void test_tables_ex_expert_map(void **state)
+{
+    (void)state;
+    const uint32_t E = 256, n_pairs = 1u << 16, n_local = 32, n_shared = 2, n_slots = 34;
+    int32_t map[256];
+    int32_t *sel = malloc(4 * n_pairs);
+    float *selw = malloc(4 * n_pairs), planes[3 * 34];
+    uint64_t *hp = malloc(24 * (size_t)n_pairs), *gp = malloc(24 * (size_t)n_pairs);
+    float *hs = malloc(12 * (size_t)n_pairs), *gs = malloc(12 * (size_t)n_pairs);
+    uint64_t seed = 4242;
+    for (uint32_t e = 0; e < E; e++)
+        map[e] = e % 8 == 3 ? (int32_t)(e / 8) : e == 255 ? 40 : -1;
+    for (uint32_t p = 0; p < n_pairs; p++) {
+        const uint64_t r = rng_next(&seed);
+        sel[p] = (int32_t)(r % (E + n_shared + 2)) - 1;
+        selw[p] = rng_bits_float((uint32_t)(r >> 20));
+    }
+    for (uint32_t i = 0; i < 3 * n_slots; i++)
+        planes[i] = 0.125f * (float)(i + 3);
+    const memra_vrows_macros mac = {{planes, planes + n_slots, planes + 2 * n_slots}};
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    memra_devptr dsel, dselw, dptrs, dscl, dmap;
+    assert_int_equal(memra_alloc(eng, 4 * n_pairs, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4 * n_pairs, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 24 * (size_t)n_pairs, &dptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 12 * (size_t)n_pairs, &dscl), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4 * E, &dmap), MEMRA_OK);
+    memra_stream own;
+    memra_engine_stream(eng, &own);
+    assert_int_equal(memra_upload_i32_async(eng, dsel, sel, n_pairs, own), MEMRA_OK);
+    assert_int_equal(memra_upload_f32_async(eng, dselw, selw, n_pairs, own), MEMRA_OK);
+    assert_int_equal(memra_upload_i32_async(eng, dmap, map, E, own), MEMRA_OK);
+    const memra_vrows_options hopt = {(uint64_t)(uintptr_t)map, n_local, n_shared};
+    const memra_vrows_options dopt = {dmap, n_local, n_shared};
+    memra_faults f0, f1, hf;
+    assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
+    assert_int_equal(memra_moe_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 78, &mac, &sl, &dopt,
+                                               dptrs, dscl, own),
+                     MEMRA_OK);
+    assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 3 * (size_t)n_pairs, own), MEMRA_OK);
+    assert_int_equal(memra_download_f32_async(eng, gs, dscl, 3 * (size_t)n_pairs, own), MEMRA_OK);
+    assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
+    memra_vrows_tables_host_ex(sel, selw, n_pairs, E, &mac, &sl, &hopt, hp, hs, &hf);
+    assert_memory_equal(gp, hp, 24 * (size_t)n_pairs);
+    assert_memory_equal(gs, hs, 12 * (size_t)n_pairs);
+    assert_int_equal(f1.bad_expert, hf.bad_expert);
+    assert_int_equal(f1.nonfinite, hf.nonfinite);
+    assert_int_equal(f1.not_local, hf.not_local);
+    assert_int_equal(f1.first_pair, hf.first_pair);
+    assert_true(hf.not_local > n_pairs / 2);
+    printf("tables with an expert map: %u pairs exact, %u not local, %u bad\n", n_pairs,
+           hf.not_local, hf.bad_expert);
+    memra_free(eng, dsel), memra_free(eng, dselw), memra_free(eng, dptrs);
+    memra_free(eng, dscl), memra_free(eng, dmap);
+    free(sel), free(selw), free(hp), free(gp), free(hs), free(gs);
+}
+
+/* Captured once; each replay routes new logits; every replay exact. With
+ * pdl, the routing node is captured with programmatic dependent launch. */
+static void graph_replay(int pdl, int variant)
+{
     if (!drv->cuStreamBeginCapture)
         skip();
-    const route_case *rc = &route_cases[2]; /* DeepSeek-V3 */
-    memra_route_spec s = rc->spec;
-    float bias[256], planes[3 * 256];
-    route_case_bias(s.n_expert, bias);
-    route_case_planes(s.n_expert, planes);
-    s.bias = bias;
-    const memra_vrows_macros mac = {{planes, planes + 256, planes + 512}};
+    int active;
+    assert_int_equal(memra_engine_set_pdl(eng, pdl, &active), MEMRA_OK);
+    printf("graph replay, PDL %s, %s kernel\n", active ? "in effect" : "off",
+           variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "warp");
+    static route_inputs in;
+    const memra_route_spec s = route_case_inputs(&route_cases[2], &in); /* DeepSeek-V3 */
     const memra_vrows_slabs sl = GATE_SERVING_SLABS;
     const uint32_t T = 64;
     const size_t np = (size_t)T * s.top_k, lbytes = (size_t)T * s.n_expert * 4;
@@ -96,11 +252,13 @@ static void test_graph_replay_with_new_logits(void **state)
     assert_int_equal(memra_alloc(eng, np * 4, &dselw), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 3 * np * 8, &dptrs), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 3 * np * 4, &dscl), MEMRA_OK);
-    assert_int_equal(memra_route_prepare_layer(eng, 77, &s, &mac, cs), MEMRA_OK);
+    assert_int_equal(memra_route_prepare_layer(eng, 77, &s, &in.mac, cs), MEMRA_OK);
     assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
     assert_int_equal(drv->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    memra_route_variant = variant;
     memra_status st =
-        memra_moe_route_tables(eng, dl, T, &s, 77, &mac, &sl, dsel, dselw, dptrs, dscl, cs);
+        memra_moe_route_tables(eng, dl, T, &s, 77, &in.mac, &sl, dsel, dselw, dptrs, dscl, cs);
+    memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
     CUgraph g = NULL;
     assert_int_equal(drv->cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     assert_int_equal(st, MEMRA_OK);
@@ -119,7 +277,7 @@ static void test_graph_replay_with_new_logits(void **state)
         assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 3 * np, cs), MEMRA_OK);
         assert_int_equal(memra_download_f32_async(eng, gscl, dscl, 3 * np, cs), MEMRA_OK);
         assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
-        memra_route_tables_host(logits, T, &s, &mac, &sl, hsel, hw, hp, hscl, NULL);
+        memra_route_tables_host(logits, T, &s, &in.mac, &sl, hsel, hw, hp, hscl, NULL);
         assert_memory_equal(gsel, hsel, np * 4);
         assert_memory_equal(gw, hw, np * 4);
         assert_memory_equal(gp, hp, 3 * np * 8);
@@ -134,6 +292,21 @@ static void test_graph_replay_with_new_logits(void **state)
     memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
     memra_free(eng, dptrs), memra_free(eng, dscl);
     drv->cuStreamDestroy(cs);
+    assert_int_equal(memra_engine_set_pdl(eng, 0, NULL), MEMRA_OK);
+}
+
+static void test_graph_replay_with_new_logits(void **state)
+{
+    (void)state;
+    graph_replay(0, MEMRA_ROUTE_VARIANT_BLOCK);
+    graph_replay(0, MEMRA_ROUTE_VARIANT_WARP);
+}
+
+static void test_graph_replay_with_pdl(void **state)
+{
+    (void)state;
+    graph_replay(1, MEMRA_ROUTE_VARIANT_BLOCK);
+    graph_replay(1, MEMRA_ROUTE_VARIANT_WARP);
 }
 
 int main(void)
@@ -143,6 +316,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_route_param_layout),
         cmocka_unit_test(test_graph_replay_with_new_logits),
+        cmocka_unit_test(test_graph_replay_with_pdl),
+        cmocka_unit_test(test_crafted_ties),
+        cmocka_unit_test(test_tables_ex_expert_map),
+        cmocka_unit_test(test_small_batches_with_faults),
         cmocka_unit_test(test_million_tokens_every_config),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

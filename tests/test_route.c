@@ -1,17 +1,22 @@
 /* Routing, without a GPU: memra's exp against a long-double reference; the
  * host arm against a straightforward reference (sorting instead of
  * selection rounds) for each config; ties, NaN/inf/±0/subnormal logits,
- * bfloat16; bad specs; and the device arm through the mock driver, which
- * runs the kernel source on the host (warps as threads), bit for bit
- * against the host arm, capture and replay included. */
+ * bfloat16 and float16, both group scorings, a bias read in place, expert
+ * parallelism, fused shared experts, zero tokens; bad specs, judged by
+ * their bits under FTZ/DAZ; and the device arm through the mock driver,
+ * which runs the kernel source on the host (threads as lanes), both
+ * kernels bit for bit against the host arm, PDL launches and capture and
+ * replay included. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <xmmintrin.h>
 
 #include "testutil.h"
 
 #include "kernel_on_host.h"
 #include "mock_fixture.h"
+#include "route.h"
 #include "route_cases.h"
 
 /* ---- memra_expf ------------------------------------------------------------ */
@@ -88,9 +93,37 @@ static int by_rank(const void *a, const void *b)
     return (x->i > y->i) - (x->i < y->i);
 }
 
-static float logit_of(const void *logits, int bf16, size_t i)
+/* A float16 by its definition, in double: (-1)^s 2^(e-15) (1 + m/1024), or
+ * 2^-14 (m/1024) when e is 0. */
+static float ref_half(uint16_t h)
 {
-    return bf16 ? u2f((uint32_t)((const uint16_t *)logits)[i] << 16) : ((const float *)logits)[i];
+    const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    if (e == 31)
+        return m ? NAN : s ? -INFINITY : INFINITY;
+    const double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return (float)(s ? -v : v);
+}
+
+static float logit_of(const void *logits, memra_logits_dtype dt, size_t i)
+{
+    const uint16_t h = dt == MEMRA_LOGITS_F32 ? 0 : ((const uint16_t *)logits)[i];
+    return dt == MEMRA_LOGITS_BF16  ? u2f((uint32_t)h << 16)
+           : dt == MEMRA_LOGITS_F16 ? ref_half(h)
+                                    : ((const float *)logits)[i];
+}
+
+/* Expert e's bias, wherever the spec keeps it (host addresses here). */
+static float bias_at(const memra_route_spec *sp, uint32_t e, int *present)
+{
+    *present = 1;
+    if (sp->bias)
+        return sp->bias[e];
+    if (sp->bias_ptr && sp->bias_dtype == MEMRA_BIAS_BF16)
+        return u2f((uint32_t)((const uint16_t *)(uintptr_t)sp->bias_ptr)[e] << 16);
+    if (sp->bias_ptr)
+        return ((const float *)(uintptr_t)sp->bias_ptr)[e];
+    *present = 0;
+    return 0.0f;
 }
 
 /* The spec's fixed order: lane l takes experts l, l+32, ...; then lane l
@@ -111,16 +144,23 @@ static float butterfly(const float *lane_in, int is_sum)
     return v[0];
 }
 
+/* Token t's K = top_k + n_shared experts and weights. */
 static void reference_token(const memra_route_spec *sp, const void *logits, uint32_t t,
                             int32_t *sel, float *w, int *bad)
 {
     const uint32_t E = sp->n_expert, K = sp->top_k;
-    const int bf16 = sp->logits_dtype == MEMRA_LOGITS_BF16;
     float x[MEMRA_ROUTE_MAX_EXPERT], s[MEMRA_ROUTE_MAX_EXPERT], c[MEMRA_ROUTE_MAX_EXPERT];
+    float b[MEMRA_ROUTE_MAX_EXPERT];
+    int has_bias = 0;
     *bad = 0;
     for (uint32_t e = 0; e < E; e++) {
-        x[e] = logit_of(logits, bf16, (size_t)t * E + e);
-        *bad |= !isfinite(x[e]);
+        x[e] = logit_of(logits, sp->logits_dtype, (size_t)t * E + e);
+        b[e] = bias_at(sp, e, &has_bias);
+        *bad |= !isfinite(x[e]) || !isfinite(b[e]);
+    }
+    for (uint32_t j = 0; j < sp->n_shared; j++) {
+        sel[K + j] = (int32_t)(E + j);
+        w[K + j] = *bad ? 0.0f : sp->shared_weight;
     }
     if (*bad) {
         for (uint32_t j = 0; j < K; j++)
@@ -152,7 +192,7 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
             s[e] = s[e] / sum;
     }
     for (uint32_t e = 0; e < E; e++)
-        c[e] = sp->bias ? s[e] + sp->bias[e] : s[e];
+        c[e] = has_bias ? s[e] + b[e] : s[e];
     /* groups by sorting */
     const uint32_t G = E / sp->n_group;
     int in_play[MEMRA_ROUTE_MAX_EXPERT];
@@ -164,7 +204,10 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
             for (uint32_t i = 0; i < G; i++)
                 members[i] = (ranked){c[g * G + i], (int)(g * G + i)};
             qsort(members, G, sizeof *members, by_rank);
-            groups[g] = (ranked){G > 1 ? members[0].v + members[1].v : members[0].v, (int)g};
+            const float score = sp->group_scoring == MEMRA_GROUP_MAX || G == 1
+                                    ? members[0].v
+                                    : members[0].v + members[1].v;
+            groups[g] = (ranked){score, (int)g};
         }
         qsort(groups, sp->n_group, sizeof *groups, by_rank);
         for (uint32_t r = 0; r < sp->topk_group; r++)
@@ -196,21 +239,14 @@ typedef route_case config;
 #define configs route_cases
 #define N_CONFIGS N_ROUTE_CASES
 
-static float bias_store[1024], planes_store[3][1024];
-
-static memra_route_spec spec_of(const config *c)
+static uint32_t pairs_of(const memra_route_spec *s)
 {
-    memra_route_spec s = c->spec;
-    if (c->with_bias) {
-        route_case_bias(s.n_expert, bias_store);
-        s.bias = bias_store;
-    }
-    return s;
+    return s->top_k + s->n_shared;
 }
 
-static void *make_logits(const memra_route_spec *s, uint32_t n_tokens, uint64_t seed, int edges)
+static size_t logit_bytes(const memra_route_spec *s, uint32_t T)
 {
-    return route_case_logits(s, n_tokens, seed, edges);
+    return (size_t)T * s->n_expert * route_logit_bytes(s);
 }
 
 typedef struct outputs {
@@ -237,23 +273,13 @@ static void outputs_free(outputs *o)
     free(o->sel), free(o->selw), free(o->ptrs), free(o->scl);
 }
 
-static memra_vrows_macros macros_of(const memra_route_spec *s, int with)
+/* The host arm on case inputs (host addresses in s). */
+static void host_route(const memra_route_spec *s, const memra_vrows_macros *mac, const void *logits,
+                       uint32_t n_tokens, outputs *o)
 {
-    (void)with;
-    float flat[3 * 1024];
-    route_case_planes(s->n_expert, flat);
-    for (int k = 0; k < 3; k++)
-        memcpy(planes_store[k], flat + (size_t)k * s->n_expert, 4 * (size_t)s->n_expert);
-    return (memra_vrows_macros){{planes_store[0], planes_store[1], planes_store[2]}};
-}
-
-static void host_route(const config *c, const void *logits, uint32_t n_tokens, outputs *o)
-{
-    memra_route_spec s = spec_of(c);
-    memra_vrows_macros mac = macros_of(&s, c->with_macros);
-    outputs_alloc(o, (size_t)n_tokens * s.top_k);
-    o->st = memra_route_tables_host(logits, n_tokens, &s, c->with_macros ? &mac : NULL, &slabs,
-                                    o->sel, o->selw, o->ptrs, o->scl, &o->f);
+    outputs_alloc(o, (size_t)n_tokens * pairs_of(s));
+    o->st = memra_route_tables_host(logits, n_tokens, s, mac, &slabs, o->sel, o->selw, o->ptrs,
+                                    o->scl, &o->f);
 }
 
 static void expect_same(const outputs *a, const outputs *b, size_t n_pairs, const char *what)
@@ -262,8 +288,10 @@ static void expect_same(const outputs *a, const outputs *b, size_t n_pairs, cons
         if (a->sel[p] != b->sel[p] || f2u(a->selw[p]) != f2u(b->selw[p]))
             fail_msg("%s: pair %zu: sel %d / %d, selw 0x%08x / 0x%08x", what, p, a->sel[p],
                      b->sel[p], f2u(a->selw[p]), f2u(b->selw[p]));
-    if (memcmp(a->ptrs, b->ptrs, 3 * n_pairs * 8) != 0)
-        fail_msg("%s: pointers differ", what);
+    for (size_t i = 0; i < 3 * n_pairs; i++)
+        if (a->ptrs[i] != b->ptrs[i])
+            fail_msg("%s: ptrs[%zu] 0x%llx / 0x%llx", what, i, (unsigned long long)a->ptrs[i],
+                     (unsigned long long)b->ptrs[i]);
     for (size_t i = 0; i < 3 * n_pairs; i++)
         if (f2u(a->scl[i]) != f2u(b->scl[i]))
             fail_msg("%s: scl[%zu] 0x%08x / 0x%08x", what, i, f2u(a->scl[i]), f2u(b->scl[i]));
@@ -274,14 +302,15 @@ static void expect_same(const outputs *a, const outputs *b, size_t n_pairs, cons
 static void test_host_arm_matches_reference(void **state)
 {
     (void)state;
+    static route_inputs in;
     for (size_t ci = 0; ci < N_CONFIGS; ci++) {
         const config *c = &configs[ci];
-        memra_route_spec s = spec_of(c);
-        const uint32_t T = 300;
+        const memra_route_spec s = route_case_inputs(c, &in);
+        const uint32_t T = 300, K = pairs_of(&s);
         for (int edges = 0; edges < 2; edges++) {
-            void *logits = make_logits(&s, T, 11 + ci * 7 + (uint64_t)edges, edges);
+            void *logits = route_case_logits(&s, T, 11 + ci * 7 + (uint64_t)edges, edges);
             outputs h;
-            host_route(c, logits, T, &h);
+            host_route(&s, c->with_macros ? &in.mac : NULL, logits, T, &h);
             uint32_t bad_tokens = 0;
             for (uint32_t t = 0; t < T; t++) {
                 int32_t rs[32];
@@ -289,25 +318,30 @@ static void test_host_arm_matches_reference(void **state)
                 int bad;
                 reference_token(&s, logits, t, rs, rw, &bad);
                 bad_tokens += bad;
-                for (uint32_t j = 0; j < s.top_k; j++) {
-                    const size_t p = (size_t)t * s.top_k + j;
+                for (uint32_t j = 0; j < K; j++) {
+                    const size_t p = (size_t)t * K + j;
                     if (h.sel[p] != rs[j] || f2u(h.selw[p]) != f2u(rw[j]))
-                        fail_msg("%s token %u rank %u: host (%d, 0x%08x), reference (%d, 0x%08x)",
+                        fail_msg("%s token %u pair %u: host (%d, 0x%08x), reference (%d, 0x%08x)",
                                  c->name, t, j, h.sel[p], f2u(h.selw[p]), rs[j], f2u(rw[j]));
                 }
             }
-            /* The tables are the table host arm's from that sel/selw. */
-            const size_t np = (size_t)T * s.top_k;
+            /* The tables are the table host arm's from that sel/selw, with
+             * the spec's map and shared experts. */
+            const size_t np = (size_t)T * K;
             uint64_t *tp = malloc(3 * np * 8);
             float *ts = malloc(3 * np * 4);
-            memra_vrows_macros mac = macros_of(&s, 1);
-            memra_vrows_tables_host(h.sel, h.selw, (uint32_t)np, s.n_expert,
-                                    c->with_macros ? &mac : NULL, &slabs, tp, ts, NULL);
+            const memra_vrows_options opt = {s.expert_map, s.n_local, s.n_shared};
+            memra_faults tf;
+            memra_vrows_tables_host_ex(h.sel, h.selw, (uint32_t)np, s.n_expert,
+                                       c->with_macros ? &in.mac : NULL, &slabs, &opt, tp, ts, &tf);
             assert_memory_equal(tp, h.ptrs, 3 * np * 8);
             assert_memory_equal(ts, h.scl, 3 * np * 4);
             free(tp), free(ts);
             assert_int_equal(h.st, bad_tokens ? MEMRA_ERR_NONFINITE_SCALE : MEMRA_OK);
-            assert_true(h.f.nonfinite >= bad_tokens * s.top_k);
+            assert_int_equal(h.f.nonfinite, tf.nonfinite + bad_tokens * K);
+            assert_int_equal(h.f.not_local, tf.not_local);
+            if (s.expert_map)
+                assert_true(h.f.not_local > 0); /* most experts live elsewhere */
             if (edges)
                 assert_true(bad_tokens > 0);
             printf("%s%s: %u tokens exact (%u with non-finite logits)\n", c->name,
@@ -318,10 +352,20 @@ static void test_host_arm_matches_reference(void **state)
     }
 }
 
+static memra_route_spec plain_spec(uint32_t E, uint32_t K, uint32_t NG, uint32_t TG,
+                                   memra_route_scoring scoring, int renorm, float scale)
+{
+    memra_route_spec s;
+    memset(&s, 0, sizeof s);
+    s.n_expert = E, s.top_k = K, s.n_group = NG, s.topk_group = TG, s.scoring = scoring;
+    s.renormalize = renorm, s.routed_scaling_factor = scale;
+    return s;
+}
+
 static void test_ties_go_to_the_lower_index(void **state)
 {
     (void)state;
-    memra_route_spec s = {16, 4, 4, 2, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f, NULL};
+    memra_route_spec s = plain_spec(16, 4, 4, 2, MEMRA_ROUTE_SOFTMAX, 0, 1.0f);
     float logits[16];
     for (int e = 0; e < 16; e++)
         logits[e] = 0.25f; /* every expert, every group tied */
@@ -344,10 +388,34 @@ static void test_ties_go_to_the_lower_index(void **state)
     assert_int_equal(sel[2], 1);
 }
 
+/* vLLM's grouped_topk without a bias (and DeepSeek-V2) scores a group by
+ * its best expert; DeepSeek-V3 by the sum of its two best. A group with one
+ * strong expert against a group with two good ones tells them apart. */
+static void test_group_scoring_max_and_top2_sum(void **state)
+{
+    (void)state;
+    memra_route_spec s = plain_spec(8, 2, 4, 1, MEMRA_ROUTE_SIGMOID, 0, 1.0f);
+    /* groups {0,1} {2,3} {4,5} {6,7}: group 0 has 3.0 and -4; group 1 two 1.5s */
+    const float logits[8] = {3.0f, -4.0f, 1.5f, 1.5f, -2.0f, -2.0f, -3.0f, -3.0f};
+    int32_t sel[2];
+    float selw[2], scl[6];
+    uint64_t ptrs[6];
+    s.group_scoring = MEMRA_GROUP_MAX;
+    assert_int_equal(
+        memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL), MEMRA_OK);
+    assert_int_equal(sel[0], 0);
+    assert_int_equal(sel[1], 1);
+    s.group_scoring = MEMRA_GROUP_TOP2_SUM; /* 0.953 + 0.018 < 0.818 + 0.818 */
+    assert_int_equal(
+        memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL), MEMRA_OK);
+    assert_int_equal(sel[0], 2);
+    assert_int_equal(sel[1], 3);
+}
+
 static void test_nonfinite_logits_route_to_zero_weights(void **state)
 {
     (void)state;
-    memra_route_spec s = {8, 3, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.0f, NULL};
+    memra_route_spec s = plain_spec(8, 3, 1, 1, MEMRA_ROUTE_SIGMOID, 1, 2.0f);
     float logits[16];
     for (int e = 0; e < 16; e++)
         logits[e] = (float)e;
@@ -367,53 +435,194 @@ static void test_nonfinite_logits_route_to_zero_weights(void **state)
     assert_int_equal(sel[0], 7); /* token 0 is routed normally */
 }
 
-static void test_bf16_is_its_float_value(void **state)
+/* A bias read in place is not checked (the device cannot check it before
+ * the kernel runs): a NaN or infinite value sends every token down the
+ * non-finite path, counted, on both arms. The same finite values give the
+ * host bias's answers, and a bfloat16 bias its float values'. */
+static void test_bias_in_place(void **state)
 {
     (void)state;
-    config c32 = configs[2], c16 = configs[2];
-    c16.spec.logits_dtype = MEMRA_LOGITS_BF16;
-    memra_route_spec s16 = spec_of(&c16);
-    const uint32_t T = 64;
-    uint16_t *lb = make_logits(&s16, T, 99, 1);
-    float *lf = malloc((size_t)T * s16.n_expert * 4);
-    for (size_t i = 0; i < (size_t)T * s16.n_expert; i++)
-        lf[i] = u2f((uint32_t)lb[i] << 16);
-    outputs a, b;
-    host_route(&c32, lf, T, &a);
-    host_route(&c16, lb, T, &b);
-    expect_same(&a, &b, (size_t)T * s16.top_k, "bf16 vs its float values");
+    static route_inputs in;
+    const memra_route_spec base = route_case_inputs(&configs[2], &in); /* DeepSeek-V3, host bias */
+    const uint32_t T = 64, K = base.top_k;
+    void *logits = route_case_logits(&base, T, 404, 0);
+    outputs a, b, c;
+    host_route(&base, &in.mac, logits, T, &a);
+    memra_route_spec s = base;
+    s.bias = NULL;
+    s.bias_ptr = (uint64_t)(uintptr_t)in.bias;
+    host_route(&s, &in.mac, logits, T, &b);
+    expect_same(&a, &b, (size_t)T * K, "bias in place vs host bias");
+    outputs_free(&b);
+    /* bfloat16: the same as float32 holding the bfloat16 values */
+    float widened[MEMRA_ROUTE_MAX_EXPERT];
+    for (uint32_t e = 0; e < s.n_expert; e++)
+        widened[e] = u2f((uint32_t)in.bias16[e] << 16);
+    s.bias_ptr = (uint64_t)(uintptr_t)widened;
+    host_route(&s, &in.mac, logits, T, &b);
+    s.bias_ptr = (uint64_t)(uintptr_t)in.bias16, s.bias_dtype = MEMRA_BIAS_BF16;
+    host_route(&s, &in.mac, logits, T, &c);
+    expect_same(&b, &c, (size_t)T * K, "bf16 bias vs its float values");
+    outputs_free(&b), outputs_free(&c);
+    /* one NaN: every token non-finite, counted */
+    in.bias16[17] = 0x7fc0;
+    host_route(&s, &in.mac, logits, T, &b);
+    assert_int_equal(b.st, MEMRA_ERR_NONFINITE_SCALE);
+    assert_int_equal(b.f.nonfinite, T * K);
+    assert_int_equal(b.f.first_pair, 0);
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t j = 0; j < K; j++) {
+            assert_int_equal(b.sel[t * K + j], (int32_t)j);
+            assert_int_equal(f2u(b.selw[t * K + j]), 0u);
+        }
     outputs_free(&a), outputs_free(&b);
-    free(lb), free(lf);
+    free(logits);
+}
+
+static void test_bf16_and_f16_are_their_float_values(void **state)
+{
+    (void)state;
+    static route_inputs in;
+    for (int dt = MEMRA_LOGITS_BF16; dt <= MEMRA_LOGITS_F16; dt++) {
+        config c32 = configs[2], c16 = configs[2];
+        c16.spec.logits_dtype = (memra_logits_dtype)dt;
+        const memra_route_spec s16 = route_case_inputs(&c16, &in);
+        memra_route_spec s32 = s16;
+        s32.logits_dtype = MEMRA_LOGITS_F32;
+        (void)c32;
+        const uint32_t T = 64;
+        uint16_t *lb = route_case_logits(&s16, T, 99, 1);
+        float *lf = malloc((size_t)T * s16.n_expert * 4);
+        for (size_t i = 0; i < (size_t)T * s16.n_expert; i++)
+            lf[i] = logit_of(lb, (memra_logits_dtype)dt, i);
+        outputs a, b;
+        host_route(&s32, &in.mac, lf, T, &a);
+        host_route(&s16, &in.mac, lb, T, &b);
+        expect_same(&a, &b, (size_t)T * s16.top_k, dt == 1 ? "bf16 vs float" : "f16 vs float");
+        outputs_free(&a), outputs_free(&b);
+        free(lb), free(lf);
+    }
+}
+
+/* Every float16, converted by memra (the same text as the kernel's) and by
+ * its definition. */
+static void test_every_half_converts_exactly(void **state)
+{
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float got = memra_half_to_float(h), want = ref_half((uint16_t)h);
+        if (isnan(want)) {
+            assert_true(isnan(got));
+            assert_int_equal(f2u(got) >> 31, h >> 15);
+        } else if (f2u(got) != f2u(want)) {
+            fail_msg("half 0x%04x: 0x%08x, want 0x%08x", h, f2u(got), f2u(want));
+        }
+    }
+}
+
+/* Expert parallelism and shared experts, by hand: sel keeps global ids;
+ * another rank's expert gets NULL and +0, counted apart from faults; local
+ * experts and shared experts index the rank's slots. */
+static void test_expert_map_and_shared_experts(void **state)
+{
+    (void)state;
+    memra_route_spec s = plain_spec(8, 3, 1, 1, MEMRA_ROUTE_SIGMOID, 0, 1.0f);
+    const int32_t map[8] = {-1, 0, -1, 1, 2, -1, -1, -1}; /* experts 1, 3, 4 are here */
+    const float pl[5] = {2.0f, 3.0f, 4.0f, 5.0f, 6.0f};   /* slots: 1, 3, 4, shared 0, 1 */
+    const memra_vrows_macros mac = {{pl, pl, pl}};
+    s.expert_map = (uint64_t)(uintptr_t)map, s.n_local = 3;
+    s.n_shared = 2, s.shared_weight = 0.5f;
+    const float logits[8] = {0.0f, 0.0f, 0.0f, 4.0f, 3.0f, 0.0f, 5.0f, 0.0f}; /* 6, 3, 4 */
+    int32_t sel[5];
+    float selw[5], scl[15];
+    uint64_t ptrs[15];
+    memra_faults f;
+    const memra_vrows_slabs sl = {{1000, 2000, 3000}, {10, 20, 30}};
+    assert_int_equal(memra_route_tables_host(logits, 1, &s, &mac, &sl, sel, selw, ptrs, scl, &f),
+                     MEMRA_OK);
+    const int32_t want_sel[5] = {6, 3, 4, 8, 9};
+    const int64_t want_slot[5] = {-1, 1, 2, 3, 4};
+    for (int j = 0; j < 5; j++) {
+        assert_int_equal(sel[j], want_sel[j]);
+        if (want_slot[j] < 0) {
+            assert_true(ptrs[j] == 0 && ptrs[5 + j] == 0 && ptrs[10 + j] == 0);
+            assert_int_equal(f2u(scl[j]), 0), assert_int_equal(f2u(scl[5 + j]), 0);
+            assert_int_equal(f2u(scl[10 + j]), 0);
+        } else {
+            assert_true(ptrs[j] == 1000 + 10 * (uint64_t)want_slot[j]);
+            assert_true(ptrs[10 + j] == 3000 + 30 * (uint64_t)want_slot[j]);
+            assert_true(scl[j] == pl[want_slot[j]]);
+            assert_true(f2u(scl[10 + j]) == f2u(selw[j] * pl[want_slot[j]]));
+        }
+    }
+    assert_true(selw[3] == 0.5f && selw[4] == 0.5f);
+    assert_int_equal(f.not_local, 1);
+    assert_int_equal(f.bad_expert, 0);
+    assert_int_equal(f.first_pair, MEMRA_NO_FAULT);
+}
+
+static void test_zero_tokens_is_a_no_op(void **state)
+{
+    (void)state;
+    static route_inputs in;
+    const memra_route_spec s = route_case_inputs(&configs[2], &in);
+    memra_faults f = {7, 7, 7, 7};
+    assert_int_equal(
+        memra_route_tables_host(NULL, 0, &s, &in.mac, &slabs, NULL, NULL, NULL, NULL, &f),
+        MEMRA_OK);
+    assert_int_equal(f.bad_expert, 7); /* nothing written */
+    /* a bad spec is still refused */
+    memra_route_spec bad = s;
+    bad.top_k = 0;
+    assert_int_equal(
+        memra_route_tables_host(NULL, 0, &bad, &in.mac, &slabs, NULL, NULL, NULL, NULL, &f),
+        MEMRA_ERR_INVALID_ARG);
+    int32_t sel[1] = {-7};
+    assert_int_equal(memra_vrows_tables_host_ex(NULL, NULL, 0, 8, NULL, NULL, NULL, NULL, NULL, &f),
+                     MEMRA_OK);
+    assert_int_equal(sel[0], -7);
+    assert_int_equal(f.bad_expert, 7);
 }
 
 static void test_bad_specs(void **state)
 {
     (void)state;
-    const memra_route_spec good = {256, 8,    8,   4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32,
-                                   1,   2.5f, NULL};
+    memra_route_spec good = plain_spec(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, 1, 2.5f);
     static const struct {
         const char *field;
-        int which;
-    } cases[] = {{"n_expert", 0},
-                 {"n_expert", 1},
-                 {"n_group", 2},
-                 {"n_group", 3},
-                 {"topk_group", 4},
-                 {"top_k", 5},
-                 {"top_k", 6},
-                 {"scoring", 7},
-                 {"logits_dtype", 8},
-                 {"renormalize", 9},
-                 {"routed_scaling_factor", 10},
-                 {"routed_scaling_factor", 11},
-                 {"bias[3]", 12}};
+        memra_status want;
+    } cases[] = {{"n_expert", MEMRA_ERR_INVALID_ARG},
+                 {"n_expert", MEMRA_ERR_INVALID_ARG},
+                 {"n_group", MEMRA_ERR_INVALID_ARG},
+                 {"n_group", MEMRA_ERR_INVALID_ARG},
+                 {"topk_group", MEMRA_ERR_INVALID_ARG},
+                 {"top_k", MEMRA_ERR_INVALID_ARG},
+                 {"top_k", MEMRA_ERR_INVALID_ARG},
+                 {"scoring", MEMRA_ERR_INVALID_ARG},
+                 {"logits_dtype", MEMRA_ERR_INVALID_ARG},
+                 {"renormalize", MEMRA_ERR_INVALID_ARG},
+                 {"routed_scaling_factor", MEMRA_ERR_INVALID_ARG},
+                 {"routed_scaling_factor", MEMRA_ERR_INVALID_ARG},
+                 {"bias[3]", MEMRA_ERR_INVALID_ARG},
+                 {"group_scoring", MEMRA_ERR_INVALID_ARG},
+                 {"bias_dtype", MEMRA_ERR_INVALID_ARG},
+                 {"bias_ptr", MEMRA_ERR_INVALID_ARG},
+                 {"bias_ptr", MEMRA_ERR_MISALIGNED},
+                 {"n_shared", MEMRA_ERR_INVALID_ARG},
+                 {"shared_weight", MEMRA_ERR_INVALID_ARG},
+                 {"n_local", MEMRA_ERR_INVALID_ARG},
+                 {"n_local", MEMRA_ERR_INVALID_ARG},
+                 {"expert_map", MEMRA_ERR_MISALIGNED},
+                 {"routed_scaling_factor", MEMRA_ERR_INVALID_ARG},
+                 {"n_local", MEMRA_ERR_INVALID_ARG}};
     float logits[256] = {0}, bias[256] = {0};
+    int32_t map[256] = {0};
     int32_t sel[8] = {-7};
     float selw[8], scl[24];
     uint64_t ptrs[24];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memra_route_spec s = good;
-        switch (cases[i].which) {
+        switch (i) {
         case 0:
             s.n_expert = 0;
             break;
@@ -425,7 +634,6 @@ static void test_bad_specs(void **state)
             break;
         case 3:
             s.n_group = 64;
-            s.n_expert = 256;
             break;
         case 4:
             s.topk_group = 9;
@@ -456,10 +664,43 @@ static void test_bad_specs(void **state)
             bias[3] = u2f(0x7f800000u);
             s.bias = bias;
             break;
+        case 13:
+            s.group_scoring = (memra_group_scoring)2;
+            break;
+        case 14:
+            s.bias_dtype = (memra_bias_dtype)3;
+            break;
+        case 15:
+            s.bias = bias, s.bias_ptr = (uint64_t)(uintptr_t)bias;
+            break;
+        case 16:
+            s.bias_ptr = (uint64_t)(uintptr_t)bias + 2;
+            break;
+        case 17:
+            s.n_shared = 25;
+            break;
+        case 18:
+            s.n_shared = 1, s.shared_weight = u2f(0xff800000u);
+            break;
+        case 19:
+            s.expert_map = (uint64_t)(uintptr_t)map;
+            break;
+        case 20:
+            s.n_local = 4;
+            break;
+        case 21:
+            s.expert_map = (uint64_t)(uintptr_t)map + 2, s.n_local = 4;
+            break;
+        case 22:
+            s.routed_scaling_factor = -0.0f;
+            break;
+        case 23:
+            s.expert_map = (uint64_t)(uintptr_t)map, s.n_local = 5000;
+            break;
         }
         memra_status st =
             memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL);
-        if (st != MEMRA_ERR_INVALID_ARG || !strstr(memra_last_error(), cases[i].field))
+        if (st != cases[i].want || !strstr(memra_last_error(), cases[i].field))
             fail_msg("case %zu: %s: %s", i, memra_status_string(st), memra_last_error());
         assert_int_equal(sel[0], -7); /* nothing written */
         bias[3] = 0.0f;
@@ -470,22 +711,54 @@ static void test_bad_specs(void **state)
     assert_int_equal(
         memra_route_tables_host(NULL, 1, &good, NULL, &slabs, sel, selw, ptrs, scl, NULL),
         MEMRA_ERR_NULL_ARG);
-    assert_int_equal(
-        memra_route_tables_host(logits, 0, &good, NULL, &slabs, sel, selw, ptrs, scl, NULL),
-        MEMRA_ERR_INVALID_ARG);
     assert_int_equal(memra_route_tables_host((char *)logits + 2, 1, &good, NULL, &slabs, sel, selw,
                                              ptrs, scl, NULL),
                      MEMRA_ERR_MISALIGNED);
 }
 
+/* The spec is judged by its bits: a subnormal routed_scaling_factor (and
+ * shared_weight) is accepted with the caller's MXCSR flushing subnormals
+ * (FTZ) and treating them as zero (DAZ) or not, and the answers are the
+ * same bits either way. */
+static void test_spec_judged_by_bits_under_ftz_daz(void **state)
+{
+    (void)state;
+    memra_route_spec s = plain_spec(16, 2, 1, 1, MEMRA_ROUTE_SIGMOID, 0, u2f(0x00000800u));
+    s.n_shared = 1, s.shared_weight = u2f(0x00000003u);
+    float logits[16];
+    for (int e = 0; e < 16; e++)
+        logits[e] = (float)(e % 5) - 2.0f;
+    int32_t sel[2][3];
+    float selw[2][3], scl[2][9];
+    uint64_t ptrs[2][9];
+    const unsigned csr = _mm_getcsr();
+    for (int daz = 0; daz < 2; daz++) {
+        _mm_setcsr(daz ? csr | 0x8040u : csr); /* FTZ (bit 15) and DAZ (bit 6) */
+        const memra_status st = memra_route_tables_host(logits, 1, &s, NULL, &slabs, sel[daz],
+                                                        selw[daz], ptrs[daz], scl[daz], NULL);
+        memra_route_spec neg = s;
+        neg.routed_scaling_factor = u2f(0x80000800u); /* a negative subnormal: refused */
+        const memra_status st_neg = memra_route_tables_host(logits, 1, &neg, NULL, &slabs, sel[daz],
+                                                            selw[daz], ptrs[daz], scl[daz], NULL);
+        _mm_setcsr(csr);
+        assert_int_equal(st, MEMRA_OK);
+        assert_int_equal(st_neg, MEMRA_ERR_INVALID_ARG);
+    }
+    assert_memory_equal(selw[0], selw[1], sizeof selw[0]);
+    assert_memory_equal(scl[0], scl[1], sizeof scl[0]);
+    assert_true(f2u(selw[0][0]) != 0 && f2u(selw[0][0]) < 0x00800000u); /* subnormal, kept */
+    assert_int_equal(f2u(selw[0][2]), 3u);
+}
+
 /* ---- the device arm, through the mock --------------------------------------- */
 
 typedef struct dev_bufs {
-    memra_devptr logits, sel, selw, ptrs, scl;
+    memra_devptr logits, sel, selw, ptrs, scl, bias, map;
 } dev_bufs;
 
 static void dev_alloc(memra_engine *eng, dev_bufs *d, size_t logit_bytes, size_t n_pairs)
 {
+    memset(d, 0, sizeof *d);
     assert_int_equal(memra_alloc(eng, logit_bytes, &d->logits), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, n_pairs * 4, &d->sel), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, n_pairs * 4, &d->selw), MEMRA_OK);
@@ -493,10 +766,36 @@ static void dev_alloc(memra_engine *eng, dev_bufs *d, size_t logit_bytes, size_t
     assert_int_equal(memra_alloc(eng, 3 * n_pairs * 4, &d->scl), MEMRA_OK);
 }
 
+/* The device spec: the bias read in place and the map copied to the
+ * device, their device addresses in the spec. */
+static memra_route_spec dev_spec(memra_engine *eng, dev_bufs *d, const memra_route_spec *h)
+{
+    memra_route_spec s = *h;
+    if (h->bias_ptr) {
+        const size_t n = (size_t)h->n_expert * (h->bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
+        assert_int_equal(memra_alloc(eng, n, &d->bias), MEMRA_OK);
+        assert_int_equal(memra_copy_htod(eng, d->bias, (const void *)(uintptr_t)h->bias_ptr, n),
+                         MEMRA_OK);
+        s.bias_ptr = d->bias;
+    }
+    if (h->expert_map) {
+        assert_int_equal(memra_alloc(eng, (size_t)h->n_expert * 4, &d->map), MEMRA_OK);
+        assert_int_equal(
+            memra_upload_i32(eng, d->map, (const int32_t *)(uintptr_t)h->expert_map, h->n_expert),
+            MEMRA_OK);
+        s.expert_map = d->map;
+    }
+    return s;
+}
+
 static void dev_free(memra_engine *eng, dev_bufs *d)
 {
     memra_free(eng, d->logits), memra_free(eng, d->sel), memra_free(eng, d->selw);
     memra_free(eng, d->ptrs), memra_free(eng, d->scl);
+    if (d->bias)
+        memra_free(eng, d->bias);
+    if (d->map)
+        memra_free(eng, d->map);
 }
 
 /* The outputs, read in order after the work on `s`. */
@@ -510,42 +809,259 @@ static void dev_read(memra_engine *eng, const dev_bufs *d, size_t n_pairs, outpu
     assert_int_equal(memra_download_f32_on(eng, o->scl, d->scl, 3 * n_pairs, s), MEMRA_OK);
 }
 
+/* One config on the device (the kernel `variant` forces), against the
+ * host arm: outputs and faults. */
+static void device_case(memra_engine *eng, const config *c, int variant, uint32_t T, uint64_t seed,
+                        int il)
+{
+    static route_inputs in;
+    memra_stream own;
+    memra_engine_stream(eng, &own);
+    const memra_route_spec s = route_case_inputs(c, &in);
+    const memra_vrows_macros *mac = c->with_macros ? &in.mac : NULL;
+    const size_t np = (size_t)T * pairs_of(&s), lbytes = logit_bytes(&s, T);
+    void *logits = route_case_logits(&s, T, seed, 1);
+    dev_bufs d;
+    dev_alloc(eng, &d, lbytes, np);
+    const memra_route_spec ds = dev_spec(eng, &d, &s);
+    assert_int_equal(memra_copy_htod(eng, d.logits, logits, lbytes), MEMRA_OK);
+    memra_faults f0, f1;
+    assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
+    memra_route_variant = variant;
+    const memra_status st = memra_moe_route_tables(eng, d.logits, T, &ds, il, mac, &slabs, d.sel,
+                                                   d.selw, d.ptrs, d.scl, own);
+    memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+    if (st)
+        fail_msg("%s: %s", c->name, memra_last_error());
+    outputs dv, h;
+    dev_read(eng, &d, np, &dv, own);
+    host_route(&s, mac, logits, T, &h);
+    char what[256];
+    snprintf(what, sizeof what, "%s (%s kernel)", c->name,
+             variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "warp");
+    expect_same(&dv, &h, np, what);
+    assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
+    assert_int_equal(f1.nonfinite, h.f.nonfinite);
+    assert_int_equal(f1.bad_expert, h.f.bad_expert);
+    assert_int_equal(f1.first_pair, h.f.first_pair);
+    assert_int_equal(f1.not_local, h.f.not_local);
+    outputs_free(&dv), outputs_free(&h);
+    dev_free(eng, &d);
+    free(logits);
+}
+
 static void test_device_matches_host_every_config(void **state)
 {
     (void)state;
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    memra_stream own;
-    memra_engine_stream(eng, &own);
     for (size_t ci = 0; ci < N_CONFIGS; ci++) {
-        const config *c = &configs[ci];
-        memra_route_spec s = spec_of(c);
-        memra_vrows_macros mac = macros_of(&s, c->with_macros);
-        const uint32_t T = 37; /* not a multiple of the 4 tokens a block takes */
-        const size_t np = (size_t)T * s.top_k;
-        const size_t lbytes = (size_t)T * s.n_expert * (s.logits_dtype ? 2 : 4);
-        void *logits = make_logits(&s, T, 5 + ci, 1);
-        dev_bufs d;
-        dev_alloc(eng, &d, lbytes, np);
-        assert_int_equal(memra_copy_htod(eng, d.logits, logits, lbytes), MEMRA_OK);
-        memra_faults f0, f1;
-        assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
-        assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, (int)ci,
-                                                c->with_macros ? &mac : NULL, &slabs, d.sel, d.selw,
-                                                d.ptrs, d.scl, own),
-                         MEMRA_OK);
-        outputs dv, h;
-        dev_read(eng, &d, np, &dv, own);
-        host_route(c, logits, T, &h);
-        expect_same(&dv, &h, np, c->name);
-        assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
-        assert_int_equal(f1.nonfinite, h.f.nonfinite);
-        assert_int_equal(f1.bad_expert, h.f.bad_expert);
-        assert_int_equal(f1.first_pair, h.f.first_pair);
-        outputs_free(&dv), outputs_free(&h);
-        dev_free(eng, &d);
-        free(logits);
+        /* Not a multiple of the warp kernel's 4 tokens a block; fewer tokens
+         * where a block is 1024 threads. */
+        const uint32_t T = configs[ci].spec.n_expert > 256 ? 6 : 37;
+        device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_WARP, T, 5 + ci, (int)ci);
+        device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_BLOCK, T, 5 + ci, (int)ci);
     }
+    memra_engine_destroy(eng);
+}
+
+/* The block kernel meets ties across warps and groups, and a token where
+ * every expert ties: the same choice as the host arm. */
+static void test_device_crafted_ties(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    memra_route_spec s = plain_spec(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, 1, 1.0f);
+    const uint32_t T = 6;
+    float logits[6 * 256];
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t e = 0; e < 256; e++)
+            logits[t * 256 + e] = t == 0   ? 0.5f                        /* all tied */
+                                  : t == 1 ? (float)(e % 3)              /* ties across warps */
+                                  : t == 2 ? (e % 32 < 2 ? 3.0f : -1.0f) /* tied groups */
+                                  : t == 3 ? (e >= 240 ? 2.0f : 1.0f)    /* the last group */
+                                  : t == 4 ? (e == 0 || e == 255 ? 9.0f : 9.0f - 1e-6f)
+                                           : -0.0f;
+    for (int g = 0; g < 2; g++) {
+        s.group_scoring = (memra_group_scoring)g;
+        dev_bufs d;
+        dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
+        assert_int_equal(memra_copy_htod(eng, d.logits, logits, sizeof logits), MEMRA_OK);
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
+            memra_route_variant = v;
+            assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel,
+                                                    d.selw, d.ptrs, d.scl, NULL),
+                             MEMRA_OK);
+            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+            assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
+            outputs dv, h;
+            dev_read(eng, &d, (size_t)T * 8, &dv, NULL);
+            host_route(&s, NULL, logits, T, &h);
+            expect_same(&dv, &h, (size_t)T * 8, v == 1 ? "ties, block kernel" : "ties, warp");
+            assert_int_equal(h.sel[0], 0); /* all tied: groups 0..3, experts 0..7 */
+            assert_int_equal(h.sel[7], 7);
+            outputs_free(&dv), outputs_free(&h);
+        }
+        dev_free(eng, &d);
+    }
+    memra_engine_destroy(eng);
+}
+
+/* A NaN in a device bias: every token takes the non-finite path on the
+ * device as on the host, counted the same. */
+static void test_device_nonfinite_bias_in_place(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    static route_inputs in;
+    const config *c = &configs[6]; /* Kimi-K2: a float32 bias in place */
+    memra_route_spec s = route_case_inputs(c, &in);
+    in.bias[100] = u2f(0xff800000u);
+    const uint32_t T = 5;
+    void *logits = route_case_logits(&s, T, 8, 0);
+    const size_t np = (size_t)T * s.top_k;
+    dev_bufs d;
+    dev_alloc(eng, &d, logit_bytes(&s, T), np);
+    const memra_route_spec ds = dev_spec(eng, &d, &s);
+    assert_int_equal(memra_copy_htod(eng, d.logits, logits, logit_bytes(&s, T)), MEMRA_OK);
+    memra_faults f;
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
+    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &ds, 0, &in.mac, &slabs, d.sel,
+                                            d.selw, d.ptrs, d.scl, NULL),
+                     MEMRA_OK); /* the device cannot refuse it: it counts it */
+    assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
+    outputs dv, h;
+    dev_read(eng, &d, np, &dv, NULL);
+    host_route(&s, &in.mac, logits, T, &h);
+    assert_int_equal(h.st, MEMRA_ERR_NONFINITE_SCALE);
+    expect_same(&dv, &h, np, "non-finite bias in place");
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
+    assert_int_equal(f.nonfinite, T * s.top_k);
+    assert_int_equal(f.nonfinite, h.f.nonfinite);
+    outputs_free(&dv), outputs_free(&h);
+    dev_free(eng, &d);
+    free(logits);
+    memra_engine_destroy(eng);
+}
+
+static void test_device_zero_tokens_launch_nothing(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    static route_inputs in;
+    const memra_route_spec s = route_case_inputs(&configs[2], &in);
+    const int launches = mock.calls[MOCK_cuLaunchKernel] + mock.calls[MOCK_cuLaunchKernelEx];
+    assert_int_equal(memra_moe_route_tables(eng, 0, 0, &s, 0, &in.mac, &slabs, 0, 0, 0, 0, NULL),
+                     MEMRA_OK);
+    assert_int_equal(memra_moe_vrows_tables_ex(eng, 0, 0, 0, 8, 0, NULL, NULL, NULL, 0, 0, NULL),
+                     MEMRA_OK);
+    assert_int_equal(mock.calls[MOCK_cuLaunchKernel] + mock.calls[MOCK_cuLaunchKernelEx], launches);
+    memra_engine_destroy(eng);
+}
+
+/* With PDL on (an sm_90 device, a 13.0 driver) every launch goes through
+ * cuLaunchKernelEx with programmatic stream serialization and stays exact;
+ * on sm_80, or a driver without cuLaunchKernelEx, it is not in effect. */
+static void test_device_pdl(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    int active = -1;
+    assert_int_equal(memra_engine_set_pdl(eng, 2, &active), MEMRA_ERR_INVALID_ARG);
+    assert_int_equal(memra_engine_set_pdl(eng, 1, &active), MEMRA_OK);
+    assert_int_equal(active, 1);
+    const int ex0 = mock.pdl_launches, plain0 = mock.calls[MOCK_cuLaunchKernel];
+    device_case(eng, &configs[2], MEMRA_ROUTE_VARIANT_BLOCK, 9, 77, 1);
+    device_case(eng, &configs[10], MEMRA_ROUTE_VARIANT_WARP, 9, 78, 2);
+    assert_int_equal(mock.pdl_launches, ex0 + 2);
+    /* the fault reads' own kernel is launched plainly */
+    assert_true(mock.calls[MOCK_cuLaunchKernel] > plain0);
+    assert_int_equal(memra_engine_set_pdl(eng, 0, &active), MEMRA_OK);
+    assert_int_equal(active, 0);
+    device_case(eng, &configs[2], MEMRA_ROUTE_VARIANT_BLOCK, 3, 79, 1);
+    assert_int_equal(mock.pdl_launches, ex0 + 2);
+    memra_engine_destroy(eng);
+
+    mock.sm_major = 8;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    assert_int_equal(memra_engine_set_pdl(eng, 1, &active), MEMRA_OK);
+    assert_int_equal(active, 0);
+    memra_engine_destroy(eng);
+    mock.sm_major = 9;
+    mock_table.cuLaunchKernelEx = NULL;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    assert_int_equal(memra_engine_set_pdl(eng, 1, &active), MEMRA_OK);
+    assert_int_equal(active, 0);
+    assert_int_equal(memra_engine_set_pdl(NULL, 1, &active), MEMRA_ERR_NULL_ARG);
+    memra_engine_destroy(eng);
+}
+
+/* The table kernel with a device map and shared experts (and map values
+ * out of range), against memra_vrows_tables_host_ex. */
+static void test_device_tables_ex(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    const uint32_t E = 64, n_pairs = 1000, n_local = 16, n_shared = 3;
+    int32_t map[64], sel[1000];
+    float selw[1000], planes[3 * 19];
+    uint64_t seed = 31;
+    for (uint32_t e = 0; e < E; e++)
+        map[e] = e % 4 == 1 ? (int32_t)(e / 4) : e == 62 ? 16 : e == 63 ? -5 : -1;
+    for (uint32_t p = 0; p < n_pairs; p++) {
+        const uint64_t r = rng_next(&seed);
+        sel[p] = (int32_t)(r % (E + n_shared + 2)) - 1; /* -1 .. E + n_shared */
+        selw[p] = (float)(r >> 40) / 1000.0f;
+    }
+    for (int i = 0; i < 3 * 19; i++)
+        planes[i] = 0.25f * (float)(i + 1);
+    const memra_vrows_macros mac = {{planes, planes + 19, planes + 38}};
+    memra_devptr dsel, dselw, dptrs, dscl, dmap;
+    assert_int_equal(memra_alloc(eng, 4 * n_pairs, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4 * n_pairs, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 24 * n_pairs, &dptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 12 * n_pairs, &dscl), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4 * E, &dmap), MEMRA_OK);
+    assert_int_equal(memra_upload_i32(eng, dsel, sel, n_pairs), MEMRA_OK);
+    assert_int_equal(memra_upload_f32(eng, dselw, selw, n_pairs), MEMRA_OK);
+    assert_int_equal(memra_upload_i32(eng, dmap, map, E), MEMRA_OK);
+    const memra_vrows_options hopt = {(uint64_t)(uintptr_t)map, n_local, n_shared};
+    const memra_vrows_options dopt = {dmap, n_local, n_shared};
+    memra_faults hf, f;
+    outputs h, dv;
+    outputs_alloc(&h, n_pairs);
+    assert_int_equal(
+        memra_vrows_tables_host_ex(sel, selw, n_pairs, E, &mac, &slabs, &hopt, h.ptrs, h.scl, &hf),
+        MEMRA_ERR_EXPERT_RANGE);
+    assert_true(hf.not_local > 0 && hf.bad_expert > 0);
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
+    assert_int_equal(memra_moe_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs, &dopt,
+                                               dptrs, dscl, NULL),
+                     MEMRA_OK);
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
+    assert_int_equal(f.not_local, hf.not_local);
+    assert_int_equal(f.bad_expert, hf.bad_expert);
+    assert_int_equal(f.nonfinite, hf.nonfinite);
+    assert_int_equal(f.first_pair, hf.first_pair);
+    outputs_alloc(&dv, n_pairs);
+    assert_int_equal(memra_download_u64(eng, dv.ptrs, dptrs, 3 * n_pairs), MEMRA_OK);
+    assert_int_equal(memra_download_f32(eng, dv.scl, dscl, 3 * n_pairs), MEMRA_OK);
+    assert_memory_equal(dv.ptrs, h.ptrs, 24 * n_pairs);
+    assert_memory_equal(dv.scl, h.scl, 12 * n_pairs);
+    /* a bad option is named, nothing launched */
+    const memra_vrows_options no_local = {dmap, 0, 0};
+    assert_int_equal(memra_moe_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs,
+                                               &no_local, dptrs, dscl, NULL),
+                     MEMRA_ERR_INVALID_ARG);
+    assert_non_null(strstr(memra_last_error(), "options->n_local"));
+    outputs_free(&h), outputs_free(&dv);
+    memra_free(eng, dsel), memra_free(eng, dselw), memra_free(eng, dptrs);
+    memra_free(eng, dscl), memra_free(eng, dmap);
     memra_engine_destroy(eng);
 }
 
@@ -556,9 +1072,9 @@ static void test_device_capture_and_replay(void **state)
     (void)state;
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    config c = configs[2];
-    memra_route_spec s = spec_of(&c);
-    memra_vrows_macros mac = macros_of(&s, 1);
+    assert_int_equal(memra_engine_set_pdl(eng, 1, NULL), MEMRA_OK); /* captured with PDL */
+    static route_inputs in;
+    memra_route_spec s = route_case_inputs(&configs[2], &in);
     const uint32_t T = 8;
     const size_t np = (size_t)T * s.top_k, lbytes = (size_t)T * s.n_expert * 4;
     dev_bufs d;
@@ -567,16 +1083,16 @@ static void test_device_capture_and_replay(void **state)
     assert_int_equal(mock_table.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 3, &mac, &slabs, d.sel, d.selw,
+    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
                                             d.ptrs, d.scl, cs),
                      MEMRA_ERR_CAPTURE); /* not prepared: refused, capture intact */
     CUgraph g;
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     mock_table.cuGraphDestroy(g);
-    assert_int_equal(memra_route_prepare_layer(eng, 3, &s, &mac, cs), MEMRA_OK);
+    assert_int_equal(memra_route_prepare_layer(eng, 3, &s, &in.mac, cs), MEMRA_OK);
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 3, &mac, &slabs, d.sel, d.selw,
+    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
                                             d.ptrs, d.scl, cs),
                      MEMRA_OK);
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
@@ -585,21 +1101,17 @@ static void test_device_capture_and_replay(void **state)
     for (int rep = 0; rep < 3; rep++) {
         if (rep == 2) { /* a new bias: prepared again, the same graph sees it */
             for (uint32_t e = 0; e < s.n_expert; e++)
-                bias_store[e] = (float)(e % 5) * 0.01f;
-            assert_int_equal(memra_route_prepare_layer(eng, 3, &s, &mac, cs), MEMRA_OK);
+                in.bias[e] = (float)(e % 5) * 0.01f;
+            assert_int_equal(memra_route_prepare_layer(eng, 3, &s, &in.mac, cs), MEMRA_OK);
         }
-        void *logits = make_logits(&s, T, 1000 + (uint64_t)rep, 0);
+        void *logits = route_case_logits(&s, T, 1000 + (uint64_t)rep, 0);
         assert_int_equal(memra_copy_htod_async(eng, d.logits, logits, lbytes, cs), MEMRA_OK);
         assert_int_equal(mock_table.cuGraphLaunch(x, cs), CUDA_SUCCESS);
         assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
         outputs dv, h;
         dev_read(eng, &d, np, &dv, cs);
-        memra_route_spec hs = s;
-        hs.bias = bias_store;
-        outputs_alloc(&h, np);
-        assert_int_equal(memra_route_tables_host(logits, T, &hs, &mac, &slabs, h.sel, h.selw,
-                                                 h.ptrs, h.scl, NULL),
-                         MEMRA_OK);
+        host_route(&s, &in.mac, logits, T, &h);
+        assert_int_equal(h.st, MEMRA_OK);
         expect_same(&dv, &h, np, "replay");
         outputs_free(&dv), outputs_free(&h);
         free(logits);
@@ -615,7 +1127,7 @@ static void test_device_refuses_bad_input(void **state)
     (void)state;
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    memra_route_spec s = {64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f, NULL};
+    memra_route_spec s = plain_spec(64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, 0, 1.0f);
     const int launches = mock.calls[MOCK_cuLaunchKernel];
     assert_int_equal(memra_moe_route_tables(eng, 0, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_NULL_ARG);
@@ -628,13 +1140,17 @@ static void test_device_refuses_bad_input(void **state)
     assert_int_equal(memra_moe_route_tables(eng, 64, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_INVALID_ARG);
     assert_non_null(strstr(memra_last_error(), "top_k"));
+    s.top_k = 8, s.n_shared = 1, s.shared_weight = u2f(0x7fc00000u);
+    assert_int_equal(memra_moe_route_tables(eng, 64, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
+                     MEMRA_ERR_INVALID_ARG);
+    assert_non_null(strstr(memra_last_error(), "shared_weight"));
     assert_int_equal(mock.calls[MOCK_cuLaunchKernel], launches);
     memra_engine_destroy(eng);
 }
 
 /* Two groups from one program: the host arm (every build, valgrind
  * included) and, with the argument "device", the device arm through the
- * mock (its kernel runs with warps as threads: not under valgrind). */
+ * mock (its kernels run with threads as lanes: not under valgrind). */
 int main(int argc, char **argv)
 {
     const struct CMUnitTest host[] = {
@@ -642,13 +1158,26 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expf_edges),
         cmocka_unit_test(test_host_arm_matches_reference),
         cmocka_unit_test(test_ties_go_to_the_lower_index),
+        cmocka_unit_test(test_group_scoring_max_and_top2_sum),
         cmocka_unit_test(test_nonfinite_logits_route_to_zero_weights),
-        cmocka_unit_test(test_bf16_is_its_float_value),
+        cmocka_unit_test(test_bias_in_place),
+        cmocka_unit_test(test_bf16_and_f16_are_their_float_values),
+        cmocka_unit_test(test_every_half_converts_exactly),
+        cmocka_unit_test(test_expert_map_and_shared_experts),
+        cmocka_unit_test(test_zero_tokens_is_a_no_op),
         cmocka_unit_test(test_bad_specs),
+        cmocka_unit_test(test_spec_judged_by_bits_under_ftz_daz),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test_setup_teardown(test_device_matches_host_every_config, mock_setup,
                                         mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_crafted_ties, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_nonfinite_bias_in_place, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_zero_tokens_launch_nothing, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_pdl, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_tables_ex, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_capture_and_replay, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_refuses_bad_input, mock_setup, mock_teardown),
     };

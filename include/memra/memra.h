@@ -102,11 +102,15 @@ typedef struct memra_vrows_macros {
     const float *plane[3];
 } memra_vrows_macros;
 
-/* Faults seen by the kernel (or the host arm). Counts wrap at 2^32. */
+/* Faults seen by the kernel (or the host arm). Counts wrap at 2^32.
+ * not_local is not a fault: it counts the pairs that expert parallelism sent
+ * to another rank (memra_vrows_options.expert_map), and never sets
+ * first_pair. */
 typedef struct memra_faults {
-    uint32_t bad_expert; /* pairs whose expert id was outside [0, n_expert) */
+    uint32_t bad_expert; /* pairs whose expert id (or map slot) was out of range */
     uint32_t nonfinite;  /* pairs that produced a NaN or infinite scale */
     uint32_t first_pair; /* lowest faulting pair index, or MEMRA_NO_FAULT */
+    uint32_t not_local;  /* pairs whose expert lives on another rank (since 0.3) */
 } memra_faults;
 
 /* ---- version and errors ------------------------------------------------ */
@@ -157,6 +161,42 @@ MEMRA_API memra_status memra_vrows_tables_host(const int32_t *sel, const float *
                                                const memra_vrows_macros *macros,
                                                const memra_vrows_slabs *slabs, uint64_t *ptrs,
                                                float *scl, memra_faults *faults);
+
+/* Expert parallelism and fused shared experts (since 0.3): options of the
+ * table arithmetic, the same in both arms. All zero (or a NULL options
+ * pointer) is the arithmetic above.
+ *  - expert_map: int32 per routed expert (n_expert of them): the expert's
+ *    slot in this rank's slabs and macro planes, or -1 where another rank
+ *    holds it. An address in the memory of the arm that runs: a host array
+ *    for the host arms, a device array for the device calls (the kernel
+ *    reads it in place; memra never copies it). 0: no map, slot = id.
+ *  - n_local: the slots a map may name (1 or more with a map, 0 without).
+ *  - n_shared: ids n_expert .. n_expert + n_shared - 1 are shared experts,
+ *    whose slots follow the routed ones (from n_local, or from n_expert
+ *    without a map).
+ * The slabs and macro planes hold this rank's n_slots = (map ? n_local :
+ * n_expert) + n_shared experts in slot order, and are indexed by slot.
+ * A pair whose expert is mapped to -1 gets NULL (0) pointers and +0 scales
+ * in all three planes and is counted in memra_faults.not_local: not a
+ * fault, the status stays MEMRA_OK. A map value outside [-1, n_local) and
+ * an id outside [0, n_expert + n_shared) are expert-range faults (slot 0's
+ * pointers, +0 scales). */
+typedef struct memra_vrows_options {
+    uint64_t expert_map; /* int32[n_expert] address, or 0 */
+    uint32_t n_local;
+    uint32_t n_shared;
+} memra_vrows_options;
+
+/* memra_vrows_tables_host with options (NULL: none). n_pairs = 0 is a
+ * valid no-op: MEMRA_OK, nothing read or written (the pointers may then be
+ * NULL). The map's values are not checked beforehand: as on the device,
+ * a bad one is a fault of the pairs that meet it. */
+MEMRA_API memra_status memra_vrows_tables_host_ex(const int32_t *sel, const float *selw,
+                                                  uint32_t n_pairs, uint32_t n_expert,
+                                                  const memra_vrows_macros *macros,
+                                                  const memra_vrows_slabs *slabs,
+                                                  const memra_vrows_options *options,
+                                                  uint64_t *ptrs, float *scl, memra_faults *faults);
 
 /* ---- engine ------------------------------------------------------------ */
 
@@ -239,8 +279,9 @@ MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kerne
 /* The seed gate on this engine's GPU: its four cases (fixture strides,
  * serving strides past 4 and 8 GiB, the macro-free bank, a spread
  * selection), two random batches of 2^16 pairs with special floats and
- * out-of-range ids, and the routing gate (five routing configurations,
- * 256 tokens of edge-value logits each), built by the device arm and
+ * out-of-range ids, and the routing gate (fourteen routing configurations,
+ * 64 tokens of edge-value logits each through each routing kernel), built
+ * by the device arm and
  * compared pointer for pointer and scale bit for bit with the host arm,
  * faults included. A few
  * milliseconds once the kernel is loaded (it loads it if needed). A serving
@@ -366,51 +407,105 @@ MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint
                                                  const memra_vrows_macros *macros,
                                                  memra_stream stream);
 
+/* memra_moe_vrows_tables_from_sel with options (memra_vrows_options; NULL:
+ * none): expert_map is a DEVICE array here. The macro planes hold n_slots
+ * floats each (prepare the layer with n_expert = n_slots). n_pairs = 0 is a
+ * valid no-op: MEMRA_OK, no launch, nothing written. */
+MEMRA_API memra_status memra_moe_vrows_tables_ex(
+    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
+    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+    const memra_vrows_options *options, memra_devptr ptrs, memra_devptr scl, memra_stream stream);
+
+/* Programmatic dependent launch (since 0.3): with enable = 1, this engine's
+ * table and routing kernels are launched with CUDA's programmatic stream
+ * serialization (cuLaunchKernelEx), so each may start while the kernel
+ * before it on the stream finishes, and waits (griddepcontrol.wait) before
+ * it reads or writes any memory; it lets the kernel after it start early
+ * (griddepcontrol.launch_dependents), which is safe for kernels that wait
+ * the same way and changes nothing for those launched plainly. In effect
+ * only on sm_90 and newer with a driver of CUDA 12.3 or newer (which
+ * captures it in graphs as a programmatic edge); elsewhere launches stay
+ * plain. *active (optional) says whether it is in effect. Off by default;
+ * the setting applies to launches made after the call. */
+MEMRA_API memra_status memra_engine_set_pdl(memra_engine *eng, int enable, int *active);
+
 /* ---- routing: router logits to sel, selw and the tables in one launch ---- *
  * The exact rules (docs/routing.md), the same in both arms bit for bit:
- *  1. logits (float32 or bfloat16, [n_tokens, n_expert] row-major) become
- *     scores: softmax over the token's experts (exp(x - max) / sum) or
- *     sigmoid 1 / (1 + exp(-x)), with memra's own binary32 exp and a fixed
- *     summation order;
+ *  1. logits (float32, bfloat16 or float16, [n_tokens, n_expert] row-major,
+ *     converted exactly to binary32) become scores: softmax over the
+ *     token's experts (exp(x - max) / sum) or sigmoid 1 / (1 + exp(-x)),
+ *     with memra's own binary32 exp and a fixed summation order;
  *  2. the choice score is score + bias[e] (bias: the optional per-expert
  *     score-correction bias; it affects choosing only);
  *  3. with n_group > 1, a group's score is the sum of its two best choice
- *     scores and only the best topk_group groups stay in play;
+ *     scores (MEMRA_GROUP_TOP2_SUM) or its best one (MEMRA_GROUP_MAX), and
+ *     only the best topk_group groups stay in play;
  *  4. the top_k experts in play by choice score, ties to the lower index,
- *     listed best first, are the token's sel;
- *  5. its selw are their unbiased scores, divided by their sum (taken in
- *     that order) if renormalize, times routed_scaling_factor;
- *  6. the tables are exactly memra_vrows_tables_host's from that sel/selw
- *     (n_pairs = n_tokens * top_k, pair t*top_k + j).
- * A token with any NaN or infinite logit gets experts 0..top_k-1 with
- * weight +0; its pairs are counted as non-finite in the fault word. */
+ *     listed best first, are the token's routed experts;
+ *  5. their weights are their unbiased scores, divided by their sum (taken
+ *     in that order) if renormalize, times routed_scaling_factor;
+ *  6. n_shared fused shared experts (ids n_expert + i) follow, each with
+ *     weight shared_weight as given: a token has K = top_k + n_shared pairs;
+ *  7. the tables are exactly memra_vrows_tables_host_ex's from that
+ *     sel/selw (n_pairs = n_tokens * K, pair t*K + j) with the spec's
+ *     expert_map, n_local and n_shared (sel keeps the GLOBAL ids).
+ * A token with any NaN or infinite logit, or meeting a non-finite value of
+ * a bias read in place (bias_ptr), gets experts 0..top_k-1 (then its
+ * shared experts) with weight +0; all its K pairs are counted as
+ * non-finite in the fault word. n_tokens = 0 is a valid no-op. */
 #define MEMRA_ROUTE_MAX_EXPERT 1024
-#define MEMRA_ROUTE_MAX_TOP_K 32
+#define MEMRA_ROUTE_MAX_TOP_K 32 /* also the most pairs a token has: top_k + n_shared */
 #define MEMRA_ROUTE_MAX_GROUPS 32
 
 typedef enum memra_route_scoring {
     MEMRA_ROUTE_SOFTMAX = 0,
     MEMRA_ROUTE_SIGMOID = 1
 } memra_route_scoring;
-typedef enum memra_logits_dtype { MEMRA_LOGITS_F32 = 0, MEMRA_LOGITS_BF16 = 1 } memra_logits_dtype;
+typedef enum memra_logits_dtype {
+    MEMRA_LOGITS_F32 = 0,
+    MEMRA_LOGITS_BF16 = 1,
+    MEMRA_LOGITS_F16 = 2 /* since 0.3 */
+} memra_logits_dtype;
+/* How a group is scored (n_group > 1). */
+typedef enum memra_group_scoring {
+    MEMRA_GROUP_TOP2_SUM = 0, /* sum of its two best: DeepSeek-V3 (with a bias) */
+    MEMRA_GROUP_MAX = 1       /* its best: DeepSeek-V2, vLLM's grouped_topk without a bias */
+} memra_group_scoring;
+typedef enum memra_bias_dtype { MEMRA_BIAS_F32 = 0, MEMRA_BIAS_BF16 = 1 } memra_bias_dtype;
 
+/* Fields after `bias` arrived in 0.3; all zero is 0.2's behaviour. */
 typedef struct memra_route_spec {
-    uint32_t n_expert;           /* 1 .. MEMRA_ROUTE_MAX_EXPERT */
+    uint32_t n_expert;           /* 1 .. MEMRA_ROUTE_MAX_EXPERT routed experts */
     uint32_t top_k;              /* 1 .. MEMRA_ROUTE_MAX_TOP_K, at most the experts in play */
     uint32_t n_group;            /* 1 .. MEMRA_ROUTE_MAX_GROUPS, dividing n_expert */
     uint32_t topk_group;         /* 1 .. n_group (1 when n_group is 1) */
     memra_route_scoring scoring; /* softmax (Mixtral, Qwen-MoE) or sigmoid (DeepSeek-V3, GLM-4.5) */
     memra_logits_dtype logits_dtype;
     int renormalize;             /* 0 or 1 */
-    float routed_scaling_factor; /* finite and > 0; 1.0f for none */
-    const float *bias;           /* host, n_expert finite floats, or NULL */
+    float routed_scaling_factor; /* finite and > 0 (judged by its bits); 1.0f for none */
+    const float *bias;           /* host, n_expert finite floats, mirrored per layer; or NULL */
+    memra_group_scoring group_scoring;
+    memra_bias_dtype bias_dtype; /* the element type of bias_ptr */
+    /* A bias read in place, never copied or checked: n_expert elements of
+     * bias_dtype at an address in the memory of the arm that runs (a device
+     * address for memra_moe_route_tables, e.g. a CUDA tensor's; a host
+     * address for memra_route_tables_host). 0: none. Not with `bias`. */
+    uint64_t bias_ptr;
+    /* Expert parallelism (memra_vrows_options): int32[n_expert] global id ->
+     * local slot or -1, an address in the arm's memory; 0: none. */
+    uint64_t expert_map;
+    uint32_t n_local;    /* slots in this rank's slabs and planes (>= 1 with a map) */
+    uint32_t n_shared;   /* fused shared experts appended to every token */
+    float shared_weight; /* their weight, finite, written as given */
 } memra_route_spec;
 
-/* The routing rules on host arrays: logits [n_tokens, n_expert] (float or
- * uint16_t bfloat16 bits per spec->logits_dtype); writes sel and selw
- * (n_tokens * top_k each) and the tables (3 * n_tokens * top_k each). Bad
- * arguments write nothing. Faults write everything, fill *faults (optional)
- * and return MEMRA_ERR_EXPERT_RANGE or MEMRA_ERR_NONFINITE_SCALE. */
+/* The routing rules on host arrays: logits [n_tokens, n_expert] (float, or
+ * uint16_t bfloat16 / float16 bits per spec->logits_dtype); writes sel and
+ * selw (n_tokens * K each, K = top_k + n_shared) and the tables (3 *
+ * n_tokens * K each). Bad arguments write nothing. Faults write everything,
+ * fill *faults (optional) and return MEMRA_ERR_EXPERT_RANGE or
+ * MEMRA_ERR_NONFINITE_SCALE. n_tokens = 0: MEMRA_OK, nothing read or
+ * written (logits and the outputs may be NULL). */
 MEMRA_API memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
                                                const memra_route_spec *spec,
                                                const memra_vrows_macros *macros,
@@ -420,10 +515,12 @@ MEMRA_API memra_status memra_route_tables_host(const void *logits, uint32_t n_to
 
 /* The same on the device in one launch on `stream`, from device logits into
  * device sel, selw, ptrs, scl: capturable, never synchronises. The macro
- * planes and the bias (host arrays) are mirrored for layer il as by
- * memra_vrows_prepare_layer; under capture a layer not yet mirrored is
- * MEMRA_ERR_CAPTURE (call memra_route_prepare_layer first). Faults go to the
- * engine's fault word. */
+ * planes (n_slots floats each) and `bias` (host arrays) are mirrored for
+ * layer il as by memra_vrows_prepare_layer; under capture a layer not yet
+ * mirrored is MEMRA_ERR_CAPTURE (call memra_route_prepare_layer first).
+ * bias_ptr and expert_map are device addresses read by the kernel. Faults
+ * go to the engine's fault word. n_tokens = 0: MEMRA_OK, no launch,
+ * nothing written. */
 MEMRA_API memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits,
                                               uint32_t n_tokens, const memra_route_spec *spec,
                                               int il, const memra_vrows_macros *macros,

@@ -378,7 +378,7 @@ def route_tables_host(logits, top_k, bases=(0, 0, 0), strides=(0, 0, 0), macros=
     # error naming it, not a 96 GiB allocation.
     top_k = _int("top_k", top_k, 1, ROUTE_MAX_TOP_K + 1)
     _int("n_expert (logits.shape[1])", n_expert, 1, ROUTE_MAX_EXPERT + 1)
-    n_tokens = _int("n_tokens", n_tokens, 1, 1 << 32)
+    n_tokens = _int("n_tokens", n_tokens, 0, 1 << 32)
     if n_tokens * top_k > MAX_PAIRS:
         raise InvalidArgError(f"n_tokens * top_k = {n_tokens * top_k} is more than {MAX_PAIRS}")
     s = route_spec(n_expert, top_k, bf16=bf16, **spec)

@@ -25,11 +25,16 @@ class Macros(ctypes.Structure):
 
 
 class Faults(ctypes.Structure):
-    _fields_ = [("bad_expert", c_u32), ("nonfinite", c_u32), ("first_pair", c_u32)]
+    _fields_ = [("bad_expert", c_u32), ("nonfinite", c_u32), ("first_pair", c_u32),
+                ("not_local", c_u32)]
 
     def __repr__(self):
         return (f"Faults(bad_expert={self.bad_expert}, nonfinite={self.nonfinite}, "
-                f"first_pair={self.first_pair})")
+                f"first_pair={self.first_pair}, not_local={self.not_local})")
+
+
+class VrowsOptions(ctypes.Structure):
+    _fields_ = [("expert_map", c_u64), ("n_local", c_u32), ("n_shared", c_u32)]
 
 
 class EngineInfo(ctypes.Structure):
@@ -58,7 +63,11 @@ class RouteSpec(ctypes.Structure):
     _fields_ = [("n_expert", c_u32), ("top_k", c_u32), ("n_group", c_u32),
                 ("topk_group", c_u32), ("scoring", c_int), ("logits_dtype", c_int),
                 ("renormalize", c_int), ("routed_scaling_factor", ctypes.c_float),
-                ("bias", c_vp)]
+                ("bias", c_vp),
+                # since 0.3; zero is 0.2's behaviour
+                ("group_scoring", c_int), ("bias_dtype", c_int), ("bias_ptr", c_u64),
+                ("expert_map", c_u64), ("n_local", c_u32), ("n_shared", c_u32),
+                ("shared_weight", ctypes.c_float)]
 
 
 P = ctypes.POINTER
@@ -91,6 +100,13 @@ _SIGNATURES = {
                 P(Faults)]),
     "memra_vrows_tables_host": (
         c_int, [c_vp, c_vp, c_u32, c_u32, P(Macros), P(Slabs), c_vp, c_vp, P(Faults)]),
+    "memra_vrows_tables_host_ex": (
+        c_int, [c_vp, c_vp, c_u32, c_u32, P(Macros), P(Slabs), P(VrowsOptions), c_vp, c_vp,
+                P(Faults)]),
+    "memra_moe_vrows_tables_ex": (
+        c_int, [c_vp, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), P(VrowsOptions),
+                c_u64, c_u64, c_vp]),
+    "memra_engine_set_pdl": (c_int, [c_vp, c_int, P(c_int)]),
 }
 # Newer than the first 0.2 libraries: used when present.
 _LOG_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_vp)

@@ -225,3 +225,9 @@ def test_route_host_deepseek_config():
     np.testing.assert_allclose(selw.reshape(16, 8).sum(1), 2.5, rtol=1e-5)
     with pytest.raises(memra.InvalidArgError, match="n_group"):
         memra.route_tables_host(logits, 8, n_group=3)
+
+
+def test_route_host_zero_tokens_is_empty():
+    logits = np.zeros((0, 64), np.float32)
+    sel, selw, ptrs, scl, f = memra.route_tables_host(logits, 8, BASES, STRIDES)
+    assert sel.shape == (0,) and scl.shape == (0,) and f.nonfinite == 0

@@ -16,10 +16,10 @@ pub type DevPtr = u64;
 /// A `#[repr(C)]` copy of a public C struct, which also reports its layout
 /// (size and each field's offset) so a test can hold it against memra.h.
 macro_rules! c_struct {
-    ($(#[$m:meta])* pub struct $name:ident { $(pub $f:ident : $t:ty,)* }) => {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $f:ident : $t:ty,)* }) => {
         $(#[$m])*
         #[repr(C)]
-        pub struct $name { $(pub $f: $t,)* }
+        pub struct $name { $($(#[$fm])* pub $f: $t,)* }
         #[cfg(test)]
         impl $name {
             pub fn c_layout() -> (usize, Vec<(&'static str, usize)>) {
@@ -51,6 +51,8 @@ c_struct! {
         pub bad_expert: u32,
         pub nonfinite: u32,
         pub first_pair: u32,
+        /// Pairs whose expert lives on another rank (expert parallelism): not a fault.
+        pub not_local: u32,
     }
 }
 

@@ -1,0 +1,159 @@
+/* memra: one pair's verify-rows tables, shared by the table kernel
+ * (vrows.cu) and the routing kernels (route.cu). First in the source NVRTC
+ * compiles for either; the host tests compile the same text as C
+ * (tests/kernel_on_host.h supplies thread indices and atomics), so the mock
+ * driver runs exactly the launch it was handed. Keep it to the common subset
+ * of C and CUDA C++.
+ *
+ * NVRTC compiles with --fmad=false --ftz=false --prec-div=true
+ * --prec-sqrt=true, so every multiply is the same IEEE binary32 operation as
+ * the host arm's. */
+#ifdef __CUDACC_RTC__
+#define MEMRA_KERNEL extern "C" __global__ void
+typedef unsigned long long memra_u64;
+typedef unsigned int memra_u32;
+#define memra_as_bits(x) __float_as_uint(x)
+#define memra_from_bits(x) __uint_as_float(x)
+#define memra_mul_rn(a, b) __fmul_rn((a), (b))
+#define MEMRA_RESTRICT __restrict__
+#define MEMRA_UNROLL _Pragma("unroll")
+#define MEMRA_DEVICE static __device__ __forceinline__
+#endif
+
+/* Programmatic dependent launch (memra_engine_set_pdl): a kernel launched
+ * with programmatic stream serialization may start before the kernel ahead
+ * of it has finished; griddepcontrol.wait holds it until that kernel is
+ * complete and its memory visible, so every kernel here waits before its
+ * first read or write of memory. launch_dependents lets the next kernel
+ * start (it waits the same way). Both are no-ops when the launch was plain,
+ * and below sm_90 they are not emitted at all. */
+#if defined(__CUDACC_RTC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define memra_grid_wait() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define memra_grid_launch_dependents()                                                             \
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define memra_grid_wait() ((void)0)
+#define memra_grid_launch_dependents() ((void)0)
+#endif
+
+/* The canonical quiet NaN: NaN payloads are not portable (x86 propagates the
+ * operand's, NVIDIA returns 0x7fffffff), so both arms write this one. */
+#define MEMRA_QNAN_BITS 0x7fc00000u
+#define MEMRA_EXP_MASK 0x7f800000u
+
+/* Fault word layout (4 x u32): bad-expert count, non-finite count, lowest
+ * faulting pair (atomicMin, so the result is the same whatever order the
+ * threads run in), and the not-local count (expert parallelism: not a
+ * fault, so it never touches the lowest pair). */
+#define MEMRA_FAULT_BAD_EXPERT 0
+#define MEMRA_FAULT_NONFINITE 1
+#define MEMRA_FAULT_FIRST_PAIR 2
+#define MEMRA_FAULT_NOT_LOCAL 3
+
+/* The table arithmetic's inputs, as the kernel parameters carry them. */
+typedef struct memra_vrows_ctx {
+    const float *mg, *mu, *md; /* macro planes by slot, or NULL */
+    memra_u64 pg, pu, pd;      /* slab bases */
+    memra_u64 sg, su, sd;      /* slab strides */
+    const int *map;            /* global expert -> local slot or -1, or NULL */
+    memra_u32 n_expert, n_local, n_shared;
+} memra_vrows_ctx;
+
+/* One pair's tables: three pointers, three scales. */
+typedef struct memra_vrows_out {
+    memra_u64 g, u, d;
+    float s0, s1, s2;
+} memra_vrows_out;
+
+/* Where expert `ex` lives: its slot (>= 0), MEMRA_SLOT_NOT_LOCAL, or
+ * MEMRA_SLOT_BAD. Unsigned compares catch negative ids too. */
+#define MEMRA_SLOT_NOT_LOCAL (-1)
+#define MEMRA_SLOT_BAD (-2)
+MEMRA_DEVICE int memra_vrows_slot(int ex, const memra_vrows_ctx *c)
+{
+    const memra_u32 u = (memra_u32)ex;
+    if (u < c->n_expert) {
+        if (!c->map)
+            return ex;
+        const int v = c->map[u];
+        if (v == -1)
+            return MEMRA_SLOT_NOT_LOCAL;
+        return (memra_u32)v < c->n_local ? v : MEMRA_SLOT_BAD;
+    }
+    if (u - c->n_expert < c->n_shared)
+        return (int)((c->map ? c->n_local : c->n_expert) + (u - c->n_expert));
+    return MEMRA_SLOT_BAD;
+}
+
+MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p,
+                                              const memra_vrows_ctx *c, memra_u32 *faults)
+{
+    memra_vrows_out o;
+    o.g = c->pg, o.u = c->pu, o.d = c->pd;
+    o.s0 = 0.0f, o.s1 = 0.0f, o.s2 = 0.0f;
+
+    const int slot = memra_vrows_slot(ex, c);
+    /* Another rank's expert: nothing to read here, and a NULL pointer says
+     * so to the GEMM; counted apart from faults. */
+    if (slot == MEMRA_SLOT_NOT_LOCAL) {
+        o.g = 0, o.u = 0, o.d = 0;
+        atomicAdd(&faults[MEMRA_FAULT_NOT_LOCAL], 1u);
+        return o;
+    }
+    /* An out-of-range pair keeps slot 0's pointers (never outside the slab)
+     * and +0 scales, so it adds nothing to the GEMV; the fault word tells
+     * the host. */
+    if (slot == MEMRA_SLOT_BAD) {
+        atomicAdd(&faults[MEMRA_FAULT_BAD_EXPERT], 1u);
+        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+        return o;
+    }
+    /* Widen before multiplying: stride * slot passes 4 GiB in serving slabs,
+     * and a 32-bit product here is the field failure memra exists to
+     * prevent. */
+    const memra_u64 e = (memra_u64)(memra_u32)slot;
+    o.g = c->pg + e * c->sg;
+    o.u = c->pu + e * c->su;
+    o.d = c->pd + e * c->sd;
+    const float m2 = c->md ? c->md[slot] : 1.0f;
+    o.s0 = c->mg ? c->mg[slot] : 1.0f;
+    o.s1 = c->mu ? c->mu[slot] : 1.0f;
+    o.s2 = memra_mul_rn(w, m2);
+
+    const memra_u32 b0 = memra_as_bits(o.s0), b1 = memra_as_bits(o.s1), b2 = memra_as_bits(o.s2);
+    if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK || (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
+        (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
+        atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
+        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+        if ((b0 << 1) > (MEMRA_EXP_MASK << 1))
+            o.s0 = memra_from_bits(MEMRA_QNAN_BITS);
+        if ((b1 << 1) > (MEMRA_EXP_MASK << 1))
+            o.s1 = memra_from_bits(MEMRA_QNAN_BITS);
+        if ((b2 << 1) > (MEMRA_EXP_MASK << 1))
+            o.s2 = memra_from_bits(MEMRA_QNAN_BITS);
+    }
+    return o;
+}
+
+/* The tables are written once per step and read once by the GEMV: stream
+ * them (st.global.cs, evict-first) rather than let 36 bytes a pair of dirty
+ * lines crowd L2. Measured on an H200 at 2^20 pairs: 11.2 vs 13.6 us when
+ * the tables stay in L2, 15.5 vs 16.3 us when they do not (BENCHMARKS.md).
+ * The benchmark builds the plain variant with -DMEMRA_VROWS_PLAIN_STORES. */
+#if defined(__CUDACC_RTC__) && !defined(MEMRA_VROWS_PLAIN_STORES)
+#define MEMRA_ST(ptr, v) __stcs((ptr), (v))
+#else
+#define MEMRA_ST(ptr, v) (*(ptr) = (v))
+#endif
+
+/* Pair p's three pointers and three scales into the plane-major tables. */
+MEMRA_DEVICE void memra_vrows_store(const memra_vrows_out o, memra_u32 p, memra_u32 n_pairs,
+                                    memra_u64 *MEMRA_RESTRICT ptrs, float *MEMRA_RESTRICT scl)
+{
+    MEMRA_ST(&ptrs[p], o.g);
+    MEMRA_ST(&ptrs[n_pairs + p], o.u);
+    MEMRA_ST(&ptrs[2u * n_pairs + p], o.d);
+    MEMRA_ST(&scl[p], o.s0);
+    MEMRA_ST(&scl[n_pairs + p], o.s1);
+    MEMRA_ST(&scl[2u * n_pairs + p], o.s2);
+}

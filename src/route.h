@@ -1,0 +1,34 @@
+/* The routing device arm's launch choices, shared with the benchmark and
+ * the tests (which force each kernel in turn). */
+#ifndef MEMRA_ROUTE_H
+#define MEMRA_ROUTE_H
+
+#include <stdint.h>
+
+#include <memra/memra.h>
+
+/* Which routing kernel memra_moe_route_tables launches: by n_tokens (AUTO),
+ * or always the block-per-token or the warp-per-token kernel. Not exported:
+ * the mock tests and the benchmark set it to compare the two. */
+enum { MEMRA_ROUTE_VARIANT_AUTO = 0, MEMRA_ROUTE_VARIANT_BLOCK = 1, MEMRA_ROUTE_VARIANT_WARP = 2 };
+extern int memra_route_variant;
+
+/* memra_moe_route_tables with the kernel chosen by `variant` (a
+ * MEMRA_ROUTE_VARIANT_*): the self-check runs each kernel in turn. With
+ * `scratch`, il names one of the library's own scratch slots (the
+ * self-check's), which no public layer index reaches. */
+memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,
+                                uint32_t n_tokens, const memra_route_spec *spec, int il,
+                                int scratch, const memra_vrows_macros *macros,
+                                const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
+                                memra_devptr ptrs, memra_devptr scl, memra_stream stream,
+                                int variant);
+
+/* Whether a launch of n_tokens takes the block kernel (memra_route_variant
+ * honoured). */
+int memra_route_use_block(uint32_t n_tokens);
+
+/* The kernels' flags (route_abi.h) for a checked spec. */
+uint32_t memra_route_flags(const memra_route_spec *spec);
+
+#endif /* MEMRA_ROUTE_H */
