@@ -275,7 +275,8 @@ static CUfunction compile_variant(int sm, const char *def1, const char *def2, CU
         opts[n++] = def2;
     for (int i = 0; memra_jit_options[i]; i++)
         opts[n++] = memra_jit_options[i];
-    return compile_cubin(memra_kernel_vrows_src, "memra_vrows_tables_var", sm, opts, mod);
+    return compile_cubin(memra_module_source(MEMRA_MODULE_VROWS).text, "memra_vrows_tables_var", sm,
+                         opts, mod);
 }
 
 /* Median GPU time of one call of `run(ctx, k)`, from events around runs of

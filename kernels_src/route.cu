@@ -126,8 +126,8 @@ typedef struct memra_route_out {
 } memra_route_out;
 
 /* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_tables
- * builds them from that sel and selw. Called, not inlined (compile time). */
-MEMRA_DEVICE_CALLED void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+ * builds them from that sel and selw. */
+MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
                                           float w)
 {
     const memra_u32 p = t * o->K + j;
@@ -161,6 +161,9 @@ MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, me
 #define MEMRA_ROUTE_DTYPE(flags)                                                                   \
     ((flags)&MEMRA_RF_BF16 ? MEMRA_DT_BF16 : (flags)&MEMRA_RF_F16 ? MEMRA_DT_F16 : MEMRA_DT_F32)
 
+/* A module builds one kernel alone (-DMEMRA_ROUTE_ONLY_BLOCK or _WARP);
+ * the host tests take both. */
+#ifndef MEMRA_ROUTE_ONLY_BLOCK
 /* ---- one warp per token ------------------------------------------------------ */
 
 MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
@@ -310,6 +313,9 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
         memra_route_emit(&o, t, lane, my_e, w);
 }
 
+#endif /* MEMRA_ROUTE_ONLY_BLOCK */
+
+#ifndef MEMRA_ROUTE_ONLY_WARP
 /* ---- one block per token ------------------------------------------------------ */
 
 #define MEMRA_ROUTE_MAX_WARPS (MEMRA_ROUTE_MAX_EXPERT / 32)
@@ -508,8 +514,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
 }
 
-/* -DMEMRA_ROUTE_ONLY_BLOCK / -DMEMRA_ROUTE_ONLY_WARP build one kernel alone
- * (a loader that compiles each kernel at its own first use). */
+#endif /* MEMRA_ROUTE_ONLY_WARP */
+
 #ifndef MEMRA_ROUTE_ONLY_BLOCK
 MEMRA_KERNEL memra_route_tables(MEMRA_ROUTE_PARAMS)
 {

@@ -10,17 +10,12 @@
 #ifdef __CUDACC_RTC__
 #define memra_add_rn(a, b) __fadd_rn((a), (b))
 #define memra_sub_rn(a, b) __fsub_rn((a), (b))
-/* Compile time (NVRTC is run at first use): every division site becomes a
- * long sequence with a slow path, and memra_expf is large, so each has one
- * copy in the module, called, rather than one per use. */
-#define MEMRA_DEVICE_CALLED static __device__ __noinline__
-MEMRA_DEVICE_CALLED float memra_fdiv_rn(float a, float b)
-{
-    return __fdiv_rn(a, b);
-}
-#define memra_div_rn(a, b) memra_fdiv_rn((a), (b))
-#else
-#define MEMRA_DEVICE_CALLED MEMRA_DEVICE
+/* Everything is inlined, nothing called: a called function keeps its
+ * arguments (the kernel's output description among them) in local memory,
+ * which on a decode step costs more than the arithmetic. Each routing
+ * kernel is its own NVRTC program (kernels_src/meson.build), so inlining
+ * does not multiply the compile time (measured: the same within noise). */
+#define memra_div_rn(a, b) __fdiv_rn((a), (b))
 #endif
 
 /* Scores are in (0, 1], so no expert scores -inf: it marks "nothing". */
@@ -32,7 +27,7 @@ MEMRA_DEVICE_CALLED float memra_fdiv_rn(float a, float b)
  * x = k*ln2 + r, |r| <= 0.5 ln2, with ln2 split so k*ln2_hi is exact; a
  * rational approximation of exp(r); scaling by 2^k in two steps below
  * 2^-125 so a subnormal result is rounded once. NaN in, NaN out. */
-MEMRA_DEVICE_CALLED float memra_expf(float x)
+MEMRA_DEVICE float memra_expf(float x)
 {
     const memra_u32 bits = memra_as_bits(x);
     const memra_u32 hx = bits & 0x7fffffffu;

@@ -118,10 +118,11 @@ void memra_cache_entry_name(const memra_cache_key *key, int is_ptx, char *buf, s
     snprintf(buf, len, "%s.%s", hex, is_ptx ? "ptx" : "cubin");
 }
 
-static void key_for(int nvrtc_major, int nvrtc_minor, int arch, int is_ptx, memra_cache_key *key)
+static void key_for(const memra_source *src, int nvrtc_major, int nvrtc_minor, int arch,
+                    int is_ptx, memra_cache_key *key)
 {
-    memra_cache_key_in in = {memra_kernel_vrows_src,
-                             memra_kernel_vrows_src_len,
+    memra_cache_key_in in = {src->text,
+                             src->len,
                              memra_jit_options,
                              nvrtc_major,
                              nvrtc_minor,
@@ -593,10 +594,11 @@ static int lock_bounded(int fd, char *why, size_t n)
 
 /* The key and file name of this library's entry for (arch, is_ptx) as
  * built by `nv`. */
-static void entry_for(const memra_nvrtc *nv, int arch, int is_ptx, memra_cache_key *key, char *name,
+static void entry_for(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
+                      memra_cache_key *key, char *name,
                       size_t len)
 {
-    key_for(nv->major, nv->minor, arch, is_ptx, key);
+    key_for(src, nv->major, nv->minor, arch, is_ptx, key);
     memra_cache_entry_name(key, is_ptx, name, len);
 }
 
@@ -642,8 +644,8 @@ static void finish(memra_image *img, int arch, int is_ptx)
     img->is_ptx = is_ptx, img->arch = arch;
 }
 
-memra_status memra_cache_get_image(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *img,
-                                   int *from_cache)
+memra_status memra_cache_get_image(const memra_nvrtc *nv, const memra_source *src, int arch,
+                                   int is_ptx, memra_image *img, int *from_cache)
 {
     *from_cache = 0;
     memset(img, 0, sizeof *img);
@@ -651,21 +653,21 @@ memra_status memra_cache_get_image(const memra_nvrtc *nv, int arch, int is_ptx, 
     const uint64_t cap = memra_cache_cap();
     int dfd = -1;
     if (!memra_cache_dir(dir, sizeof dir) || use_folder(dir, cap > 0, &dfd) != OPEN_OK)
-        return memra_jit_compile(nv, arch, is_ptx, img);
+        return memra_jit_compile(nv, src, arch, is_ptx, img);
 
     memra_cache_key key;
     char name[MEMRA_CACHE_NAME_MAX], lock[MEMRA_CACHE_NAME_MAX + 8], why[256] = "is missing";
-    entry_for(nv, arch, is_ptx, &key, name, sizeof name);
+    entry_for(nv, src, arch, is_ptx, &key, name, sizeof name);
     memra_status st;
     int found = 0, lfd = -1;
     if (cap == 0) {
         /* 0 keeps nothing on disk: compile, and clear out what is there. */
-        st = memra_jit_compile(nv, arch, is_ptx, img);
+        st = memra_jit_compile(nv, src, arch, is_ptx, img);
         scan(dfd, 1, NULL, 0);
         goto out;
     }
     if (!take_entry(dir, dfd, name, &key, img, &found) || found) {
-        st = found ? MEMRA_OK : memra_jit_compile(nv, arch, is_ptx, img);
+        st = found ? MEMRA_OK : memra_jit_compile(nv, src, arch, is_ptx, img);
         *from_cache = found;
         goto out;
     }
@@ -684,7 +686,7 @@ memra_status memra_cache_get_image(const memra_nvrtc *nv, int arch, int is_ptx, 
                    why);
     } else if (take_entry(dir, dfd, name, &key, img, &found) && !found) {
         /* Whoever holds the lock compiles; the others waited and now read. */
-        st = memra_jit_compile(nv, arch, is_ptx, img);
+        st = memra_jit_compile(nv, src, arch, is_ptx, img);
         if (st == MEMRA_OK) {
             if (publish(dfd, name, &key, img, nv) == 0)
                 scan(dfd, 1, name, cap);
@@ -697,7 +699,7 @@ memra_status memra_cache_get_image(const memra_nvrtc *nv, int arch, int is_ptx, 
     }
     if (lfd >= 0)
         flock(lfd, LOCK_UN);
-    st = found ? MEMRA_OK : memra_jit_compile(nv, arch, is_ptx, img);
+    st = found ? MEMRA_OK : memra_jit_compile(nv, src, arch, is_ptx, img);
     *from_cache = found;
 out:
     /* The lock file is left in place: unlinking it would let a third process
@@ -709,7 +711,8 @@ out:
     return st;
 }
 
-void memra_cache_put(const memra_nvrtc *nv, int arch, int is_ptx, const memra_image *img)
+void memra_cache_put(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
+                     const memra_image *img)
 {
     char dir[MEMRA_CACHE_PATH_MAX], name[MEMRA_CACHE_NAME_MAX];
     const uint64_t cap = memra_cache_cap();
@@ -717,19 +720,20 @@ void memra_cache_put(const memra_nvrtc *nv, int arch, int is_ptx, const memra_im
     if (cap == 0 || !memra_cache_dir(dir, sizeof dir) || use_folder(dir, 1, &dfd) != OPEN_OK)
         return;
     memra_cache_key key;
-    entry_for(nv, arch, is_ptx, &key, name, sizeof name);
+    entry_for(nv, src, arch, is_ptx, &key, name, sizeof name);
     if (publish(dfd, name, &key, img, nv) == 0)
         scan(dfd, 1, name, cap);
     close(dfd);
 }
 
-int memra_cache_has_entry(const memra_nvrtc *nv, int arch, int is_ptx, char *path, size_t len)
+int memra_cache_has_entry(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
+                          char *path, size_t len)
 {
     char dir[MEMRA_CACHE_PATH_MAX], name[MEMRA_CACHE_NAME_MAX], why[256];
     memra_cache_key key;
     if (!memra_cache_dir(dir, sizeof dir))
         return 0;
-    entry_for(nv, arch, is_ptx, &key, name, sizeof name);
+    entry_for(nv, src, arch, is_ptx, &key, name, sizeof name);
     snprintf(path, len, "%s/%s", dir, name);
     int dfd;
     if (open_folder(dir, 0, &dfd, why, sizeof why) != OPEN_OK)
@@ -774,7 +778,8 @@ static int entry_score(const entry_header *h, int sm, int driver_version)
     return h->is_ptx ? 1 : h->arch == sm ? 3 : 2;
 }
 
-int memra_cache_find_any(int sm, int driver_version, int rank, memra_image *img,
+int memra_cache_find_any(const memra_source *src, int sm, int driver_version, int rank,
+                         memra_image *img,
                          memra_cache_found *found)
 {
     memset(img, 0, sizeof *img);
@@ -812,7 +817,7 @@ int memra_cache_find_any(int sm, int driver_version, int rank, memra_image *img,
         char name[MEMRA_CACHE_NAME_MAX];
         if (!ok)
             continue;
-        key_for(h.nvrtc_major, h.nvrtc_minor, h.arch, h.is_ptx, &key);
+        key_for(src, h.nvrtc_major, h.nvrtc_minor, h.arch, h.is_ptx, &key);
         memra_cache_entry_name(&key, h.is_ptx, name, sizeof name);
         const int score = entry_score(&h, sm, driver_version);
         if (memcmp(key.bytes, h.key, 16) != 0 || strcmp(name, e->d_name) != 0 || !score)
@@ -835,7 +840,7 @@ int memra_cache_find_any(int sm, int driver_version, int rank, memra_image *img,
     for (size_t i = (size_t)rank; i < n && !got; i++) {
         memra_cache_key key;
         char why[256];
-        key_for(v[i].h.nvrtc_major, v[i].h.nvrtc_minor, v[i].h.arch, v[i].h.is_ptx, &key);
+        key_for(src, v[i].h.nvrtc_major, v[i].h.nvrtc_minor, v[i].h.arch, v[i].h.is_ptx, &key);
         if (read_entry(dfd, v[i].name, &key, img, why, sizeof why) == 1) {
             got = 1;
             found->nvrtc_major = v[i].h.nvrtc_major, found->nvrtc_minor = v[i].h.nvrtc_minor;

@@ -53,23 +53,27 @@ int memra_cache_parse(const void *buf, size_t len, const memra_cache_key *key, m
 int memra_cache_entry_bytes(const memra_cache_key *key, int nvrtc_major, int nvrtc_minor,
                             const memra_image *img, unsigned char **out, size_t *len);
 
+/* Every call names the module (its source is part of the key). */
+
 /* The image for (arch, is_ptx) from NVRTC `nv`, from the cache when a valid entry exists,
  * else compiled and published atomically. Racing processes serialise on a
  * lock file (waiting at most memra_cache_lock_timeout_ms) and look again, so
  * only one compiles. Every failure of the folder falls back to compiling in
  * memory (one warning per kind and process). *from_cache says which
  * happened. */
-memra_status memra_cache_get_image(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *img,
-                                   int *from_cache);
+memra_status memra_cache_get_image(const memra_nvrtc *nv, const memra_source *src, int arch,
+                                   int is_ptx, memra_image *img, int *from_cache);
 
 /* Replaces the entry for (arch, is_ptx) with `img`: used when the driver
  * refused a verified entry and a fresh compile loaded, so the next start
  * does not pay the compile again. Best effort, silent. */
-void memra_cache_put(const memra_nvrtc *nv, int arch, int is_ptx, const memra_image *img);
+void memra_cache_put(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
+                     const memra_image *img);
 
 /* 1 if a valid entry for (arch, is_ptx) is in the cache folder; its path in
  * `path` either way (when the cache is on). Creates nothing. */
-int memra_cache_has_entry(const memra_nvrtc *nv, int arch, int is_ptx, char *path, size_t len);
+int memra_cache_has_entry(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
+                          char *path, size_t len);
 
 /* An engine that no NVRTC can serve still starts from an entry that any
  * NVRTC built for this device and driver: the rank-th best (0 first) by the
@@ -78,7 +82,8 @@ int memra_cache_has_entry(const memra_nvrtc *nv, int arch, int is_ptx, char *pat
 typedef struct memra_cache_found {
     int nvrtc_major, nvrtc_minor, arch, is_ptx;
 } memra_cache_found;
-int memra_cache_find_any(int sm, int driver_version, int rank, memra_image *img,
+int memra_cache_find_any(const memra_source *src, int sm, int driver_version, int rank,
+                         memra_image *img,
                          memra_cache_found *found);
 
 /* Bytes of memra's entries and of live temp files in `dir` (0 if none or

@@ -49,8 +49,9 @@ static void engine_release(memra_engine *eng)
         }
         if (eng->faults)
             d->cuMemFree(eng->faults);
-        if (eng->module)
-            d->cuModuleUnload(eng->module);
+        for (int m = 0; m < MEMRA_MODULE_COUNT; m++)
+            if (eng->module[m])
+                d->cuModuleUnload(eng->module[m]);
     }
     memra_mirror_release(eng, live);
     if (live)

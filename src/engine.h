@@ -31,12 +31,12 @@ struct memra_engine {
     CUdeviceptr faults;
     _Atomic unsigned long long readbacks_busy; /* bit i: area i is taken */
 
-    /* The first load of the kernels (NVRTC, the disk cache's lock). Launches
-     * of a loaded kernel never take it. */
+    /* The first load of each module (NVRTC, the disk cache's lock).
+     * Launches of a loaded kernel never take it. */
     pthread_mutex_t load_lock;
-    _Atomic(CUfunction) kernel[MEMRA_KERNEL_COUNT]; /* non-NULL once loaded */
-    CUmodule module;
-    const memra_nvrtc *nvrtc; /* the NVRTC that built it (NULL: from the cache alone) */
+    _Atomic(CUfunction) kernel[MEMRA_KERNEL_COUNT]; /* non-NULL once its module is loaded */
+    CUmodule module[MEMRA_MODULE_COUNT];
+    const memra_nvrtc *nvrtc; /* the NVRTC that built the first module (NULL: the cache alone) */
 
     /* Short critical sections only, no driver call inside: the slot tables,
      * the retired list and info. */
@@ -48,9 +48,9 @@ struct memra_engine {
     memra_kernel_origin origin;
 };
 
-/* Kernel `k`, compiling and loading the kernels on first use (once, even
- * with racing threads). Loading allocates, so while `s` is captured (`cap`)
- * a first use is MEMRA_ERR_CAPTURE instead. */
+/* Kernel `k`, compiling and loading its module on first use (once, even
+ * with racing threads). Loading allocates, so while the stream is captured
+ * (`cap`) a first use is MEMRA_ERR_CAPTURE instead. */
 memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_id k,
                                  CUfunction *out);
 

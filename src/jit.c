@@ -178,10 +178,10 @@ memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const
     return st;
 }
 
-memra_status memra_jit_compile(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *out)
+memra_status memra_jit_compile(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
+                               memra_image *out)
 {
-    return memra_jit_compile_src(nv, memra_kernel_vrows_src, "vrows.cu", arch, is_ptx,
-                                 memra_jit_options, out);
+    return memra_jit_compile_src(nv, src->text, src->name, arch, is_ptx, memra_jit_options, out);
 }
 
 void memra_image_free(memra_image *img)

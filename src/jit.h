@@ -7,8 +7,14 @@
 
 #include "driver.h"
 
-extern const char memra_kernel_vrows_src[];
-extern const size_t memra_kernel_vrows_src_len;
+/* One kernel module's embedded source (kernels_src/meson.build): compiled
+ * by NVRTC as its own program at its first use, cached on disk by its own
+ * key. `name` is the file NVRTC's messages name. */
+typedef struct memra_source {
+    const char *name;
+    const char *text;
+    size_t len;
+} memra_source;
 
 typedef struct memra_image {
     char *data;
@@ -57,8 +63,9 @@ memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const
                                    int arch, int is_ptx, const char *const *options,
                                    memra_image *out);
 
-/* The embedded table kernel with the fixed exactness options. */
-memra_status memra_jit_compile(const memra_nvrtc *nv, int arch, int is_ptx, memra_image *out);
+/* A module's embedded source with the fixed exactness options. */
+memra_status memra_jit_compile(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
+                               memra_image *out);
 void memra_image_free(memra_image *img);
 
 /* The fixed options (NULL-terminated, without the arch option). */

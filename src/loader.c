@@ -1,6 +1,6 @@
-/* The loader: the kernels compiled by NVRTC (or taken from the disk cache)
- * for this device and driver, loaded once per engine, every kernel of
- * MEMRA_KERNELS looked up. */
+/* The loader: each module of MEMRA_MODULES compiled by NVRTC (or taken
+ * from the disk cache) for this device and driver at the first use of one
+ * of its kernels, loaded once per engine, its kernels looked up. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +12,6 @@
 #include "error.h"
 #include "jit.h"
 #include "nvrtc_find.h"
-
-const char *memra_kernel_name(memra_kernel_id k)
-{
-    static const char *const names[] = {
-#define MEMRA_X(id, name) name,
-        MEMRA_KERNELS(MEMRA_X)
-#undef MEMRA_X
-    };
-    return names[k];
-}
 
 static memra_status get_function(const memra_driver *d, CUmodule mod, const char *name,
                                  const char *fn, CUfunction *f)
@@ -89,14 +79,15 @@ static memra_status load_image(memra_engine *eng, const char *fn, const memra_im
  * verified entry the driver refuses (a driver update, say) is built afresh,
  * and once that loads the entry is replaced so the next start does not pay
  * the compile again. */
-static memra_status try_choice(memra_engine *eng, const char *fn, const memra_jit_choice *c,
-                               CUmodule *mod, int *from_cache, attempts *a, int *loaded)
+static memra_status try_choice(memra_engine *eng, const char *fn, const memra_source *src,
+                               const memra_jit_choice *c, CUmodule *mod, int *from_cache,
+                               attempts *a, int *loaded)
 {
     char who[640];
     snprintf(who, sizeof who, "%s (%s, NVRTC %d.%d)", c->nv->path, c->nv->origin, c->nv->major,
              c->nv->minor);
     memra_image img;
-    memra_status st = memra_cache_get_image(c->nv, c->arch, c->is_ptx, &img, from_cache);
+    memra_status st = memra_cache_get_image(c->nv, src, c->arch, c->is_ptx, &img, from_cache);
     if (st) {
         note(a, "\n  %s: %s", who, memra_last_error());
         return MEMRA_OK;
@@ -106,20 +97,21 @@ static memra_status try_choice(memra_engine *eng, const char *fn, const memra_ji
     if (st || *loaded || !*from_cache)
         return st;
     *from_cache = 0;
-    if (memra_jit_compile(c->nv, c->arch, c->is_ptx, &img)) {
+    if (memra_jit_compile(c->nv, src, c->arch, c->is_ptx, &img)) {
         note(a, "\n  %s: %s", who, memra_last_error());
         return MEMRA_OK;
     }
     st = load_image(eng, fn, &img, who, mod, a, loaded);
     if (*loaded)
-        memra_cache_put(c->nv, c->arch, c->is_ptx, &img);
+        memra_cache_put(c->nv, src, c->arch, c->is_ptx, &img);
     memra_image_free(&img);
     return st;
 }
 
-static memra_status load_kernel(memra_engine *eng, const char *fn)
+static memra_status load_module(memra_engine *eng, const char *fn, memra_module_id mid)
 {
     const memra_driver *d = eng->d;
+    const memra_source src = memra_module_source(mid);
     const int sm = eng->info.sm, drv = eng->info.driver_version;
     /* MEMRA_FORCE_PTX=1: take the PTX path (the one a device newer than
      * every NVRTC gets) on purpose, to measure or test it. */
@@ -138,7 +130,7 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
      * that loads, the candidates not yet opened, one need at a time. */
     for (int m = n; m > 0 && !loaded && !st;) {
         for (int i = 0; i < m && !loaded && !st; i++) {
-            st = try_choice(eng, fn, &plan[i], &mod, &o.from_cache, &a, &loaded);
+            st = try_choice(eng, fn, &src, &plan[i], &mod, &o.from_cache, &a, &loaded);
             if (loaded) {
                 used = plan[i].nv;
                 o.arch = plan[i].arch, o.is_ptx = plan[i].is_ptx;
@@ -157,7 +149,7 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
     for (int rank = 0; !loaded && !st; rank++) {
         memra_image img;
         memra_cache_found f;
-        if (!memra_cache_find_any(sm, drv, rank, &img, &f))
+        if (!memra_cache_find_any(&src, sm, drv, rank, &img, &f))
             break;
         st = load_image(eng, fn, &img, "the kernel cache", &mod, &a, &loaded);
         memra_image_free(&img);
@@ -170,24 +162,28 @@ static memra_status load_kernel(memra_engine *eng, const char *fn)
         return st;
     if (!loaded)
         return memra_fail(a.refused_loads ? MEMRA_ERR_MODULE_LOAD : MEMRA_ERR_NVRTC,
-                          "%s: no NVRTC builds a kernel that this device (sm_%d) and driver "
-                          "(CUDA %d.%d) load, and the kernel cache holds none:%s",
-                          fn, sm, drv / 1000, drv % 1000 / 10, a.why);
-    CUfunction f[MEMRA_KERNEL_COUNT];
+                          "%s: no NVRTC builds %s for this device (sm_%d) and driver (CUDA "
+                          "%d.%d), and the kernel cache holds none:%s",
+                          fn, src.name, sm, drv / 1000, drv % 1000 / 10, a.why);
+    CUfunction f[MEMRA_KERNEL_COUNT] = {0};
     for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
-        if ((st = get_function(d, mod, memra_kernel_name((memra_kernel_id)k), fn, &f[k]))) {
+        if (memra_kernel_module((memra_kernel_id)k) == mid &&
+            (st = get_function(d, mod, memra_kernel_name((memra_kernel_id)k), fn, &f[k]))) {
             d->cuModuleUnload(mod);
             return st;
         }
-    eng->module = mod;
-    eng->nvrtc = used;
+    eng->module[mid] = mod;
+    if (!eng->nvrtc)
+        eng->nvrtc = used;
     o.ready = 1;
-    pthread_mutex_lock(&eng->state_lock);
-    eng->origin = o;
-    pthread_mutex_unlock(&eng->state_lock);
-    /* The table kernel last: its slot is the one "loaded" is read from. */
-    for (int k = MEMRA_KERNEL_COUNT - 1; k >= 0; k--)
-        atomic_store_explicit(&eng->kernel[k], f[k], memory_order_release);
+    if (mid == MEMRA_MODULE_VROWS) {
+        pthread_mutex_lock(&eng->state_lock);
+        eng->origin = o;
+        pthread_mutex_unlock(&eng->state_lock);
+    }
+    for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
+        if (f[k])
+            atomic_store_explicit(&eng->kernel[k], f[k], memory_order_release);
     return MEMRA_OK;
 }
 
@@ -221,9 +217,9 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
                                                   : "memra_vrows_prepare_layer()");
     pthread_mutex_lock(&eng->load_lock);
     memra_status st = MEMRA_OK;
-    if (!atomic_load_explicit(&eng->kernel[MEMRA_KERNEL_VROWS], memory_order_relaxed)) {
+    if (!atomic_load_explicit(&eng->kernel[k], memory_order_relaxed)) {
         memra_call_relax(c);
-        st = load_kernel(eng, c->fn);
+        st = load_module(eng, c->fn, memra_kernel_module(k));
     }
     pthread_mutex_unlock(&eng->load_lock);
     *out = atomic_load_explicit(&eng->kernel[k], memory_order_acquire);
@@ -238,6 +234,8 @@ memra_status memra_engine_warmup(memra_engine *eng)
     memra_call c;
     memra_status st = memra_call_enter(eng, fn, &c);
     CUfunction f;
+    /* The table kernel's module (routing's load at memra_route_prepare_layer
+     * or their first launch). */
     if (!st)
         st = memra_engine_kernel(&c, MEMRA_CAPTURE_NONE, MEMRA_KERNEL_VROWS, &f);
     memra_call_leave(&c);

@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "cache.h"
+#include "kernels.h"
 #include "mock_driver.h"
 #include "warn.h"
 
@@ -55,11 +56,17 @@ static int compiles(void)
     return mock.calls[MOCK_nvrtcCompileProgram];
 }
 
+/* The table kernel's module: the one memra_engine_warmup loads. */
+static memra_source vsrc(void)
+{
+    return memra_module_source(MEMRA_MODULE_VROWS);
+}
+
 static void key_for(int arch, int is_ptx, memra_cache_key *key)
 {
-    memra_cache_key_in in = {
-        memra_kernel_vrows_src, memra_kernel_vrows_src_len, memra_jit_options, 13, 0, arch, is_ptx,
-        MEMRA_VERSION_STRING};
+    const memra_source src = vsrc();
+    memra_cache_key_in in = {src.text, src.len, memra_jit_options, 13, 0, arch, is_ptx,
+                             MEMRA_VERSION_STRING};
     memra_cache_key_of(&in, key);
 }
 
@@ -102,7 +109,8 @@ static void plant_entry(const char *path, int arch, const char *image)
     setenv("MEMRA_CACHE_DIR", tmp, 1);
     memra_cache_entry_name(&key, 0, name, sizeof name);
     memra_image img = {(char *)image, strlen(image) + 1, 0, arch};
-    memra_cache_put(&mock_nv, arch, 0, &img);
+    const memra_source src = vsrc();
+    memra_cache_put(&mock_nv, &src, arch, 0, &img);
     snprintf(dir, sizeof dir, "%s/%s", tmp, name);
     assert_true(entry_valid(dir, arch));
     assert_int_equal(rename(dir, path), 0);
@@ -112,7 +120,8 @@ static void plant_entry(const char *path, int arch, const char *image)
 static memra_image get_img(int arch, int *from_cache)
 {
     memra_image img;
-    assert_int_equal(memra_cache_get_image(&mock_nv, arch, 0, &img, from_cache), MEMRA_OK);
+    const memra_source src = vsrc();
+    assert_int_equal(memra_cache_get_image(&mock_nv, &src, arch, 0, &img, from_cache), MEMRA_OK);
     return img;
 }
 
@@ -278,7 +287,8 @@ static void test_racing_processes_compile_once(void **state)
             memset(mock.calls, 0, sizeof mock.calls);
             memra_image img;
             int fc;
-            memra_status st = memra_cache_get_image(&mock_nv, 90, 0, &img, &fc);
+            const memra_source src = vsrc();
+            memra_status st = memra_cache_get_image(&mock_nv, &src, 90, 0, &img, &fc);
             int valid = st == MEMRA_OK && img.size == sizeof "MOCKIMG-CUBIN" &&
                         memcmp(img.data, "MOCKIMG-CUBIN", img.size) == 0;
             _exit((valid ? 0 : 100) + mock.calls[MOCK_nvrtcCompileProgram]);
@@ -647,7 +657,8 @@ static int child_get_compiles_in_memory(void)
     memset(mock.calls, 0, sizeof mock.calls);
     memra_image img;
     int fc = -1;
-    memra_status st = memra_cache_get_image(&mock_nv, 90, 0, &img, &fc);
+    const memra_source src = vsrc();
+            memra_status st = memra_cache_get_image(&mock_nv, &src, 90, 0, &img, &fc);
     int ok = st == MEMRA_OK && fc == 0 && img.size == sizeof "MOCKIMG-CUBIN" &&
              memcmp(img.data, "MOCKIMG-CUBIN", img.size) == 0 &&
              mock.calls[MOCK_nvrtcCompileProgram] == 1;
@@ -690,7 +701,8 @@ static void test_held_lock_costs_a_compile_not_a_hang(void **state)
 static int child_has_entry(void)
 {
     char path[1200];
-    return memra_cache_has_entry(&mock_nv, 90, 0, path, sizeof path) ? 1 : 0;
+    const memra_source src = vsrc();
+    return memra_cache_has_entry(&mock_nv, &src, 90, 0, path, sizeof path) ? 1 : 0;
 }
 
 static int child_size(void)

@@ -9,6 +9,7 @@
 #include "device_case.h"
 #include "engine.h"
 #include "gate_cases.h"
+#include "route_cases.h"
 #include "vrows_abi.h"
 
 static memra_engine *eng;
@@ -77,7 +78,8 @@ static void test_self_check(void **state)
     if (memra_engine_self_check(eng, &rep))
         fail_msg("self check: %s", memra_last_error());
     assert_int_equal(rep.failed, 0);
-    assert_int_equal(rep.cases, 11);
+    assert_int_equal(
+        rep.cases, 6 + 2 * N_ROUTE_CASES); /* tables, then each routing case through both kernels */
     printf("self check: %u cases, %llu entries exact\n", rep.cases,
            (unsigned long long)rep.entries);
 }

@@ -58,7 +58,8 @@ static void test_engines_have_own_modules(void **state)
     for (int i = 0; i < n_dev; i++) {
         assert_int_equal(memra_engine_warmup(engs[i]), MEMRA_OK);
         for (int k = 0; k < i; k++)
-            assert_ptr_not_equal(engs[i]->module, engs[k]->module);
+            assert_ptr_not_equal(engs[i]->module[MEMRA_MODULE_VROWS],
+                                  engs[k]->module[MEMRA_MODULE_VROWS]);
     }
 }
 

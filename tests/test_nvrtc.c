@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include "jit.h"
+#include "kernels.h"
 #include "nvrtc_find.h"
 
 static const memra_nvrtc *nv;
@@ -27,43 +28,54 @@ static void test_every_arch_cubin_and_ptx(void **state)
         seen90 |= arch == 90;
         seen100 |= arch == 100;
         seen120 |= arch == 120;
-        memra_image img;
-        memra_status st = memra_jit_compile(nv, arch, 0, &img);
-        if (st)
-            fail_msg("sm_%d CUBIN: %s", arch, memra_last_error());
-        assert_true(img.size > 64);
-        assert_memory_equal(img.data,
-                            "\x7f"
-                            "ELF",
-                            4);
-        assert_int_equal(img.is_ptx, 0);
-        memra_image_free(&img);
+        for (int m = 0; m < MEMRA_MODULE_COUNT; m++) {
+            const memra_source src = memra_module_source((memra_module_id)m);
+            memra_image img;
+            memra_status st = memra_jit_compile(nv, &src, arch, 0, &img);
+            if (st)
+                fail_msg("sm_%d CUBIN of %s: %s", arch, src.name, memra_last_error());
+            assert_true(img.size > 64);
+            assert_memory_equal(img.data,
+                                "\x7f"
+                                "ELF",
+                                4);
+            assert_int_equal(img.is_ptx, 0);
+            memra_image_free(&img);
 
-        st = memra_jit_compile(nv, arch, 1, &img);
-        if (st)
-            fail_msg("compute_%d PTX: %s", arch, memra_last_error());
-        assert_int_equal(img.data[img.size - 1], '\0'); /* cuModuleLoadData needs the NUL */
-        assert_non_null(strstr(img.data, ".entry memra_vrows_tables("));
-        assert_non_null(strstr(img.data, ".entry memra_faults_take("));
-        assert_non_null(strstr(img.data, ".entry memra_route_tables("));
-        assert_non_null(strstr(img.data, ".entry memra_route_tables_block("));
-        /* --fmad=false: the scale product is a lone IEEE multiply. */
-        assert_non_null(strstr(img.data, "mul.rn.f32"));
-        assert_null(strstr(img.data, "fma.rn.f32"));
-        /* The routing arithmetic, on every target (sm_100 and sm_120 too): every
-         * float operation an explicit round-to-nearest one, divisions IEEE
-         * (div.rn), nothing approximate, nothing flushed. PTX's meaning of
-         * these is the same on every arch, which is the proof for the targets
-         * no device here runs. */
-        assert_non_null(strstr(img.data, "div.rn.f32"));
-        assert_null(strstr(img.data, ".approx"));
-        assert_null(strstr(img.data, ".ftz"));
-        /* The tables are streamed out (evict-first), not left dirty in L2. */
-        assert_non_null(strstr(img.data, "st.global.cs"));
-        /* 64-bit address arithmetic: base + ex * stride is a 64-bit
-         * multiply(-add), never a 32-bit one that would wrap past 4 GiB. */
-        assert_true(strstr(img.data, "mad.lo.s64") || strstr(img.data, "mul.lo.s64"));
-        memra_image_free(&img);
+            st = memra_jit_compile(nv, &src, arch, 1, &img);
+            if (st)
+                fail_msg("compute_%d PTX of %s: %s", arch, src.name, memra_last_error());
+            assert_int_equal(img.data[img.size - 1], '\0'); /* cuModuleLoadData needs the NUL */
+            /* Each kernel is in its module, and only there. */
+            for (int k = 0; k < MEMRA_KERNEL_COUNT; k++) {
+                char entry[96];
+                snprintf(entry, sizeof entry, ".entry %s(", memra_kernel_name((memra_kernel_id)k));
+                if ((strstr(img.data, entry) != NULL) !=
+                    (memra_kernel_module((memra_kernel_id)k) == (memra_module_id)m))
+                    fail_msg("compute_%d %s: %s misplaced", arch, src.name, entry);
+            }
+            if (m == MEMRA_MODULE_VROWS) {
+                /* --fmad=false: the scale product is a lone IEEE multiply. */
+                assert_non_null(strstr(img.data, "mul.rn.f32"));
+                assert_null(strstr(img.data, "fma.rn.f32"));
+            } else {
+                /* The routing arithmetic, on every target (sm_100 and sm_120
+                 * too): every float operation an explicit round-to-nearest
+                 * one, divisions IEEE (div.rn). PTX's meaning of these is the
+                 * same on every arch, which is the proof for the targets no
+                 * device here runs. */
+                assert_non_null(strstr(img.data, "div.rn.f32"));
+            }
+            /* Nothing approximate, nothing flushed, anywhere. */
+            assert_null(strstr(img.data, ".approx"));
+            assert_null(strstr(img.data, ".ftz"));
+            /* The tables are streamed out (evict-first), not left dirty in L2. */
+            assert_non_null(strstr(img.data, "st.global.cs"));
+            /* 64-bit address arithmetic: base + ex * stride is a 64-bit
+             * multiply(-add), never a 32-bit one that would wrap past 4 GiB. */
+            assert_true(strstr(img.data, "mad.lo.s64") || strstr(img.data, "mul.lo.s64"));
+            memra_image_free(&img);
+        }
         printf("sm_%d: CUBIN and PTX compiled\n", arch);
         compiled++;
     }
@@ -85,24 +97,6 @@ static void test_exactness_options(void **state)
         assert_null(strstr(memra_jit_options[i], "fast-math"));
 }
 
-/* kernels_src/<name> read whole (the test gets the folder in
- * MEMRA_KERNELS_SRC), appended to `buf`. */
-static void append_file(char *buf, size_t cap, const char *name)
-{
-    const char *dir = getenv("MEMRA_KERNELS_SRC");
-    assert_non_null(dir);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    size_t len = strlen(buf);
-    len += fread(buf + len, 1, cap - len - 1, f);
-    assert_true(len < cap - 1);
-    buf[len] = 0;
-    fclose(f);
-}
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -110,70 +104,27 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Each kernel's source is complete given its files, in this order, so a
- * loader may compile each at its own first use; with the library's options,
- * for sm_90 CUBIN, every entry point is there and named as the launcher
- * asks. Prints NVRTC's time per kernel (median of 3) on this machine. */
-static void test_each_kernel_compiles_alone(void **state)
+/* Each module (kernels_src/meson.build) is an NVRTC program of its own,
+ * compiled at its first use: prints NVRTC's time per module for sm_90
+ * CUBIN (median of 3) on this machine, the cold first use of each. */
+static void test_each_module_compile_time(void **state)
 {
     (void)state;
-    static const struct {
-        const char *kernel, *files[3], *define, *entries[2];
-    } units[] = {
-        {"table kernel + fault reader",
-         {"vrows_pair.cuh", "vrows.cu", NULL},
-         NULL,
-         {"memra_vrows_tables", "memra_faults_take"}},
-        {"routing, block per token",
-         {"vrows_pair.cuh", "route_math.cuh", "route.cu"},
-         "-DMEMRA_ROUTE_ONLY_BLOCK",
-         {"memra_route_tables_block", NULL}},
-        {"routing, warp per token",
-         {"vrows_pair.cuh", "route_math.cuh", "route.cu"},
-         "-DMEMRA_ROUTE_ONLY_WARP",
-         {"memra_route_tables", NULL}},
-        {"routing, both kernels",
-         {"vrows_pair.cuh", "route_math.cuh", "route.cu"},
-         NULL,
-         {"memra_route_tables", "memra_route_tables_block"}},
-    };
-    static char src[1 << 17];
-    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
-        src[0] = 0;
-        for (int i = 0; i < 3 && units[u].files[i]; i++)
-            append_file(src, sizeof src, units[u].files[i]);
-        const char *opts[8];
-        int n = 0;
-        if (units[u].define)
-            opts[n++] = units[u].define;
-        for (int i = 0; memra_jit_options[i]; i++)
-            opts[n++] = memra_jit_options[i];
-        opts[n] = NULL;
+    for (int m = 0; m < MEMRA_MODULE_COUNT; m++) {
+        const memra_source src = memra_module_source((memra_module_id)m);
         double ms[3];
         for (int rep = 0; rep < 3; rep++) {
             memra_image img;
             const double t0 = now_ms();
-            if (memra_jit_compile_src(nv, src, "unit.cu", 90, 1, opts, &img))
-                fail_msg("%s: %s", units[u].kernel, memra_last_error());
+            if (memra_jit_compile(nv, &src, 90, 0, &img))
+                fail_msg("%s: %s", src.name, memra_last_error());
             ms[rep] = now_ms() - t0;
-            for (int e = 0; e < 2 && units[u].entries[e]; e++) {
-                char want[96];
-                snprintf(want, sizeof want, ".entry %s(", units[u].entries[e]);
-                assert_non_null(strstr(img.data, want));
-            }
             memra_image_free(&img);
         }
         const double lo = ms[0] < ms[1] ? ms[0] : ms[1], hi = ms[0] < ms[1] ? ms[1] : ms[0];
         const double med = ms[2] < lo ? lo : ms[2] > hi ? hi : ms[2];
-        /* CUBIN (what an engine loads) once more, for its time. */
-        memra_image img;
-        const double t0 = now_ms();
-        if (memra_jit_compile_src(nv, src, "unit.cu", 90, 0, opts, &img))
-            fail_msg("%s: %s", units[u].kernel, memra_last_error());
-        const double cubin_ms = now_ms() - t0;
-        memra_image_free(&img);
-        printf("NVRTC %d.%d, %-28s PTX %7.1f ms (median of 3), sm_90 CUBIN %7.1f ms\n", nv->major,
-               nv->minor, units[u].kernel, med, cubin_ms);
+        printf("NVRTC %d.%d, sm_90 CUBIN of %-16s %7.1f ms (median of 3, this machine)\n",
+               nv->major, nv->minor, src.name, med);
     }
 }
 
@@ -187,15 +138,18 @@ static void test_griddepcontrol_from_sm90(void **state)
         const int arch = nv->archs[i];
         if (arch < 75)
             continue;
-        memra_image img;
-        if (memra_jit_compile(nv, arch, 1, &img))
-            fail_msg("compute_%d: %s", arch, memra_last_error());
-        const int has_wait = strstr(img.data, "griddepcontrol.wait") != NULL;
-        const int has_launch = strstr(img.data, "griddepcontrol.launch_dependents") != NULL;
-        memra_image_free(&img);
-        if (has_wait != (arch >= 90) || has_launch != (arch >= 90))
-            fail_msg("compute_%d: griddepcontrol.wait %d, launch_dependents %d", arch, has_wait,
-                     has_launch);
+        for (int m = 0; m < MEMRA_MODULE_COUNT; m++) {
+            const memra_source src = memra_module_source((memra_module_id)m);
+            memra_image img;
+            if (memra_jit_compile(nv, &src, arch, 1, &img))
+                fail_msg("compute_%d %s: %s", arch, src.name, memra_last_error());
+            const int has_wait = strstr(img.data, "griddepcontrol.wait") != NULL;
+            const int has_launch = strstr(img.data, "griddepcontrol.launch_dependents") != NULL;
+            memra_image_free(&img);
+            if (has_wait != (arch >= 90) || has_launch != (arch >= 90))
+                fail_msg("compute_%d %s: griddepcontrol.wait %d, launch_dependents %d", arch,
+                         src.name, has_wait, has_launch);
+        }
     }
 }
 
@@ -242,7 +196,8 @@ static void test_sass_multiply_is_exact_on_every_target(void **state)
         if (arch < 75 || arch > 121)
             continue;
         memra_image img;
-        if (memra_jit_compile(nv, arch, 0, &img))
+        const memra_source src = memra_module_source(MEMRA_MODULE_VROWS);
+        if (memra_jit_compile(nv, &src, arch, 0, &img))
             fail_msg("sm_%d: %s", arch, memra_last_error());
         char path[] = "/tmp/memra-sass-XXXXXX";
         int fd = mkstemp(path);
@@ -305,7 +260,7 @@ int main(void)
         cmocka_unit_test(test_exactness_options),
         cmocka_unit_test(test_every_arch_cubin_and_ptx),
         cmocka_unit_test(test_sass_multiply_is_exact_on_every_target),
-        cmocka_unit_test(test_each_kernel_compiles_alone),
+        cmocka_unit_test(test_each_module_compile_time),
         cmocka_unit_test(test_griddepcontrol_from_sm90),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

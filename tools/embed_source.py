@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Embed text files, concatenated in order, as one NUL-terminated C array (the
-kernel source that NVRTC compiles at run time), so the library needs no file
-beside it.
+"""Embed text files, concatenated in order, as one NUL-terminated C array (a
+kernel module's source, which NVRTC compiles at run time), so the library
+needs no file beside it. Each -DNAME before the inputs becomes a first line
+"#define NAME 1" (a module that builds one kernel of a shared file).
 
-usage: embed_source.py OUTPUT SYMBOL INPUT...
+usage: embed_source.py OUTPUT SYMBOL [-DNAME...] INPUT...
 """
 import os
 import sys
@@ -11,7 +12,9 @@ import sys
 
 def main() -> int:
     out, symbol, srcs = sys.argv[1], sys.argv[2], sys.argv[3:]
-    data = b""
+    defines = [a[2:] for a in srcs if a.startswith("-D")]
+    srcs = [a for a in srcs if not a.startswith("-D")]
+    data = b"".join(f"#define {d} 1\n".encode() for d in defines)
     for src in srcs:
         with open(src, "rb") as f:
             part = f.read()

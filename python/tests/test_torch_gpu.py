@@ -199,7 +199,7 @@ def test_opcheck():
 def test_engine_self_check_and_origin():
     eng = mt.engine(DEV)
     rep = eng.self_check()
-    assert rep["failed"] == 0 and rep["cases"] == 11
+    assert rep["failed"] == 0 and rep["cases"] > 11  # tables, then routing through both kernels
     o = eng.kernel_origin()
     assert o["ready"] and o["nvrtc_version"] >= 12000
 
