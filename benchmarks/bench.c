@@ -462,6 +462,39 @@ static double first_use_us(int ordinal, const char *cache_dir, int force_ptx, do
     return t3 - t2;
 }
 
+/* The same for routing: a fresh engine's first memra_moe_route_tables (one
+ * token, DeepSeek-V3's shape: the block kernel's module), finished. */
+static double first_route_us(int ordinal, const char *cache_dir)
+{
+    setenv("MEMRA_CACHE_DIR", cache_dir, 1);
+    unsetenv("MEMRA_FORCE_PTX");
+    memra_engine *eng;
+    MK(memra_engine_create(ordinal, &eng));
+    enum { E = 256, K = 8 };
+    static float logits[E], bias[E];
+    for (int e = 0; e < E; e++)
+        logits[e] = (float)(e % 17) / 8.0f, bias[e] = (float)(e % 5) / 64.0f;
+    memra_route_spec spec = {.n_expert = E, .top_k = K, .n_group = 8, .topk_group = 4,
+                             .scoring = MEMRA_ROUTE_SIGMOID, .renormalize = 1,
+                             .routed_scaling_factor = 2.5f, .bias = bias};
+    memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {1 << 20, 1 << 20, 1 << 21}};
+    memra_devptr dl, sel, selw, ptrs, scl;
+    MK(memra_alloc(eng, sizeof logits, &dl));
+    MK(memra_alloc(eng, K * 4, &sel));
+    MK(memra_alloc(eng, K * 4, &selw));
+    MK(memra_alloc(eng, 3 * K * 8, &ptrs));
+    MK(memra_alloc(eng, 3 * K * 4, &scl));
+    MK(memra_copy_htod(eng, dl, logits, sizeof logits));
+    const double t0 = now_us();
+    MK(memra_moe_route_tables(eng, dl, 1, &spec, 0, NULL, &sl, sel, selw, ptrs, scl, NULL));
+    MK(memra_sync(eng, NULL));
+    const double t1 = now_us();
+    memra_free(eng, dl), memra_free(eng, sel), memra_free(eng, selw);
+    memra_free(eng, ptrs), memra_free(eng, scl);
+    memra_engine_destroy(eng);
+    return t1 - t0;
+}
+
 static void bench_device(int ordinal)
 {
     memra_engine *eng;
@@ -658,6 +691,10 @@ route:
         "");
     row("first_use", "cache off (NVRTC compile every start)", first_use_us(ordinal, "off", 0, &cu),
         "us", 0, "");
+    snprintf(sub, sizeof sub, "%s/route", dir);
+    row("first_use", "routing, cold cache, CUBIN (its module: NVRTC compile + load)",
+        first_route_us(ordinal, sub), "us", 0, "");
+    row("first_use", "routing, warm cache, CUBIN", first_route_us(ordinal, sub), "us", 0, "");
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
