@@ -4,7 +4,7 @@
 
 #include "engine.h"
 #include "error.h"
-#include "faults.h"
+#include "abi.h"
 
 /* A readback area for one reset: a free one of the engine's, or a
  * temporary allocation when every one is taken (*temp set). */

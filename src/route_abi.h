@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "abi.h"
+
 typedef struct memra_route_args {
     uint64_t logits, bias, mg, mu, md;
     uint64_t pg, pu, pd, sg, su, sd;
@@ -28,14 +30,7 @@ _Static_assert(offsetof(memra_route_args, scale) == 168, "scale at 168");
 /* One block per token, one thread per expert (decode). */
 #define MEMRA_ROUTE_BLOCK_KERNEL "memra_route_tables_block"
 
-/* flags (kernels_src/route.cu's MEMRA_RF_*) */
-#define MEMRA_ROUTE_FLAG_SIGMOID 1u
-#define MEMRA_ROUTE_FLAG_BF16 2u
-#define MEMRA_ROUTE_FLAG_RENORM 4u
-#define MEMRA_ROUTE_FLAG_F16 8u
-#define MEMRA_ROUTE_FLAG_BIAS_BF16 16u
-#define MEMRA_ROUTE_FLAG_GROUP_MAX 32u
-#define MEMRA_ROUTE_FLAG_NO_TABLES 64u
+/* The flags are abi.h's MEMRA_ROUTE_FLAG_*. */
 
 static inline unsigned memra_route_grid(uint32_t n_tokens)
 {

@@ -192,20 +192,11 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 #define memra_div_rn(a, b) ((a) / (b))
 #define memra_grid_wait() ((void)0)
 #define memra_grid_launch_dependents() ((void)0)
+#include "abi.h"
 #include "vrows_pair.cuh"
 #include "vrows.cu"
 #include "route_math.cuh"
 #include "route.cu"
-
-/* The kernels' flags are the launcher's. */
-_Static_assert(MEMRA_RF_SIGMOID == MEMRA_ROUTE_FLAG_SIGMOID &&
-                   MEMRA_RF_BF16 == MEMRA_ROUTE_FLAG_BF16 &&
-                   MEMRA_RF_RENORM == MEMRA_ROUTE_FLAG_RENORM &&
-                   MEMRA_RF_F16 == MEMRA_ROUTE_FLAG_F16 &&
-                   MEMRA_RF_BIAS_BF16 == MEMRA_ROUTE_FLAG_BIAS_BF16 &&
-                   MEMRA_RF_GROUP_MAX == MEMRA_ROUTE_FLAG_GROUP_MAX &&
-                   MEMRA_RF_NO_TABLES == MEMRA_ROUTE_FLAG_NO_TABLES,
-               "route.cu's flags are route_abi.h's");
 
 /* Executes a grid of the table kernel with arguments decoded from the raw
  * parameter buffer at the offsets NVRTC assigns (natural alignment). */
