@@ -59,7 +59,7 @@ static void test_engines_have_own_modules(void **state)
         assert_int_equal(memra_engine_warmup(engs[i]), MEMRA_OK);
         for (int k = 0; k < i; k++)
             assert_ptr_not_equal(engs[i]->module[MEMRA_MODULE_VROWS],
-                                  engs[k]->module[MEMRA_MODULE_VROWS]);
+                                 engs[k]->module[MEMRA_MODULE_VROWS]);
     }
 }
 
