@@ -178,7 +178,7 @@ static void launch(const launcher *l)
         break;
     case L_MEMRA:
     case L_MEMRA_NOMAC:
-        MK(memra_moe_vrows_tables_from_sel(l->eng, l->w->sel, l->w->selw, l->w->n, l->w->n_expert,
+        MK(memra_vrows_tables(l->eng, l->w->sel, l->w->selw, l->w->n, l->w->n_expert,
                                            0, l->kind == L_MEMRA ? &l->w->mac : NULL, &l->w->sl,
                                            l->w->ptrs, l->w->scl, l->s));
         break;
@@ -264,7 +264,7 @@ static CUfunction compile_empty(int sm, CUmodule *mod)
                          sm, NULL, mod);
 }
 
-/* The table kernel's source as "memra_vrows_tables_var", with
+/* The table kernel's source as "memra_vrows_var_kernel", with
  * -DMEMRA_VROWS_VARIANT=k (k pairs per thread) and optionally
  * -DMEMRA_VROWS_PLAIN_STORES (no streaming stores), for the variant sweep. */
 static CUfunction compile_variant(int sm, const char *def1, const char *def2, CUmodule *mod)
@@ -275,7 +275,7 @@ static CUfunction compile_variant(int sm, const char *def1, const char *def2, CU
         opts[n++] = def2;
     for (int i = 0; memra_jit_options[i]; i++)
         opts[n++] = memra_jit_options[i];
-    return compile_cubin(memra_module_source(MEMRA_MODULE_VROWS).text, "memra_vrows_tables_var", sm,
+    return compile_cubin(memra_module_source(MEMRA_MODULE_VROWS).text, "memra_vrows_var_kernel", sm,
                          opts, mod);
 }
 
@@ -451,7 +451,7 @@ static double first_use_us(int ordinal, const char *cache_dir, int force_ptx, do
     work w;
     work_init(eng, &w, 8);
     double t2 = now_us();
-    MK(memra_moe_vrows_tables_from_sel(eng, w.sel, w.selw, w.n, w.n_expert, 0, &w.mac, &w.sl,
+    MK(memra_vrows_tables(eng, w.sel, w.selw, w.n, w.n_expert, 0, &w.mac, &w.sl,
                                        w.ptrs, w.scl, NULL));
     MK(memra_sync(eng, NULL));
     double t3 = now_us();
@@ -462,7 +462,7 @@ static double first_use_us(int ordinal, const char *cache_dir, int force_ptx, do
     return t3 - t2;
 }
 
-/* The same for routing: a fresh engine's first memra_moe_route_tables (one
+/* The same for routing: a fresh engine's first memra_route_tables (one
  * token, DeepSeek-V3's shape: the block kernel's module), finished. */
 static double first_route_us(int ordinal, const char *cache_dir)
 {
@@ -484,9 +484,9 @@ static double first_route_us(int ordinal, const char *cache_dir)
     MK(memra_alloc(eng, K * 4, &selw));
     MK(memra_alloc(eng, 3 * K * 8, &ptrs));
     MK(memra_alloc(eng, 3 * K * 4, &scl));
-    MK(memra_copy_htod(eng, dl, logits, sizeof logits));
+    MK(memra_upload(eng, dl, logits, sizeof logits));
     const double t0 = now_us();
-    MK(memra_moe_route_tables(eng, dl, 1, &spec, 0, NULL, &sl, sel, selw, ptrs, scl, NULL));
+    MK(memra_route_tables(eng, dl, 1, &spec, 0, NULL, &sl, sel, selw, ptrs, scl, NULL));
     MK(memra_sync(eng, NULL));
     const double t1 = now_us();
     memra_free(eng, dl), memra_free(eng, sel), memra_free(eng, selw);
@@ -535,8 +535,8 @@ static void bench_device(int ordinal)
     row("launch", "bare cuLaunchKernel, empty kernel", c_empty, "us", 0, "");
     row("launch", "bare cuLaunchKernel, table kernel", c_bare, "us", 0, "");
     row("launch", "bare cuLaunchKernel, table kernel, param buffer", c_x, "us", c_bare, "bare");
-    row("launch", "memra_moe_vrows_tables_from_sel (macros)", c_m, "us", c_bare, "bare");
-    row("launch", "memra_moe_vrows_tables_from_sel (no macros)", c_n, "us", c_bare, "bare");
+    row("launch", "memra_vrows_tables (macros)", c_m, "us", c_bare, "bare");
+    row("launch", "memra_vrows_tables (no macros)", c_n, "us", c_bare, "bare");
 
     printf("\nlaunch + sync round trip (n_pairs = 8)\n");
     const launcher *rt[2] = {&lb, &lm};

@@ -4,11 +4,11 @@
  * block's threads as POSIX threads (tests/kernel_on_host.h).
  *
  * Two kernels, one arithmetic (docs/routing.md), chosen by n_tokens:
- *  - memra_route_tables_block: one block per token, one thread per expert,
+ *  - memra_route_block_kernel: one block per token, one thread per expert,
  *    for decode-sized batches, where latency is everything: every expert is
  *    scored at once, groups and experts are ranked by counting how many beat
  *    them (no serial rounds);
- *  - memra_route_tables: one warp per token, four tokens per block, for
+ *  - memra_route_warp_kernel: one warp per token, four tokens per block, for
  *    prefill, where throughput is: lane l holds experts l, l+32, ...
  * Both follow the host arm (src/route_host.c) operation for operation where
  * the order matters: the softmax sum is lane l's sum over experts l, l+32,
@@ -116,7 +116,7 @@ typedef struct memra_route_out {
     memra_vrows_ctx c;
 } memra_route_out;
 
-/* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_tables
+/* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_kernel
  * builds them from that sel and selw. */
 MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
                                           float w)
@@ -508,14 +508,14 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 #endif /* MEMRA_ROUTE_ONLY_WARP */
 
 #ifndef MEMRA_ROUTE_ONLY_BLOCK
-MEMRA_KERNEL memra_route_tables(MEMRA_ROUTE_PARAMS)
+MEMRA_KERNEL memra_route_warp_kernel(MEMRA_ROUTE_PARAMS)
 {
     memra_route_warp(MEMRA_ROUTE_ARGS);
 }
 #endif
 
 #ifndef MEMRA_ROUTE_ONLY_WARP
-MEMRA_KERNEL memra_route_tables_block(MEMRA_ROUTE_PARAMS)
+MEMRA_KERNEL memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
     memra_route_block(MEMRA_ROUTE_ARGS);
 }
