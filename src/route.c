@@ -9,7 +9,7 @@
 #include "mirror.h"
 #include "route_abi.h"
 #include "route_spec.h"
-#include "validate.h"
+#include "vrows_spec.h"
 
 /* memra_moe_route_tables picks the block kernel (a block per token) up to
  * this many tokens and the warp kernel (a warp per token) above: a first

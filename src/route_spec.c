@@ -5,7 +5,7 @@
 
 #include "abi.h"
 #include "error.h"
-#include "validate.h"
+#include "vrows_spec.h"
 
 /* The public structs' layouts on LP64, which the Python (ctypes) and Rust
  * (repr(C)) copies repeat: a change here is a change there. */

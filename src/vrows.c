@@ -2,7 +2,7 @@
 #include "engine.h"
 #include "error.h"
 #include "launch.h"
-#include "validate.h"
+#include "vrows_spec.h"
 #include "vrows_abi.h"
 
 /* The context, what the stream meets, the loaded kernel: refused where the

@@ -208,9 +208,9 @@ static void test_tables_ex_expert_map(void **state)
     const memra_vrows_options dopt = {dmap, n_local, n_shared};
     memra_faults f0, f1, hf;
     assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
-    assert_int_equal(memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 78, &mac, &sl, &dopt,
-                                               dptrs, dscl, own),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 78, &mac, &sl, &dopt, dptrs, dscl, own),
+        MEMRA_OK);
     assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 3 * (size_t)n_pairs, own), MEMRA_OK);
     assert_int_equal(memra_download_f32_async(eng, gs, dscl, 3 * (size_t)n_pairs, own), MEMRA_OK);
     assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);

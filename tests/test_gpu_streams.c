@@ -112,8 +112,8 @@ static void work_free(work *w)
 
 static memra_status launch(work *w, int il, CUstream s)
 {
-    return memra_vrows_tables(eng, w->dsel, w->dselw, N, E, il, &w->mac,
-                                           &gate_cases[1].slabs, w->dptrs, w->dscl, s);
+    return memra_vrows_tables(eng, w->dsel, w->dselw, N, E, il, &w->mac, &gate_cases[1].slabs,
+                              w->dptrs, w->dscl, s);
 }
 
 /* Reads the tables on `s` and compares them bit for bit with the host arm;
@@ -384,8 +384,8 @@ static void test_row5_route_and_tables_share_a_layer(void **state)
                       rdev = eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
     for (int i = 0; i < 1000; i++) {
         assert_int_equal(launch(w, il, c), MEMRA_OK);
-        assert_int_equal(memra_route_tables(eng, dl, RT, &spec, il, &w->mac,
-                                                &gate_cases[1].slabs, rsel, rselw, rptrs, rscl, c),
+        assert_int_equal(memra_route_tables(eng, dl, RT, &spec, il, &w->mac, &gate_cases[1].slabs,
+                                            rsel, rselw, rptrs, rscl, c),
                          MEMRA_OK);
     }
     assert_int_equal(memra_sync(eng, c), MEMRA_OK);
@@ -397,8 +397,8 @@ static void test_row5_route_and_tables_share_a_layer(void **state)
     CUgraphExec x;
     CU(drv->cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_GLOBAL));
     assert_int_equal(launch(w, il, c), MEMRA_OK);
-    assert_int_equal(memra_route_tables(eng, dl, RT, &spec, il, &w->mac, &gate_cases[1].slabs,
-                                            rsel, rselw, rptrs, rscl, c),
+    assert_int_equal(memra_route_tables(eng, dl, RT, &spec, il, &w->mac, &gate_cases[1].slabs, rsel,
+                                        rselw, rptrs, rscl, c),
                      MEMRA_OK);
     CU(drv->cuStreamEndCapture(c, &g));
     CU(drv->cuGraphInstantiateWithFlags(&x, g, 0));

@@ -331,9 +331,9 @@ static void test_two_engines_one_device(void **state)
     assert_int_equal(memra_alloc(second, 4096, &d), MEMRA_OK);
     assert_int_equal(memra_upload_i32(second, d, sel, N), MEMRA_OK);
     assert_int_equal(memra_upload_f32(second, d + 64, selw, N), MEMRA_OK);
-    assert_int_equal(memra_vrows_tables(second, d, d + 64, N, 4, 0, NULL, &sl,
-                                                     d + 1024, d + 2048, NULL),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_vrows_tables(second, d, d + 64, N, 4, 0, NULL, &sl, d + 1024, d + 2048, NULL),
+        MEMRA_OK);
     assert_int_equal(memra_engine_faults(second, NULL, &f, 1), MEMRA_OK);
     assert_int_equal(f.bad_expert, 1);
     assert_int_equal(f.first_pair, 1);

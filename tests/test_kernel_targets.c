@@ -250,9 +250,12 @@ int main(void)
         if (list[i].status == MEMRA_OK)
             nv = &list[i];
     if (!nv) {
-        char why[2048];
-        memra_nvrtc_describe_failures(memra_driver_get(), why, sizeof why);
-        printf("SKIP: no usable NVRTC here:\n%s\n", why);
+        memra_nvrtc_info info[16];
+        int count = 0;
+        memra_nvrtc_list(info, 16, &count);
+        printf("SKIP: no usable NVRTC here:\n");
+        for (int i = 0; i < count && i < 16; i++)
+            printf("  %s (%s): %s\n", info[i].path, info[i].origin, info[i].why);
         return 77;
     }
     printf("NVRTC %d.%d (%s, %s)\n", nv->major, nv->minor, nv->path, nv->origin);

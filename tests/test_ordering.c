@@ -199,8 +199,8 @@ static void route_free(memra_engine *eng, route_work *r)
 
 static memra_status route_launch(memra_engine *eng, route_work *r, work *w, int il, CUstream s)
 {
-    return memra_route_tables(eng, r->dlogits, RT, &r->spec, il, &w->mac, &w->sl, r->dsel,
-                                  r->dselw, r->dptrs, r->dscl, s);
+    return memra_route_tables(eng, r->dlogits, RT, &r->spec, il, &w->mac, &w->sl, r->dsel, r->dselw,
+                              r->dptrs, r->dscl, s);
 }
 
 /* The routing outputs read after `s` equal the host arm's. */

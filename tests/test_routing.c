@@ -829,7 +829,7 @@ static void device_case(memra_engine *eng, const config *c, int variant, uint32_
     assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
     memra_route_variant = variant;
     const memra_status st = memra_route_tables(eng, d.logits, T, &ds, il, mac, &slabs, d.sel,
-                                                   d.selw, d.ptrs, d.scl, own);
+                                               d.selw, d.ptrs, d.scl, own);
     memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
     if (st)
         fail_msg("%s: %s", c->name, memra_last_error());
@@ -891,7 +891,7 @@ static void test_device_crafted_ties(void **state)
         for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
             memra_route_variant = v;
             assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel,
-                                                    d.selw, d.ptrs, d.scl, NULL),
+                                                d.selw, d.ptrs, d.scl, NULL),
                              MEMRA_OK);
             memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
             assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
@@ -928,8 +928,8 @@ static void test_device_nonfinite_bias_in_place(void **state)
     assert_int_equal(memra_upload(eng, d.logits, logits, logit_bytes(&s, T)), MEMRA_OK);
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
-    assert_int_equal(memra_route_tables(eng, d.logits, T, &ds, 0, &in.mac, &slabs, d.sel,
-                                            d.selw, d.ptrs, d.scl, NULL),
+    assert_int_equal(memra_route_tables(eng, d.logits, T, &ds, 0, &in.mac, &slabs, d.sel, d.selw,
+                                        d.ptrs, d.scl, NULL),
                      MEMRA_OK); /* the device cannot refuse it: it counts it */
     assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
     outputs dv, h;
@@ -1041,7 +1041,7 @@ static void test_device_tables_ex(void **state)
     assert_true(hf.not_local > 0 && hf.bad_expert > 0);
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
     assert_int_equal(memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs, &dopt,
-                                               dptrs, dscl, NULL),
+                                           dptrs, dscl, NULL),
                      MEMRA_OK);
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
     assert_int_equal(f.not_local, hf.not_local);
@@ -1055,8 +1055,8 @@ static void test_device_tables_ex(void **state)
     assert_memory_equal(dv.scl, h.scl, 12 * n_pairs);
     /* a bad option is named, nothing launched */
     const memra_vrows_options no_local = {dmap, 0, 0};
-    assert_int_equal(memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs,
-                                               &no_local, dptrs, dscl, NULL),
+    assert_int_equal(memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs, &no_local,
+                                           dptrs, dscl, NULL),
                      MEMRA_ERR_INVALID_ARG);
     assert_non_null(strstr(memra_last_error(), "options->n_local"));
     outputs_free(&h), outputs_free(&dv);
@@ -1084,7 +1084,7 @@ static void test_device_capture_and_replay(void **state)
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
     assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
-                                            d.ptrs, d.scl, cs),
+                                        d.ptrs, d.scl, cs),
                      MEMRA_ERR_CAPTURE); /* not prepared: refused, capture intact */
     CUgraph g;
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
@@ -1093,7 +1093,7 @@ static void test_device_capture_and_replay(void **state)
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
     assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
-                                            d.ptrs, d.scl, cs),
+                                        d.ptrs, d.scl, cs),
                      MEMRA_OK);
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     CUgraphExec x;
