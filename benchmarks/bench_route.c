@@ -17,7 +17,7 @@
  * reading the logits against the H200's 4.8 TB/s and a measured copy. */
 #include <string.h>
 
-#include "bench.h"
+#include "bench_util.h"
 #include "gate_cases.h"
 #include "launch.h"
 #include "route.h"
@@ -144,13 +144,12 @@ static void step(setup *su, int arm, int pdl)
         layer *l = &su->L[il];
         if (arm == A_FUSED)
             MK(memra_route_tables(su->eng, l->logits, su->T, &su->spec, il, &su->mac, &su->sl,
-                                      l->sel, l->selw, l->ptrs, l->scl, su->s));
+                                  l->sel, l->selw, l->ptrs, l->scl, su->s));
         if (arm == A_ROUTER || arm == A_TWO_STEP)
             router(su, l);
         if (arm == A_TWO_STEP)
-            MK(memra_vrows_tables(su->eng, l->sel, l->selw, np, su->spec.n_expert,
-                                               LAYERS + il, &su->mac, &su->sl, l->ptrs, l->scl,
-                                               su->s));
+            MK(memra_vrows_tables(su->eng, l->sel, l->selw, np, su->spec.n_expert, LAYERS + il,
+                                  &su->mac, &su->sl, l->ptrs, l->scl, su->s));
         consume(su, l, pdl);
     }
 }
@@ -344,7 +343,7 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
             for (int i = 0; i < per; i++) {
                 const int k = (r * per + i + 2 * per) % sets;
                 MK(memra_route_tables(eng, logits[k], T, &spec, 0, NULL, &sl, sel[k], selw[k],
-                                          ptrs[k], scl[k], s));
+                                      ptrs[k], scl[k], s));
             }
             CK(d->cuEventRecord(e1, s));
             CK(d->cuEventSynchronize(e1));
@@ -398,8 +397,7 @@ static void table_node_cost(memra_engine *eng, CUfunction empty_pdl, CUstream s,
             CK(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
             for (int i = 0; i < 32; i++) {
                 if (which)
-                    MK(memra_vrows_tables(eng, dsel, dselw, n, E, 0, &mac, &sl, dptrs,
-                                                       dscl, s));
+                    MK(memra_vrows_tables(eng, dsel, dselw, n, E, 0, &mac, &sl, dptrs, dscl, s));
                 else
                     launch_ex(empty_pdl, 1, 32, NULL, s, pdl);
             }
