@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "kernels.h"
 #include "mock_driver.h"
 
 typedef struct fstream fstream;
@@ -114,7 +115,8 @@ extern alloc_rec *allocs;
 extern int gen;
 extern unsigned long long ctx_id[8], next_ctx_id;
 extern int fake_ctx[8];
-extern char fn_vrows, fn_take, fn_route, fn_route_block;
+extern char fn_kernel[MEMRA_KERNEL_COUNT];
+#define MOCK_FN(id) ((CUfunction)&fn_kernel[MEMRA_KERNEL_##id])
 extern _Thread_local CUcontext ctx_stack[16];
 extern _Thread_local int ctx_depth;
 extern pthread_mutex_t options_lock;

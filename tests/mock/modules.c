@@ -1,4 +1,5 @@
-/* The mock driver: Modules and launches: the kernels run on the host (kernel_on_host.h). */
+/* The mock driver: modules and launches; every kernel of MEMRA_KERNELS
+ * runs on the host from its own source (kernel_on_host.h). */
 #include "mock_internal.h"
 #include "kernel_on_host.h"
 #include "route_abi.h"
@@ -11,7 +12,7 @@ void execute(const op *o)
     case MOCK_OP_LAUNCH: {
         host_dim3 g = {o->l.grid[0], o->l.grid[1], o->l.grid[2]};
         host_dim3 b = {o->l.block[0], o->l.block[1], o->l.block[2]};
-        if (o->l.f == (CUfunction)&fn_vrows) {
+        if (o->l.f == MOCK_FN(VROWS)) {
             run_vrows_on_host(o->l.args, g, b);
             if (mock.corrupt_tables) {
                 uint64_t scl;
@@ -20,13 +21,15 @@ void execute(const op *o)
                 memcpy(&n_pairs, o->l.args + offsetof(memra_vrows_args, n_pairs), 4);
                 ((unsigned char *)(uintptr_t)scl)[8 * (size_t)n_pairs] ^= 1;
             }
-        } else if (o->l.f == (CUfunction)&fn_take) {
+        } else if (o->l.f == MOCK_FN(FAULTS_TAKE)) {
             run_take_on_host(o->l.args);
+        } else if (o->l.f != MOCK_FN(ROUTE) && o->l.f != MOCK_FN(ROUTE_BLOCK)) {
+            fail_msg("the mock has no host run for kernel %s",
+                     memra_kernel_name((memra_kernel_id)((char *)o->l.f - fn_kernel)));
         } else if (!mock.drop_route_launches) {
             /* The lanes run as threads, unlocked: they take no mock lock. */
             pthread_mutex_unlock(&mu);
-            run_route_on_host(o->l.args, o->l.args_size, g, b,
-                              o->l.f == (CUfunction)&fn_route_block);
+            run_route_on_host(o->l.args, o->l.args_size, g, b, o->l.f == MOCK_FN(ROUTE_BLOCK));
             pthread_mutex_lock(&mu);
         }
         break;
@@ -124,17 +127,12 @@ CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
     (void)m;
     ENTER_CU(cuModuleGetFunction);
-    if (strcmp(name, MEMRA_VROWS_KERNEL) == 0)
-        *f = (CUfunction)&fn_vrows;
-    else if (strcmp(name, MEMRA_TAKE_KERNEL) == 0)
-        *f = (CUfunction)&fn_take;
-    else if (strcmp(name, MEMRA_ROUTE_KERNEL) == 0)
-        *f = (CUfunction)&fn_route;
-    else if (strcmp(name, MEMRA_ROUTE_BLOCK_KERNEL) == 0)
-        *f = (CUfunction)&fn_route_block;
-    else
-        return CUDA_ERROR_NOT_FOUND;
-    return CUDA_SUCCESS;
+    for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
+        if (strcmp(name, memra_kernel_name((memra_kernel_id)k)) == 0) {
+            *f = (CUfunction)&fn_kernel[k];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
 }
 
 CUresult launch(mock_launch *l)
@@ -142,7 +140,7 @@ CUresult launch(mock_launch *l)
     fstream *f = S(l->stream);
     if (stale(f->gen))
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    if (l->f == (CUfunction)&fn_vrows) {
+    if (l->f == MOCK_FN(VROWS)) {
         mock.last = *l;
         mock.launches++;
     }
@@ -155,8 +153,7 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
                         void **extra, int pdl)
 {
-    assert_true(f == (CUfunction)&fn_vrows || f == (CUfunction)&fn_take ||
-                f == (CUfunction)&fn_route || f == (CUfunction)&fn_route_block);
+    assert_true((char *)f >= fn_kernel && (char *)f < fn_kernel + MEMRA_KERNEL_COUNT);
     assert_null(params);
     assert_non_null(extra);
     /* The parameter block must be exactly the kernel's: a narrowed field
@@ -173,16 +170,16 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     }
     assert_non_null(buf);
     assert_non_null(size);
-    if (f == (CUfunction)&fn_vrows) {
+    if (f == MOCK_FN(VROWS)) {
         assert_int_equal(*size, sizeof(memra_vrows_args));
-    } else if (f == (CUfunction)&fn_take) {
+    } else if (f == MOCK_FN(FAULTS_TAKE)) {
         assert_int_equal(*size, sizeof(memra_take_args));
         assert_int_equal(gx * bx, 1);
     } else {
         assert_int_equal(*size, MEMRA_ROUTE_PARAM_BYTES);
         memra_route_args a;
         memcpy(&a, buf, sizeof a);
-        if (f == (CUfunction)&fn_route) {
+        if (f == MOCK_FN(ROUTE)) {
             assert_int_equal(bx, MEMRA_ROUTE_BLOCK);
             assert_int_equal(gx, memra_route_grid(a.n_tokens));
         } else { /* a block of whole warps per token, a thread per expert */

@@ -45,7 +45,9 @@ alloc_rec *recycled; /* freed device blocks, with mock.recycle_memory */
 int gen;
 unsigned long long ctx_id[8], next_ctx_id = 100;
 int fake_ctx[8];
-char fn_vrows, fn_take, fn_route, fn_route_block;
+/* One marker per kernel of MEMRA_KERNELS: kernel k's CUfunction is
+ * &fn_kernel[k]. */
+char fn_kernel[MEMRA_KERNEL_COUNT];
 
 /* Counts the call and says whether it is the one chosen to fail. */
 int failing(int idx)
