@@ -39,13 +39,17 @@ if has check; then
   "$b/cli/memra" check 2>&1 | tee "$out/check.log"
 fi
 if has rust; then
-  if [ -x .device/vrows_dev_tables ]; then
-    echo "== the seed's gate (bindings/rust/tests/vrows_dev_tables.rs), under the rig lock" | tee "$out/rust-gate.log"
-    flock /tmp/memra-5090.lock env MEMRA_LIB="$lib" .device/vrows_dev_tables --ignored \
-      --test-threads=1 --nocapture 2>&1 | tee -a "$out/rust-gate.log"
-  else
-    echo "rust: no .device/vrows_dev_tables carried" | tee "$out/rust-gate.log"
-  fi
+  # The crate's GPU tests (built elsewhere with `cargo test --no-run`, carried in .device/):
+  # the seed's gate and the routing tests on caller-owned device memory, under the rig lock.
+  found=0
+  for t in .device/*; do
+    [ -x "$t" ] || continue
+    found=1
+    echo "== $(basename "$t") --ignored, under the rig lock" | tee -a "$out/rust-gate.log"
+    flock /tmp/memra-5090.lock env MEMRA_LIB="$lib" "$t" --ignored --test-threads=1 --nocapture \
+      2>&1 | tee -a "$out/rust-gate.log"
+  done
+  [ $found = 1 ] || echo "rust: no test binaries carried in .device/" | tee "$out/rust-gate.log"
 fi
 if has pytest; then
   MEMRA_LIB="$lib" MEMRA_SKIP_PACKAGING=1 python3 -m pytest -q -p no:cacheprovider python/tests \
