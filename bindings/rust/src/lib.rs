@@ -22,17 +22,41 @@
 //! # Ok(()) }
 //! ```
 
+// A CUstream is an opaque driver handle passed through to the library, as
+// CUDA's own API and cudarc's raw calls pass it; memra never dereferences it.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod copy;
+mod dev;
 mod error;
 mod ffi;
+mod find;
 mod log;
+mod route;
+mod spec;
+mod tables;
 
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
+pub use dev::{Bf16, DevSlice, DevSliceMut, Pod, F16};
 pub use error::{Error, Result, Status};
-pub use ffi::Faults;
+pub use ffi::{Faults, Slabs};
 pub use log::{clear_log_callback, set_log_callback, LogLevel};
+pub use route::{route_tables_host, HostRoute, RouteOut};
+pub use spec::{
+    BiasDtype, BiasElem, GroupScoring, LogitsDtype, LogitsElem, RouteSpec, Scoring, VrowsOptions,
+};
+pub use tables::{vrows_tables_host_ex, Layer};
+
+/// A raw `CUstream` (cudarc's `CUstream`, PyTorch's `cuda_stream`, cast to
+/// `*mut c_void`). Null is the legacy default stream.
+pub type CuStream = *mut c_void;
+/// `CU_STREAM_LEGACY`: the legacy default stream, named explicitly.
+pub const STREAM_LEGACY: CuStream = 0x1 as CuStream;
+/// `CU_STREAM_PER_THREAD`: the calling thread's default stream.
+pub const STREAM_PER_THREAD: CuStream = 0x2 as CuStream;
 
 /// `MEMRA_MAX_PAIRS`: the most (token, expert) pairs one call takes.
 pub const MAX_PAIRS: usize = 1 << 28;
@@ -61,6 +85,14 @@ fn check(status: c_int) -> Result<()> {
 /// The library's version, `major * 10000 + minor * 100 + patch`.
 pub fn version() -> Result<u32> {
     Ok(unsafe { (ffi::lib()?.memra_version)() })
+}
+
+/// The file libmemra was opened from: `MEMRA_LIB` when set, else the first
+/// of the repository's build, pkg-config's libdir and the loader path that
+/// holds a usable one (the crate's README says under which rule). An
+/// error, one line long, names each place tried and why it failed.
+pub fn library_path() -> Result<String> {
+    ffi::lib_and_path().map(|(_, p)| p)
 }
 
 /// How many usable NVRTC libraries memra has loaded (finding them on the
@@ -143,6 +175,32 @@ impl<T> DeviceBuffer<T> {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl<T> DeviceBuffer<T> {
+    /// The buffer, read by a call.
+    pub fn slice(&self) -> DevSlice<'_, T> {
+        // Safety: memra allocated it; it lives (and so does its engine) as
+        // long as the borrow.
+        unsafe { DevSlice::from_raw(self.ptr, self.len) }
+    }
+
+    /// The buffer, written by a call.
+    pub fn slice_mut(&mut self) -> DevSliceMut<'_, T> {
+        unsafe { DevSliceMut::from_raw(self.ptr, self.len) }
+    }
+}
+
+impl<'a, T> From<&'a DeviceBuffer<T>> for DevSlice<'a, T> {
+    fn from(b: &'a DeviceBuffer<T>) -> DevSlice<'a, T> {
+        b.slice()
+    }
+}
+
+impl<'a, T> From<&'a mut DeviceBuffer<T>> for DevSliceMut<'a, T> {
+    fn from(b: &'a mut DeviceBuffer<T>) -> DevSliceMut<'a, T> {
+        b.slice_mut()
     }
 }
 
