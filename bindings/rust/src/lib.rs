@@ -1,11 +1,14 @@
 //! memra from Rust: device-built MoE "verify rows" pointer and scale tables,
-//! bit-identical to the host arithmetic, from a serving engine's own device
-//! buffers.
+//! and routing (router logits to experts, weights and tables in one
+//! launch), bit-identical to the host arithmetic, on a serving engine's own
+//! device buffers.
 //!
 //! A thin, safe client of the C library (`libmemra.so.0`, opened with
-//! `dlopen` at first use; `MEMRA_LIB` names the file). The C library is the
-//! one implementation; this crate adds ownership (device buffers free
-//! themselves, an engine lives as long as its buffers) and `Result`s.
+//! `dlopen` at first use: `MEMRA_LIB`, else the repository's build, the
+//! libdir `pkg-config memra` named at build time, then the loader path; see
+//! [`library_path`]). The C library is the one implementation; this crate
+//! adds ownership (device buffers free themselves, an engine lives as long
+//! as its buffers), checked lengths and `Result`s.
 //!
 //! ```no_run
 //! use memra::Engine;
@@ -19,6 +22,47 @@
 //! let strides = (24 << 20, 24 << 20, 48 << 20);
 //! e.moe_vrows_tables_from_sel(&sel, &selw, 0, None, bases, strides, 4, &mut ptrs, &mut scl)?;
 //! let (ptrs, scl) = (e.dtoh_u64(&ptrs)?, e.dtoh(&scl)?);
+//! # Ok(()) }
+//! ```
+//!
+//! Routing on device memory the engine owns (addresses from cudarc or its
+//! own allocator), and the same on the host:
+//!
+//! ```no_run
+//! use memra::{Bf16, DevSlice, DevSliceMut, Engine, Layer, RouteOut, RouteSpec, Scoring, Slabs};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let (logits_ptr, bias_ptr, sel_ptr, selw_ptr, ptrs_ptr, scl_ptr) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+//! # let stream = std::ptr::null_mut();
+//! # let n_tokens = 4;
+//! let e = Engine::new(0)?;
+//! let n = n_tokens * 8; // pairs: tokens * top_k
+//! // Safety: each address is live device memory of this length, ours
+//! // until the stream has passed the launch.
+//! let (logits, bias, out) = unsafe {
+//!     (
+//!         DevSlice::<Bf16>::from_raw(logits_ptr, n_tokens * 256),
+//!         DevSlice::<f32>::from_raw(bias_ptr, 256),
+//!         RouteOut::new(
+//!             DevSliceMut::<i32>::from_raw(sel_ptr, n),
+//!             DevSliceMut::<f32>::from_raw(selw_ptr, n),
+//!             DevSliceMut::<u64>::from_raw(ptrs_ptr, 3 * n),
+//!             DevSliceMut::<f32>::from_raw(scl_ptr, 3 * n),
+//!         ),
+//!     )
+//! };
+//! // DeepSeek-V3: sigmoid, 8 groups (4 kept, scored by their top two, as
+//! // vLLM does with a bias), top 8, the bias read in place.
+//! let spec = RouteSpec::new(256, 8)
+//!     .scoring(Scoring::Sigmoid)
+//!     .groups(8, 4)
+//!     .bias_device(bias)
+//!     .renormalize(true)
+//!     .routed_scaling_factor(2.5);
+//! let layer = Layer::new(3, Slabs::new((0x7f00_0000_0000, 0x7f40_0000_0000, 0x7f80_0000_0000),
+//!                                      (24 << 20, 24 << 20, 48 << 20)));
+//! e.route_prepare_layer(layer.il, &spec, layer.macros, stream)?; // before capturing
+//! e.route_tables(stream, logits, n_tokens, &spec, &layer, out)?; // one launch
+//! let faults = e.faults(stream, true)?;
 //! # Ok(()) }
 //! ```
 
