@@ -46,6 +46,15 @@ if has rust; then
   else
     echo "rust: no .device/vrows_dev_tables carried" | tee "$out/rust-gate.log"
   fi
+  # Routing and the option tables on raw device pointers against the host arm
+  # (bindings/rust/tests/route_device.rs, built with cargo test --no-run).
+  if [ -x .device/route_device ]; then
+    echo "== the crate's routing on raw pointers (bindings/rust/tests/route_device.rs)" | tee "$out/rust-route.log"
+    flock /tmp/memra-5090.lock env MEMRA_LIB="$lib" .device/route_device --ignored \
+      --test-threads=1 --nocapture 2>&1 | tee -a "$out/rust-route.log"
+  else
+    echo "rust: no .device/route_device carried" | tee "$out/rust-route.log"
+  fi
 fi
 if has pytest; then
   MEMRA_LIB="$lib" MEMRA_SKIP_PACKAGING=1 python3 -m pytest -q -p no:cacheprovider python/tests \

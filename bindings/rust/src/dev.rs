@@ -168,7 +168,9 @@ impl<'a, T> DevSlice<'a, T> {
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DevSlice<'a, T>> {
         let (start, len) = range_of(range, self.len, "DevSlice::slice")?;
         Ok(DevSlice {
-            ptr: self.ptr + (start * std::mem::size_of::<T>()) as u64,
+            ptr: self
+                .ptr
+                .wrapping_add((start as u64).wrapping_mul(std::mem::size_of::<T>() as u64)),
             len,
             _t: PhantomData,
         })
@@ -223,7 +225,9 @@ impl<'a, T> DevSliceMut<'a, T> {
     pub fn slice_mut(self, range: impl RangeBounds<usize>) -> Result<DevSliceMut<'a, T>> {
         let (start, len) = range_of(range, self.len, "DevSliceMut::slice_mut")?;
         Ok(DevSliceMut {
-            ptr: self.ptr + (start * std::mem::size_of::<T>()) as u64,
+            ptr: self
+                .ptr
+                .wrapping_add((start as u64).wrapping_mul(std::mem::size_of::<T>() as u64)),
             len,
             _t: PhantomData,
         })
