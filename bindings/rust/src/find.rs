@@ -25,6 +25,34 @@ use crate::ffi::{self, Lib, WRITTEN_FOR_MAJOR, WRITTEN_FOR_MINOR};
 
 extern "C" {
     fn geteuid() -> u32;
+    fn dladdr(addr: *const c_void, info: *mut DlInfo) -> i32;
+}
+
+/// glibc's `Dl_info`.
+#[repr(C)]
+struct DlInfo {
+    fname: *const c_char,
+    fbase: *mut c_void,
+    sname: *const c_char,
+    saddr: *mut c_void,
+}
+
+/// The file a library opened by soname was loaded from, or `name` itself.
+fn file_of(lib: &Lib, name: String) -> String {
+    let mut info = DlInfo {
+        fname: std::ptr::null(),
+        fbase: std::ptr::null_mut(),
+        sname: std::ptr::null(),
+        saddr: std::ptr::null_mut(),
+    };
+    let addr = lib.memra_version as *const c_void;
+    if unsafe { dladdr(addr, &mut info) } != 0 && !info.fname.is_null() {
+        let f = unsafe { CStr::from_ptr(info.fname) }.to_string_lossy();
+        if f.starts_with('/') {
+            return f.into_owned();
+        }
+    }
+    name
 }
 
 const SONAME: &str = "libmemra.so.0";
@@ -180,7 +208,10 @@ pub(crate) fn open_from(cands: &[Candidate]) -> Result<(Lib, String), String> {
             c.path.clone()
         };
         match try_open(&path) {
-            Ok(lib) => return Ok((lib, path)),
+            Ok(lib) => {
+                let file = file_of(&lib, path);
+                return Ok((lib, file));
+            }
             Err(why) => tried.push(format!("{path} ({}): {why}", c.origin)),
         }
     }

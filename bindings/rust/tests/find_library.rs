@@ -6,9 +6,18 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 fn run_child(mode: &str, memra_lib: Option<&str>) -> (i32, String, String) {
+    run_child_in(mode, memra_lib, None)
+}
+
+fn run_child_in(
+    mode: &str,
+    memra_lib: Option<&str>,
+    ld_path: Option<&str>,
+) -> (i32, String, String) {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args([
         "--exact",
@@ -22,6 +31,9 @@ fn run_child(mode: &str, memra_lib: Option<&str>) -> (i32, String, String) {
     .env_remove("LD_LIBRARY_PATH");
     if let Some(l) = memra_lib {
         c.env("MEMRA_LIB", l);
+    }
+    if let Some(p) = ld_path {
+        c.env("LD_LIBRARY_PATH", p);
     }
     let o = c.output().unwrap();
     (
@@ -98,5 +110,22 @@ fn a_missing_library_stops_a_test_binary_with_one_line() {
     assert!(
         lines[0].ends_with("set MEMRA_LIB to libmemra.so.0's path"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_library_opened_by_soname_is_named_by_its_file() {
+    let Some(built) = option_env!("MEMRA_BUILD_TREE_LIB").filter(|p| Path::new(p).exists()) else {
+        eprintln!("SKIPPED: no build of the repository's library to put on the loader path");
+        return;
+    };
+    let dir = Path::new(built).parent().unwrap().to_str().unwrap();
+    let (code, out, err) = run_child_in("find", Some("libmemra.so.0"), Some(dir));
+    assert_eq!(code, 0, "{out}{err}");
+    let real = std::fs::canonicalize(built).unwrap();
+    let want = format!("FOUND {}/", dir);
+    assert!(
+        out.contains(&want) || out.contains(&format!("FOUND {}", real.display())),
+        "{out}"
     );
 }
