@@ -5,9 +5,9 @@
  * table planes), in every arm:
  *   consumer  the consumer alone (the floor every arm stands on);
  *   router    the routing kernel without the tables (sel, selw only);
- *   fused     memra_moe_route_tables, block-per-token and warp-per-token
+ *   fused     memra_route_tables, block-per-token and warp-per-token
  *             kernels forced in turn (and what memra picks itself);
- *   two-step  the router, then memra_moe_vrows_tables_from_sel.
+ *   two-step  the router, then memra_vrows_tables.
  * Each arm with and without programmatic dependent launch (PDL: memra's
  * kernels and the consumer all launched with it and waiting on it). GPU time
  * per layer from CUDA events around graph replays.
@@ -17,7 +17,7 @@
  * reading the logits against the H200's 4.8 TB/s and a measured copy. */
 #include <string.h>
 
-#include "bench.h"
+#include "bench_util.h"
 #include "gate_cases.h"
 #include "launch.h"
 #include "route.h"
@@ -143,14 +143,13 @@ static void step(setup *su, int arm, int pdl)
     for (int il = 0; il < LAYERS; il++) {
         layer *l = &su->L[il];
         if (arm == A_FUSED)
-            MK(memra_moe_route_tables(su->eng, l->logits, su->T, &su->spec, il, &su->mac, &su->sl,
-                                      l->sel, l->selw, l->ptrs, l->scl, su->s));
+            MK(memra_route_tables(su->eng, l->logits, su->T, &su->spec, il, &su->mac, &su->sl,
+                                  l->sel, l->selw, l->ptrs, l->scl, su->s));
         if (arm == A_ROUTER || arm == A_TWO_STEP)
             router(su, l);
         if (arm == A_TWO_STEP)
-            MK(memra_moe_vrows_tables_from_sel(su->eng, l->sel, l->selw, np, su->spec.n_expert,
-                                               LAYERS + il, &su->mac, &su->sl, l->ptrs, l->scl,
-                                               su->s));
+            MK(memra_vrows_tables(su->eng, l->sel, l->selw, np, su->spec.n_expert, LAYERS + il,
+                                  &su->mac, &su->sl, l->ptrs, l->scl, su->s));
         consume(su, l, pdl);
     }
 }
@@ -188,7 +187,7 @@ static double graph_layer_us(setup *su, int arm, int pdl)
     return median(v, reps);
 }
 
-/* The router's own launch, as memra_moe_route_tables makes it, without the
+/* The router's own launch, as memra_route_tables makes it, without the
  * tables. */
 static memra_route_args router_args(setup *su, layer *l, int il)
 {
@@ -343,8 +342,8 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
             CK(d->cuEventRecord(e0, s));
             for (int i = 0; i < per; i++) {
                 const int k = (r * per + i + 2 * per) % sets;
-                MK(memra_moe_route_tables(eng, logits[k], T, &spec, 0, NULL, &sl, sel[k], selw[k],
-                                          ptrs[k], scl[k], s));
+                MK(memra_route_tables(eng, logits[k], T, &spec, 0, NULL, &sl, sel[k], selw[k],
+                                      ptrs[k], scl[k], s));
             }
             CK(d->cuEventRecord(e1, s));
             CK(d->cuEventSynchronize(e1));
@@ -398,8 +397,7 @@ static void table_node_cost(memra_engine *eng, CUfunction empty_pdl, CUstream s,
             CK(d->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
             for (int i = 0; i < 32; i++) {
                 if (which)
-                    MK(memra_moe_vrows_tables_from_sel(eng, dsel, dselw, n, E, 0, &mac, &sl, dptrs,
-                                                       dscl, s));
+                    MK(memra_vrows_tables(eng, dsel, dselw, n, E, 0, &mac, &sl, dptrs, dscl, s));
                 else
                     launch_ex(empty_pdl, 1, 32, NULL, s, pdl);
             }

@@ -59,9 +59,8 @@ static int find_bench(char *path, size_t len)
     return access(path, X_OK) == 0;
 }
 
-/* Runs memra-bench with `args`, passing its output through line by line,
- * the "JSON: /dev/null" line of a run without a file left out. */
-static int run_bench(const char *prog, char **args, int quiet_json_line)
+/* Runs memra-bench with `args`, passing its output through line by line. */
+static int run_bench(const char *prog, char **args)
 {
     int fds[2];
     if (pipe(fds) != 0) {
@@ -94,8 +93,6 @@ static int run_bench(const char *prog, char **args, int quiet_json_line)
     char line[4096];
     while (fgets(line, sizeof line, in)) {
         progress_done();
-        if (quiet_json_line && strcmp(line, "JSON: /dev/null\n") == 0)
-            continue;
         fputs(line, stdout);
         rows += line[0] == ' ' && line[1] == ' ';
         fflush(stdout);
@@ -175,11 +172,13 @@ int cmd_bench(int argc, char **argv)
     char *args[6];
     int n = 0;
     args[n++] = prog;
-    args[n++] = (char *)"--json";
-    args[n++] = (char *)(out ? out : "/dev/null");
+    if (out) {
+        args[n++] = (char *)"--json";
+        args[n++] = (char *)out;
+    }
     if (quick)
         args[n++] = (char *)"--quick";
     args[n] = NULL;
     progress_enable(1);
-    return run_bench(prog, args, !out);
+    return run_bench(prog, args);
 }

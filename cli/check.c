@@ -175,8 +175,8 @@ static void batch_check(memra_engine *eng, batch *b, result *r)
         (st = memra_upload_i32(eng, sel, b->sel, n)) ||
         (st = memra_upload_f32(eng, selw, b->selw, n)) || (st = memra_engine_stream(eng, &s)) ||
         (st = memra_engine_faults(eng, s, &got, 1)) ||
-        (st = memra_moe_vrows_tables_from_sel(eng, sel, selw, n, b->n_expert, 0, &b->mac, &b->slabs,
-                                              ptrs, scl, s)) ||
+        (st = memra_vrows_tables(eng, sel, selw, n, b->n_expert, 0, &b->mac, &b->slabs, ptrs, scl,
+                                 s)) ||
         (st = memra_engine_faults(eng, s, &got, 1)) ||
         (st = memra_download_u64(eng, b->ptrs_dev, ptrs, 3 * (size_t)n)) ||
         (st = memra_download_f32(eng, b->scl_dev, scl, 3 * (size_t)n)))

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cache.h"
-#include "validate.h"
+#include "vrows_spec.h"
 
 typedef struct reader {
     const uint8_t *p;

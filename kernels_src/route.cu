@@ -4,11 +4,11 @@
  * block's threads as POSIX threads (tests/kernel_on_host.h).
  *
  * Two kernels, one arithmetic (docs/routing.md), chosen by n_tokens:
- *  - memra_route_tables_block: one block per token, one thread per expert,
+ *  - memra_route_block_kernel: one block per token, one thread per expert,
  *    for decode-sized batches, where latency is everything: every expert is
  *    scored at once, groups and experts are ranked by counting how many beat
  *    them (no serial rounds);
- *  - memra_route_tables: one warp per token, four tokens per block, for
+ *  - memra_route_warp_kernel: one warp per token, four tokens per block, for
  *    prefill, where throughput is: lane l holds experts l, l+32, ...
  * Both follow the host arm (src/route_host.c) operation for operation where
  * the order matters: the softmax sum is lane l's sum over experts l, l+32,
@@ -58,18 +58,9 @@ MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
 #define MEMRA_UNROLL_N
 #define MEMRA_NO_UNROLL
 #endif
-#define MEMRA_ROUTE_MAX_EXPERT 1024
 #define MEMRA_ROUTE_NO_INDEX 0x7fffffff
 
-/* Launch flags (src/route_abi.h holds the host's copy; the tests assert
- * they agree). */
-#define MEMRA_RF_SIGMOID 1u
-#define MEMRA_RF_BF16 2u
-#define MEMRA_RF_RENORM 4u
-#define MEMRA_RF_F16 8u
-#define MEMRA_RF_BIAS_BF16 16u
-#define MEMRA_RF_GROUP_MAX 32u
-#define MEMRA_RF_NO_TABLES 64u
+/* Launch flags: abi.h's MEMRA_ROUTE_FLAG_*. */
 
 /* The larger of two values under a total order (equal values: the one with
  * the smaller bits, +0 before -0), so every lane of a butterfly keeps the
@@ -125,7 +116,7 @@ typedef struct memra_route_out {
     memra_vrows_ctx c;
 } memra_route_out;
 
-/* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_tables
+/* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_kernel
  * builds them from that sel and selw. */
 MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
                                           float w)
@@ -153,13 +144,13 @@ MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, me
     memra_route_out o;                                                                             \
     o.sel = sel, o.selw = selw, o.ptrs = ptrs, o.scl = scl, o.faults = faults;                     \
     o.K = top_k + n_shared, o.n_pairs = n_tokens * o.K;                                            \
-    o.tables = (flags & MEMRA_RF_NO_TABLES) == 0;                                                  \
+    o.tables = (flags & MEMRA_ROUTE_FLAG_NO_TABLES) == 0;                                                  \
     o.c.mg = mg, o.c.mu = mu, o.c.md = md, o.c.pg = pg, o.c.pu = pu, o.c.pd = pd;                  \
     o.c.sg = sg, o.c.su = su, o.c.sd = sd, o.c.map = map, o.c.n_expert = n_expert;                 \
     o.c.n_local = n_local, o.c.n_shared = n_shared
 
 #define MEMRA_ROUTE_DTYPE(flags)                                                                   \
-    ((flags)&MEMRA_RF_BF16 ? MEMRA_DT_BF16 : (flags)&MEMRA_RF_F16 ? MEMRA_DT_F16 : MEMRA_DT_F32)
+    ((flags)&MEMRA_ROUTE_FLAG_BF16 ? MEMRA_DT_BF16 : (flags)&MEMRA_ROUTE_FLAG_F16 ? MEMRA_DT_F16 : MEMRA_DT_F32)
 
 /* A module builds one kernel alone (-DMEMRA_ROUTE_ONLY_BLOCK or _WARP);
  * the host tests take both. */
@@ -168,8 +159,8 @@ MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, me
 
 MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
 {
-    MEMRA_SHARED float s_all[MEMRA_ROUTE_WARPS][MEMRA_ROUTE_MAX_EXPERT];
-    MEMRA_SHARED float c_all[MEMRA_ROUTE_WARPS][MEMRA_ROUTE_MAX_EXPERT];
+    MEMRA_SHARED float s_all[MEMRA_ROUTE_WARPS][MEMRA_ABI_ROUTE_MAX_EXPERT];
+    MEMRA_SHARED float c_all[MEMRA_ROUTE_WARPS][MEMRA_ABI_ROUTE_MAX_EXPERT];
     const memra_u32 lane = threadIdx.x & 31u, wib = threadIdx.x >> 5;
     const memra_u32 t = blockIdx.x * MEMRA_ROUTE_WARPS + wib;
     memra_grid_wait();
@@ -179,7 +170,7 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
     MEMRA_ROUTE_OUT_INIT(o);
     float *s_sh = s_all[wib], *c_sh = c_all[wib];
     const memra_u32 E = n_expert, per = (E + 31u) / 32u;
-    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_RF_BIAS_BF16 ? 1 : 0;
+    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
 
     /* 1. Logits and bias; a token meeting a NaN or infinite one is routed to
      *    experts 0..k-1 with weight +0 and counted. */
@@ -204,7 +195,7 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
     }
 
     /* 2. Scores. */
-    if (flags & MEMRA_RF_SIGMOID) {
+    if (flags & MEMRA_ROUTE_FLAG_SIGMOID) {
         for (memra_u32 i = 0; i < per; i++) {
             const memra_u32 e = lane + 32u * i;
             if (e < E)
@@ -253,7 +244,7 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
             MEMRA_NO_UNROLL
             for (memra_u32 e = lane * G; e < lane * G + G; e++)
                 memra_route_top2_merge(&k1, &k2, memra_route_key(c_sh[e]), 0u);
-            gs = memra_route_group_score(k1, k2, (flags & MEMRA_RF_GROUP_MAX) != 0, G);
+            gs = memra_route_group_score(k1, k2, (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0, G);
         }
         allowed = 0;
         int taken = lane >= n_group;
@@ -295,7 +286,7 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
      *    (taken in rank order, left to right), times the scaling; the shared
      *    experts' as given. */
     float w = lane < top_k ? s_sh[my_e] : 0.0f;
-    if (flags & MEMRA_RF_RENORM) {
+    if (flags & MEMRA_ROUTE_FLAG_RENORM) {
         float sum = 0.0f;
         for (memra_u32 j = 0; j < top_k; j++)
             sum = memra_add_rn(sum, memra_shfl_f(w, (int)j));
@@ -318,15 +309,15 @@ MEMRA_DEVICE void memra_route_warp(MEMRA_ROUTE_PARAMS)
 #ifndef MEMRA_ROUTE_ONLY_WARP
 /* ---- one block per token ------------------------------------------------------ */
 
-#define MEMRA_ROUTE_MAX_WARPS (MEMRA_ROUTE_MAX_EXPERT / 32)
+#define MEMRA_ROUTE_MAX_WARPS (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)
 
 MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 {
-    MEMRA_SHARED float sh_s[MEMRA_ROUTE_MAX_EXPERT];      /* scores (softmax: the exps first) */
-    MEMRA_SHARED memra_u32 sh_k[MEMRA_ROUTE_MAX_EXPERT];  /* choice keys, 0 when out of play */
-    MEMRA_SHARED memra_u32 sh_p1[MEMRA_ROUTE_MAX_EXPERT]; /* group partials: best key, */
-    MEMRA_SHARED memra_u32 sh_p2[MEMRA_ROUTE_MAX_EXPERT]; /* second best key */
-    MEMRA_SHARED memra_u64 sh_cand[MEMRA_ROUTE_MAX_EXPERT];
+    MEMRA_SHARED float sh_s[MEMRA_ABI_ROUTE_MAX_EXPERT];      /* scores (softmax: the exps first) */
+    MEMRA_SHARED memra_u32 sh_k[MEMRA_ABI_ROUTE_MAX_EXPERT];  /* choice keys, 0 when out of play */
+    MEMRA_SHARED memra_u32 sh_p1[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* group partials: best key, */
+    MEMRA_SHARED memra_u32 sh_p2[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* second best key */
+    MEMRA_SHARED memra_u64 sh_cand[MEMRA_ABI_ROUTE_MAX_EXPERT];
     MEMRA_SHARED memra_u64 sh_thr[MEMRA_ROUTE_MAX_WARPS];
     MEMRA_SHARED memra_u32 sh_red[MEMRA_ROUTE_MAX_WARPS];
     MEMRA_SHARED memra_u32 sh_allowed, sh_n;
@@ -335,7 +326,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     MEMRA_SHARED float sh_w[32];
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
     const memra_u32 t = blockIdx.x, E = n_expert;
-    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_RF_BIAS_BF16 ? 1 : 0;
+    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
     memra_grid_wait();
     memra_grid_launch_dependents();
     MEMRA_ROUTE_OUT_INIT(o);
@@ -361,7 +352,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    in any order; the sum is the fixed one: warp 0's lane l adds
      *    experts l, l+32, ... in order, then the butterfly. */
     float s = 0.0f;
-    if (flags & MEMRA_RF_SIGMOID) {
+    if (flags & MEMRA_ROUTE_FLAG_SIGMOID) {
         if (tid < E)
             s = memra_route_sigmoid(x);
     } else {
@@ -436,7 +427,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                     memra_route_top2_merge(&k1, &k2, sh_p1[lane * parts + i],
                                            sh_p2[lane * parts + i]);
                 gk = memra_route_key(
-                    memra_route_group_score(k1, k2, (flags & MEMRA_RF_GROUP_MAX) != 0, G));
+                    memra_route_group_score(k1, k2, (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0, G));
             }
             sh_red[lane] = gk;
             memra_warp_sync();
@@ -498,7 +489,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         if (tid < top_k) {
             e = sh_sel[tid];
             w = sh_w[tid];
-            if (flags & MEMRA_RF_RENORM) {
+            if (flags & MEMRA_ROUTE_FLAG_RENORM) {
                 float sum = 0.0f;
                 for (memra_u32 j = 0; j < top_k; j++)
                     sum = memra_add_rn(sum, sh_w[j]);
@@ -517,14 +508,14 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 #endif /* MEMRA_ROUTE_ONLY_WARP */
 
 #ifndef MEMRA_ROUTE_ONLY_BLOCK
-MEMRA_KERNEL memra_route_tables(MEMRA_ROUTE_PARAMS)
+MEMRA_KERNEL memra_route_warp_kernel(MEMRA_ROUTE_PARAMS)
 {
     memra_route_warp(MEMRA_ROUTE_ARGS);
 }
 #endif
 
 #ifndef MEMRA_ROUTE_ONLY_WARP
-MEMRA_KERNEL memra_route_tables_block(MEMRA_ROUTE_PARAMS)
+MEMRA_KERNEL memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
     memra_route_block(MEMRA_ROUTE_ARGS);
 }

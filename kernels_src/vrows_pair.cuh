@@ -41,14 +41,7 @@ typedef unsigned int memra_u32;
 #define MEMRA_QNAN_BITS 0x7fc00000u
 #define MEMRA_EXP_MASK 0x7f800000u
 
-/* Fault word layout (4 x u32): bad-expert count, non-finite count, lowest
- * faulting pair (atomicMin, so the result is the same whatever order the
- * threads run in), and the not-local count (expert parallelism: not a
- * fault, so it never touches the lowest pair). */
-#define MEMRA_FAULT_BAD_EXPERT 0
-#define MEMRA_FAULT_NONFINITE 1
-#define MEMRA_FAULT_FIRST_PAIR 2
-#define MEMRA_FAULT_NOT_LOCAL 3
+/* The fault word's layout is abi.h's (MEMRA_FAULT_*). */
 
 /* The table arithmetic's inputs, as the kernel parameters carry them. */
 typedef struct memra_vrows_ctx {

@@ -118,17 +118,11 @@ void memra_cache_entry_name(const memra_cache_key *key, int is_ptx, char *buf, s
     snprintf(buf, len, "%s.%s", hex, is_ptx ? "ptx" : "cubin");
 }
 
-static void key_for(const memra_source *src, int nvrtc_major, int nvrtc_minor, int arch,
-                    int is_ptx, memra_cache_key *key)
+static void key_for(const memra_source *src, int nvrtc_major, int nvrtc_minor, int arch, int is_ptx,
+                    memra_cache_key *key)
 {
-    memra_cache_key_in in = {src->text,
-                             src->len,
-                             memra_jit_options,
-                             nvrtc_major,
-                             nvrtc_minor,
-                             arch,
-                             is_ptx,
-                             MEMRA_VERSION_STRING};
+    memra_cache_key_in in = {src->text, src->len, memra_jit_options,   nvrtc_major, nvrtc_minor,
+                             arch,      is_ptx,   MEMRA_VERSION_STRING};
     memra_cache_key_of(&in, key);
 }
 
@@ -595,8 +589,7 @@ static int lock_bounded(int fd, char *why, size_t n)
 /* The key and file name of this library's entry for (arch, is_ptx) as
  * built by `nv`. */
 static void entry_for(const memra_nvrtc *nv, const memra_source *src, int arch, int is_ptx,
-                      memra_cache_key *key, char *name,
-                      size_t len)
+                      memra_cache_key *key, char *name, size_t len)
 {
     key_for(src, nv->major, nv->minor, arch, is_ptx, key);
     memra_cache_entry_name(key, is_ptx, name, len);
@@ -779,8 +772,7 @@ static int entry_score(const entry_header *h, int sm, int driver_version)
 }
 
 int memra_cache_find_any(const memra_source *src, int sm, int driver_version, int rank,
-                         memra_image *img,
-                         memra_cache_found *found)
+                         memra_image *img, memra_cache_found *found)
 {
     memset(img, 0, sizeof *img);
     char dir[MEMRA_CACHE_PATH_MAX];

@@ -83,8 +83,7 @@ typedef struct memra_cache_found {
     int nvrtc_major, nvrtc_minor, arch, is_ptx;
 } memra_cache_found;
 int memra_cache_find_any(const memra_source *src, int sm, int driver_version, int rank,
-                         memra_image *img,
-                         memra_cache_found *found);
+                         memra_image *img, memra_cache_found *found);
 
 /* Bytes of memra's entries and of live temp files in `dir` (0 if none or
  * untrusted). Creates and deletes nothing. */

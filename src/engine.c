@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "faults.h"
+#include "abi.h"
 #include "nvrtc_find.h"
 
 memra_status memra_device_count(int *count)

@@ -26,7 +26,7 @@ struct memra_engine {
     CUstream stream;           /* the engine's own non-blocking stream */
     _Atomic int pdl;           /* launch with programmatic dependent launch (launch.c) */
     /* 4 x u32: the fault word (kernels_src/vrows.cu), then
-     * MEMRA_FAULT_READBACKS areas of 4 x u32 that memra_faults_take moves it
+     * MEMRA_FAULT_READBACKS areas of 4 x u32 that memra_faults_take_kernel moves it
      * into. */
     CUdeviceptr faults;
     _Atomic unsigned long long readbacks_busy; /* bit i: area i is taken */

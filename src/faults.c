@@ -4,7 +4,7 @@
 
 #include "engine.h"
 #include "error.h"
-#include "faults.h"
+#include "abi.h"
 
 /* A readback area for one reset: a free one of the engine's, or a
  * temporary allocation when every one is taken (*temp set). */
@@ -82,7 +82,7 @@ memra_status memra_engine_faults(memra_engine *eng, memra_stream stream, memra_f
                          CU_LAUNCH_PARAM_END};
         r = d->cuLaunchKernel(take, 1, 1, 1, 1, 1, 1, 0, s, NULL, extra);
         launched = r == CUDA_SUCCESS;
-        call = "cuLaunchKernel(memra_faults_take)";
+        call = "cuLaunchKernel(memra_faults_take_kernel)";
         from = area;
     }
     uint32_t w[MEMRA_FAULT_WORDS];

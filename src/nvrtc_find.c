@@ -480,23 +480,6 @@ int memra_nvrtc_open_next(const memra_driver *d)
     return r;
 }
 
-void memra_nvrtc_describe_failures(const memra_driver *d, char *buf, size_t len)
-{
-    const memra_nvrtc *list;
-    const int n = memra_nvrtc_candidates(d, &list);
-    size_t used = 0;
-    buf[0] = 0;
-    for (int i = 0; i < n && used < len; i++)
-        if (list[i].status) {
-            char e[MEMRA_ESCAPED_MAX];
-            used += (size_t)snprintf(buf + used, len - used, "%s  %s (%s): %s", used ? "\n" : "",
-                                     memra_escape(list[i].path, e, sizeof e), list[i].origin,
-                                     list[i].why);
-        }
-    if (n == 0)
-        snprintf(buf, len, "  no NVRTC candidate at all");
-}
-
 /* ---- the public calls ---------------------------------------------------------- */
 
 memra_status memra_set_nvrtc_path(const char *path)

@@ -44,8 +44,4 @@ int memra_nvrtc_candidates(const memra_driver *d, const memra_nvrtc **list);
  * found to be one already listed), 0 when none is left. */
 int memra_nvrtc_open_next(const memra_driver *d);
 
-/* One line per listed candidate that could not be used, "path (origin):
- * reason", into buf: for the error that says no NVRTC can be used. */
-void memra_nvrtc_describe_failures(const memra_driver *d, char *buf, size_t len);
-
 #endif /* MEMRA_NVRTC_FIND_H */

@@ -9,7 +9,7 @@
 #include "mirror.h"
 #include "route_abi.h"
 #include "route_spec.h"
-#include "validate.h"
+#include "vrows_spec.h"
 
 /* memra_moe_route_tables picks the block kernel (a block per token) up to
  * this many tokens and the warp kernel (a warp per token) above: a first
@@ -109,6 +109,17 @@ int memra_route_use_block(uint32_t n_tokens)
     return use_block(memra_route_variant, n_tokens);
 }
 
+memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
+                                const memra_route_spec *spec, int il,
+                                const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+                                memra_devptr sel, memra_devptr selw, memra_devptr ptrs,
+                                memra_devptr scl, memra_stream stream)
+{
+    return memra_route_launch(eng, "memra_route_tables", logits, n_tokens, spec, il, 0, macros,
+                              slabs, sel, selw, ptrs, scl, stream, memra_route_variant);
+}
+
+/* The 0.2 name (memra.h): an alias for one release. */
 memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
                                     const memra_route_spec *spec, int il,
                                     const memra_vrows_macros *macros,
@@ -116,8 +127,8 @@ memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint
                                     memra_devptr selw, memra_devptr ptrs, memra_devptr scl,
                                     memra_stream stream)
 {
-    return memra_route_launch(eng, "memra_moe_route_tables", logits, n_tokens, spec, il, 0, macros,
-                              slabs, sel, selw, ptrs, scl, stream, memra_route_variant);
+    return memra_route_tables(eng, logits, n_tokens, spec, il, macros, slabs, sel, selw, ptrs, scl,
+                              stream);
 }
 
 memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,

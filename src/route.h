@@ -7,13 +7,13 @@
 
 #include <memra/memra.h>
 
-/* Which routing kernel memra_moe_route_tables launches: by n_tokens (AUTO),
+/* Which routing kernel memra_route_tables launches: by n_tokens (AUTO),
  * or always the block-per-token or the warp-per-token kernel. Not exported:
  * the mock tests and the benchmark set it to compare the two. */
 enum { MEMRA_ROUTE_VARIANT_AUTO = 0, MEMRA_ROUTE_VARIANT_BLOCK = 1, MEMRA_ROUTE_VARIANT_WARP = 2 };
 extern int memra_route_variant;
 
-/* memra_moe_route_tables with the kernel chosen by `variant` (a
+/* memra_route_tables with the kernel chosen by `variant` (a
  * MEMRA_ROUTE_VARIANT_*): the self-check runs each kernel in turn. With
  * `scratch`, il names one of the library's own scratch slots (the
  * self-check's), which no public layer index reaches. */

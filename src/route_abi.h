@@ -1,11 +1,13 @@
 /* The routing kernels' parameter block, byte for byte as NVRTC lays out the
- * parameters of memra_route_tables / memra_route_tables_block
+ * parameters of memra_route_warp_kernel / memra_route_block_kernel
  * (kernels_src/route.cu): each at its natural alignment, in order. */
 #ifndef MEMRA_ROUTE_ABI_H
 #define MEMRA_ROUTE_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "abi.h"
 
 typedef struct memra_route_args {
     uint64_t logits, bias, mg, mu, md;
@@ -22,20 +24,13 @@ _Static_assert(offsetof(memra_route_args, scale) == 168, "scale at 168");
 #define MEMRA_ROUTE_PARAM_BYTES 176u
 #define MEMRA_ROUTE_NPARAMS 27
 /* One warp per token, four tokens per block of 128 threads (prefill). */
-#define MEMRA_ROUTE_KERNEL "memra_route_tables"
+#define MEMRA_ROUTE_KERNEL "memra_route_warp_kernel"
 #define MEMRA_ROUTE_BLOCK 128u
 #define MEMRA_ROUTE_TOKENS_PER_BLOCK 4u
 /* One block per token, one thread per expert (decode). */
-#define MEMRA_ROUTE_BLOCK_KERNEL "memra_route_tables_block"
+#define MEMRA_ROUTE_BLOCK_KERNEL "memra_route_block_kernel"
 
-/* flags (kernels_src/route.cu's MEMRA_RF_*) */
-#define MEMRA_ROUTE_FLAG_SIGMOID 1u
-#define MEMRA_ROUTE_FLAG_BF16 2u
-#define MEMRA_ROUTE_FLAG_RENORM 4u
-#define MEMRA_ROUTE_FLAG_F16 8u
-#define MEMRA_ROUTE_FLAG_BIAS_BF16 16u
-#define MEMRA_ROUTE_FLAG_GROUP_MAX 32u
-#define MEMRA_ROUTE_FLAG_NO_TABLES 64u
+/* The flags are abi.h's MEMRA_ROUTE_FLAG_*. */
 
 static inline unsigned memra_route_grid(uint32_t n_tokens)
 {

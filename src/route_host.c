@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "host_ref.h"
+#include "vrows_host.h"
 #include "route_spec.h"
 
 /* route_math.cuh, compiled as C: plain operators in a translation unit built

@@ -3,8 +3,9 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "abi.h"
 #include "error.h"
-#include "validate.h"
+#include "vrows_spec.h"
 
 /* The public structs' layouts on LP64, which the Python (ctypes) and Rust
  * (repr(C)) copies repeat: a change here is a change there. */
@@ -49,6 +50,10 @@ uint32_t memra_route_pairs_per_token(const memra_route_spec *s)
 {
     return s->top_k + s->n_shared;
 }
+
+/* The public limit is the kernels' (their shared arrays hold this many). */
+_Static_assert(MEMRA_ROUTE_MAX_EXPERT == MEMRA_ABI_ROUTE_MAX_EXPERT,
+               "memra.h's MEMRA_ROUTE_MAX_EXPERT is the kernels' limit");
 
 memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec)
 {

@@ -9,7 +9,7 @@
  * Floats are judged by their bits, whatever the caller's FTZ/DAZ. */
 memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec);
 
-/* Everything memra_route_tables_host and memra_moe_route_tables check
+/* Everything memra_route_tables_host and memra_route_tables check
  * before writing (the spec, logits, n_tokens, then the tables' arguments as
  * memra_vrows_validate_ex for n_tokens * K pairs), so both arms refuse
  * exactly the same inputs. Addresses are host or device addresses.

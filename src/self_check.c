@@ -69,8 +69,8 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
     /* Poison the outputs so an unwritten element cannot pass. */
     memset(dp, 0xA7, n3 * 8);
     memset(ds, 0xA7, n3 * 4);
-    TRY(memra_copy_htod_async(eng, dptrs, dp, n3 * 8, c->stream));
-    TRY(memra_copy_htod_async(eng, dscl, ds, n3 * 4, c->stream));
+    TRY(memra_upload_async(eng, dptrs, dp, n3 * 8, c->stream));
+    TRY(memra_upload_async(eng, dscl, ds, n3 * 4, c->stream));
     TRY(memra_upload_i32_async(eng, dsel, c->sel, n, c->stream));
     TRY(memra_upload_f32_async(eng, dselw, c->selw, n, c->stream));
     /* The fault word is read, never cleared: what this case adds is the
@@ -193,12 +193,12 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(memra_alloc(eng, np * 4, &dselw));
     TRY(memra_alloc(eng, 3 * np * 8, &dptrs));
     TRY(memra_alloc(eng, 3 * np * 4, &dscl));
-    TRY(memra_copy_htod_async(eng, dl, logits, lbytes, stream));
+    TRY(memra_upload_async(eng, dl, logits, lbytes, stream));
     /* The bias read in place and the map live on the device. */
     if (s.bias_ptr) {
         TRY(memra_alloc(eng, bias_bytes, &dbias));
-        TRY(memra_copy_htod_async(eng, dbias, (const void *)(uintptr_t)s.bias_ptr, bias_bytes,
-                                  stream));
+        TRY(memra_upload_async(eng, dbias, (const void *)(uintptr_t)s.bias_ptr, bias_bytes,
+                               stream));
         ds.bias_ptr = dbias;
     }
     if (s.expert_map) {
@@ -210,10 +210,10 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
      * by the previous case may come back holding its answers). */
     memset(gsel, 0xA7, np * 4), memset(gselw, 0xA7, np * 4);
     memset(gptrs, 0xA7, 3 * np * 8), memset(gscl, 0xA7, 3 * np * 4);
-    TRY(memra_copy_htod_async(eng, dsel, gsel, np * 4, stream));
-    TRY(memra_copy_htod_async(eng, dselw, gselw, np * 4, stream));
-    TRY(memra_copy_htod_async(eng, dptrs, gptrs, 3 * np * 8, stream));
-    TRY(memra_copy_htod_async(eng, dscl, gscl, 3 * np * 4, stream));
+    TRY(memra_upload_async(eng, dsel, gsel, np * 4, stream));
+    TRY(memra_upload_async(eng, dselw, gselw, np * 4, stream));
+    TRY(memra_upload_async(eng, dptrs, gptrs, 3 * np * 8, stream));
+    TRY(memra_upload_async(eng, dscl, gscl, 3 * np * 4, stream));
     if (check_faults)
         TRY(memra_engine_faults(eng, stream, &f0, 0));
     TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, m, &sl, dsel,

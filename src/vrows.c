@@ -2,7 +2,7 @@
 #include "engine.h"
 #include "error.h"
 #include "launch.h"
-#include "validate.h"
+#include "vrows_spec.h"
 #include "vrows_abi.h"
 
 /* The context, what the stream meets, the loaded kernel: refused where the
@@ -128,14 +128,35 @@ memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr 
                   options, n_slots, ptrs, scl, stream);
 }
 
+memra_status memra_vrows_tables(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                uint32_t n_pairs, uint32_t n_expert, int il,
+                                const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+                                memra_devptr ptrs, memra_devptr scl, memra_stream stream)
+{
+    return memra_vrows_launch(eng, "memra_vrows_tables", sel, selw, n_pairs, n_expert, il, 0,
+                              macros, slabs, NULL, ptrs, scl, stream);
+}
+
+memra_status memra_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                   uint32_t n_pairs, uint32_t n_expert, int il,
+                                   const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+                                   const memra_vrows_options *options, memra_devptr ptrs,
+                                   memra_devptr scl, memra_stream stream)
+{
+    static const memra_vrows_options none = {0, 0, 0};
+    return memra_vrows_launch(eng, "memra_vrows_tables_ex", sel, selw, n_pairs, n_expert, il, 0,
+                              macros, slabs, options ? options : &none, ptrs, scl, stream);
+}
+
+/* The 0.2 names (memra.h): aliases for one release. */
 memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel, memra_devptr selw,
                                              uint32_t n_pairs, uint32_t n_expert, int il,
                                              const memra_vrows_macros *macros,
                                              const memra_vrows_slabs *slabs, memra_devptr ptrs,
                                              memra_devptr scl, memra_stream stream)
 {
-    return memra_vrows_launch(eng, "memra_moe_vrows_tables_from_sel", sel, selw, n_pairs, n_expert,
-                              il, 0, macros, slabs, NULL, ptrs, scl, stream);
+    return memra_vrows_tables(eng, sel, selw, n_pairs, n_expert, il, macros, slabs, ptrs, scl,
+                              stream);
 }
 
 memra_status memra_moe_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
@@ -145,7 +166,6 @@ memra_status memra_moe_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memr
                                        const memra_vrows_options *options, memra_devptr ptrs,
                                        memra_devptr scl, memra_stream stream)
 {
-    static const memra_vrows_options none = {0, 0, 0};
-    return memra_vrows_launch(eng, "memra_moe_vrows_tables_ex", sel, selw, n_pairs, n_expert, il, 0,
-                              macros, slabs, options ? options : &none, ptrs, scl, stream);
+    return memra_vrows_tables_ex(eng, sel, selw, n_pairs, n_expert, il, macros, slabs, options,
+                                 ptrs, scl, stream);
 }

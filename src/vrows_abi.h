@@ -1,5 +1,5 @@
 /* The table kernel's parameter block, byte for byte as NVRTC lays out the
- * parameters of memra_vrows_tables (kernels_src/vrows.cu): each at its
+ * parameters of memra_vrows_kernel (kernels_src/vrows.cu): each at its
  * natural alignment, in order. Passed whole through CU_LAUNCH_PARAM_BUFFER_*,
  * so its size is part of the launch and a narrowed field cannot slip by. */
 #ifndef MEMRA_VROWS_ABI_H
@@ -25,14 +25,14 @@ _Static_assert(offsetof(memra_vrows_args, map) == 120, "map at 120");
 
 #define MEMRA_VROWS_BLOCK 256u
 #define MEMRA_VROWS_NPARAMS 19
-#define MEMRA_VROWS_KERNEL "memra_vrows_tables"
+#define MEMRA_VROWS_KERNEL "memra_vrows_kernel"
 
-/* memra_faults_take's parameter block: the fault word's address and the
+/* memra_faults_take_kernel's parameter block: the fault word's address and the
  * readback area it is moved into. */
 typedef struct memra_take_args {
     uint64_t faults, out;
 } memra_take_args;
-#define MEMRA_TAKE_KERNEL "memra_faults_take"
+#define MEMRA_TAKE_KERNEL "memra_faults_take_kernel"
 
 /* One pair per thread. */
 static inline unsigned memra_vrows_grid(uint32_t n_pairs)

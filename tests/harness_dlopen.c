@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     RESOLVE(memra_vrows_tables_host);
     RESOLVE(memra_engine_create);
     RESOLVE(memra_engine_destroy);
-    RESOLVE(memra_moe_vrows_tables_from_sel);
+    RESOLVE(memra_vrows_tables);
     /* Internal symbols must not be reachable. */
     if (dlsym(h, "memra_driver_get") || dlsym(h, "memra_fail") || dlsym(h, "memra_cache_read"))
         FAIL("an internal symbol is exported");

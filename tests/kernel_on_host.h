@@ -192,20 +192,11 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 #define memra_div_rn(a, b) ((a) / (b))
 #define memra_grid_wait() ((void)0)
 #define memra_grid_launch_dependents() ((void)0)
+#include "abi.h"
 #include "vrows_pair.cuh"
 #include "vrows.cu"
 #include "route_math.cuh"
 #include "route.cu"
-
-/* The kernels' flags are the launcher's. */
-_Static_assert(MEMRA_RF_SIGMOID == MEMRA_ROUTE_FLAG_SIGMOID &&
-                   MEMRA_RF_BF16 == MEMRA_ROUTE_FLAG_BF16 &&
-                   MEMRA_RF_RENORM == MEMRA_ROUTE_FLAG_RENORM &&
-                   MEMRA_RF_F16 == MEMRA_ROUTE_FLAG_F16 &&
-                   MEMRA_RF_BIAS_BF16 == MEMRA_ROUTE_FLAG_BIAS_BF16 &&
-                   MEMRA_RF_GROUP_MAX == MEMRA_ROUTE_FLAG_GROUP_MAX &&
-                   MEMRA_RF_NO_TABLES == MEMRA_ROUTE_FLAG_NO_TABLES,
-               "route.cu's flags are route_abi.h's");
 
 /* Executes a grid of the table kernel with arguments decoded from the raw
  * parameter buffer at the offsets NVRTC assigns (natural alignment). */
@@ -226,7 +217,7 @@ static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, h
     gridDim = grid;
     for (blockIdx.x = 0; blockIdx.x < grid.x; blockIdx.x++)
         for (threadIdx.x = 0; threadIdx.x < block.x; threadIdx.x++)
-            memra_vrows_tables((const int *)(uintptr_t)q[0], (const float *)(uintptr_t)q[1],
+            memra_vrows_kernel((const int *)(uintptr_t)q[0], (const float *)(uintptr_t)q[1],
                                (const float *)(uintptr_t)q[2], (const float *)(uintptr_t)q[3],
                                (const float *)(uintptr_t)q[4], q[5], q[6], q[7], q[8], q[9], q[10],
                                n_pairs, n_expert, (memra_u64 *)(uintptr_t)ptrs,
@@ -234,14 +225,14 @@ static inline void run_vrows_on_host(const unsigned char *buf, host_dim3 grid, h
                                (const int *)(uintptr_t)map, n_local, n_shared);
 }
 
-/* memra_faults_take from its parameter block (the fault word's address and
+/* memra_faults_take_kernel from its parameter block (the fault word's address and
  * the readback area's). */
 static inline void run_take_on_host(const unsigned char *buf)
 {
     uint64_t faults, out;
     memcpy(&faults, buf, 8);
     memcpy(&out, buf + 8, 8);
-    memra_faults_take((memra_u32 *)(uintptr_t)faults, (memra_u32 *)(uintptr_t)out);
+    memra_faults_take_kernel((memra_u32 *)(uintptr_t)faults, (memra_u32 *)(uintptr_t)out);
 }
 
 static const memra_route_args *host_route_a;
@@ -251,7 +242,7 @@ static unsigned char host_route_done[HOST_MAX_THREADS];
 static void host_route_thread_main(void)
 {
     const memra_route_args *a = host_route_a;
-    (host_route_block_kernel ? memra_route_tables_block : memra_route_tables)(
+    (host_route_block_kernel ? memra_route_block_kernel : memra_route_warp_kernel)(
         (const void *)(uintptr_t)a->logits, (const void *)(uintptr_t)a->bias,
         (const float *)(uintptr_t)a->mg, (const float *)(uintptr_t)a->mu,
         (const float *)(uintptr_t)a->md, a->pg, a->pu, a->pd, a->sg, a->su, a->sd,
@@ -287,7 +278,7 @@ static __attribute__((noinline)) void host_resume(unsigned t)
 }
 
 /* Executes a grid of a routing kernel (block_kernel = 1:
- * memra_route_tables_block, 0: memra_route_tables), a block at a time, its
+ * memra_route_block_kernel, 0: memra_route_warp_kernel), a block at a time, its
  * threads as coroutines switched at every barrier. */
 static inline void run_route_on_host(const unsigned char *buf, size_t size, host_dim3 grid,
                                      host_dim3 block, int block_kernel)

@@ -39,6 +39,7 @@ typedef enum {
     MOCK_OP_LAUNCH,
     MOCK_OP_HTOD,
     MOCK_OP_DTOH,
+    MOCK_OP_DTOD,
     MOCK_OP_MEMSET,
     MOCK_OP_RECORD,
     MOCK_OP_WAIT,

@@ -52,7 +52,7 @@ static inline void work_free(memra_engine *eng, work *w)
 
 static inline memra_status launch(memra_engine *eng, work *w, int il, CUstream s)
 {
-    return memra_moe_vrows_tables_from_sel(eng, w->dsel, w->dselw, N, E, il, &w->mac, &w->sl,
+    return memra_vrows_tables(eng, w->dsel, w->dselw, N, E, il, &w->mac, &w->sl,
                                            w->dptrs, w->dscl, s);
 }
 

@@ -65,8 +65,8 @@ static memra_source vsrc(void)
 static void key_for(int arch, int is_ptx, memra_cache_key *key)
 {
     const memra_source src = vsrc();
-    memra_cache_key_in in = {src.text, src.len, memra_jit_options, 13, 0, arch, is_ptx,
-                             MEMRA_VERSION_STRING};
+    memra_cache_key_in in = {src.text, src.len, memra_jit_options,   13, 0,
+                             arch,     is_ptx,  MEMRA_VERSION_STRING};
     memra_cache_key_of(&in, key);
 }
 
@@ -658,7 +658,7 @@ static int child_get_compiles_in_memory(void)
     memra_image img;
     int fc = -1;
     const memra_source src = vsrc();
-            memra_status st = memra_cache_get_image(&mock_nv, &src, 90, 0, &img, &fc);
+    memra_status st = memra_cache_get_image(&mock_nv, &src, 90, 0, &img, &fc);
     int ok = st == MEMRA_OK && fc == 0 && img.size == sizeof "MOCKIMG-CUBIN" &&
              memcmp(img.data, "MOCKIMG-CUBIN", img.size) == 0 &&
              mock.calls[MOCK_nvrtcCompileProgram] == 1;

@@ -141,7 +141,7 @@ static void test_crafted_ties(void **state)
     assert_int_equal(memra_alloc(eng, 4 * 48, &dselw), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 24 * 48, &dptrs), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 12 * 48, &dscl), MEMRA_OK);
-    assert_int_equal(memra_copy_htod(eng, dl, logits, sizeof logits), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, dl, logits, sizeof logits), MEMRA_OK);
     memra_stream own;
     memra_engine_stream(eng, &own);
     for (int g = 0; g < 2; g++)
@@ -149,7 +149,7 @@ static void test_crafted_ties(void **state)
             s.group_scoring = (memra_group_scoring)g;
             memra_route_variant = v;
             assert_int_equal(
-                memra_moe_route_tables(eng, dl, T, &s, 0, NULL, &sl, dsel, dselw, dptrs, dscl, own),
+                memra_route_tables(eng, dl, T, &s, 0, NULL, &sl, dsel, dselw, dptrs, dscl, own),
                 MEMRA_OK);
             memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
             int32_t gsel[48], hsel[48];
@@ -208,9 +208,9 @@ static void test_tables_ex_expert_map(void **state)
     const memra_vrows_options dopt = {dmap, n_local, n_shared};
     memra_faults f0, f1, hf;
     assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
-    assert_int_equal(memra_moe_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 78, &mac, &sl, &dopt,
-                                               dptrs, dscl, own),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 78, &mac, &sl, &dopt, dptrs, dscl, own),
+        MEMRA_OK);
     assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 3 * (size_t)n_pairs, own), MEMRA_OK);
     assert_int_equal(memra_download_f32_async(eng, gs, dscl, 3 * (size_t)n_pairs, own), MEMRA_OK);
     assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
@@ -257,7 +257,7 @@ static void graph_replay(int pdl, int variant)
     assert_int_equal(drv->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     memra_route_variant = variant;
     memra_status st =
-        memra_moe_route_tables(eng, dl, T, &s, 77, &in.mac, &sl, dsel, dselw, dptrs, dscl, cs);
+        memra_route_tables(eng, dl, T, &s, 77, &in.mac, &sl, dsel, dselw, dptrs, dscl, cs);
     memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
     CUgraph g = NULL;
     assert_int_equal(drv->cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
@@ -270,7 +270,7 @@ static void graph_replay(int pdl, int variant)
     uint64_t *gp = malloc(3 * np * 8), *hp = malloc(3 * np * 8);
     for (int rep = 0; rep < 50; rep++) {
         void *logits = route_case_logits(&s, T, 5000 + (uint64_t)rep, rep & 1);
-        assert_int_equal(memra_copy_htod_async(eng, dl, logits, lbytes, cs), MEMRA_OK);
+        assert_int_equal(memra_upload_async(eng, dl, logits, lbytes, cs), MEMRA_OK);
         assert_int_equal(drv->cuGraphLaunch(x, cs), CUDA_SUCCESS);
         assert_int_equal(memra_download_i32_async(eng, gsel, dsel, np, cs), MEMRA_OK);
         assert_int_equal(memra_download_f32_async(eng, gw, dselw, np, cs), MEMRA_OK);

@@ -112,8 +112,8 @@ static void work_free(work *w)
 
 static memra_status launch(work *w, int il, CUstream s)
 {
-    return memra_moe_vrows_tables_from_sel(eng, w->dsel, w->dselw, N, E, il, &w->mac,
-                                           &gate_cases[1].slabs, w->dptrs, w->dscl, s);
+    return memra_vrows_tables(eng, w->dsel, w->dselw, N, E, il, &w->mac, &gate_cases[1].slabs,
+                              w->dptrs, w->dscl, s);
 }
 
 /* Reads the tables on `s` and compares them bit for bit with the host arm;
@@ -229,7 +229,7 @@ static void test_other_threads_capture_survives(void **state)
     memra_faults f;
     st[1] = memra_engine_faults(eng, d, &f, 1);
     st[2] = memra_sync(eng, d);
-    st[3] = memra_copy_htod(eng, w->dselw, w->selw, sizeof w->selw);
+    st[3] = memra_upload(eng, w->dselw, w->selw, sizeof w->selw);
     memra_devptr extra = 0;
     st[4] = memra_alloc(eng, 1 << 20, &extra);
     st[5] = extra ? memra_free(eng, extra) : MEMRA_OK;
@@ -256,7 +256,7 @@ static size_t mismatches_sync(work *w, const int32_t *sel)
     static uint64_t dp[3 * N], hp[3 * N];
     static float ds[3 * N], hs[3 * N];
     assert_int_equal(memra_download_u64(eng, dp, w->dptrs, 3 * N), MEMRA_OK);
-    assert_int_equal(memra_copy_dtoh(eng, ds, w->dscl, sizeof ds), MEMRA_OK);
+    assert_int_equal(memra_download(eng, ds, w->dscl, sizeof ds), MEMRA_OK);
     memra_vrows_tables_host(sel, w->selw, N, E, &w->mac, &gate_cases[1].slabs, hp, hs, NULL);
     size_t bad = 0;
     for (size_t i = 0; i < 3 * N; i++)
@@ -375,7 +375,7 @@ static void test_row5_route_and_tables_share_a_layer(void **state)
     assert_int_equal(memra_alloc(eng, RT * RK * 4, &rselw), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 3 * RT * RK * 8, &rptrs), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 3 * RT * RK * 4, &rscl), MEMRA_OK);
-    assert_int_equal(memra_copy_htod(eng, dl, logits, sizeof logits), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, dl, logits, sizeof logits), MEMRA_OK);
     const int il = 105;
     assert_int_equal(memra_vrows_prepare_layer(eng, il, E, &w->mac, c), MEMRA_OK);
     assert_int_equal(memra_route_prepare_layer(eng, il, &spec, &w->mac, c), MEMRA_OK);
@@ -384,8 +384,8 @@ static void test_row5_route_and_tables_share_a_layer(void **state)
                       rdev = eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
     for (int i = 0; i < 1000; i++) {
         assert_int_equal(launch(w, il, c), MEMRA_OK);
-        assert_int_equal(memra_moe_route_tables(eng, dl, RT, &spec, il, &w->mac,
-                                                &gate_cases[1].slabs, rsel, rselw, rptrs, rscl, c),
+        assert_int_equal(memra_route_tables(eng, dl, RT, &spec, il, &w->mac, &gate_cases[1].slabs,
+                                            rsel, rselw, rptrs, rscl, c),
                          MEMRA_OK);
     }
     assert_int_equal(memra_sync(eng, c), MEMRA_OK);
@@ -397,8 +397,8 @@ static void test_row5_route_and_tables_share_a_layer(void **state)
     CUgraphExec x;
     CU(drv->cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_GLOBAL));
     assert_int_equal(launch(w, il, c), MEMRA_OK);
-    assert_int_equal(memra_moe_route_tables(eng, dl, RT, &spec, il, &w->mac, &gate_cases[1].slabs,
-                                            rsel, rselw, rptrs, rscl, c),
+    assert_int_equal(memra_route_tables(eng, dl, RT, &spec, il, &w->mac, &gate_cases[1].slabs, rsel,
+                                        rselw, rptrs, rscl, c),
                      MEMRA_OK);
     CU(drv->cuStreamEndCapture(c, &g));
     CU(drv->cuGraphInstantiateWithFlags(&x, g, 0));

@@ -59,7 +59,7 @@ static void test_engines_have_own_modules(void **state)
         assert_int_equal(memra_engine_warmup(engs[i]), MEMRA_OK);
         for (int k = 0; k < i; k++)
             assert_ptr_not_equal(engs[i]->module[MEMRA_MODULE_VROWS],
-                                  engs[k]->module[MEMRA_MODULE_VROWS]);
+                                 engs[k]->module[MEMRA_MODULE_VROWS]);
     }
 }
 
@@ -93,9 +93,9 @@ static void test_faults_stay_on_their_device(void **state)
     assert_int_equal(memra_alloc(engs[1], 4096, &d), MEMRA_OK);
     assert_int_equal(memra_upload_i32(engs[1], d, sel, 4), MEMRA_OK);
     assert_int_equal(memra_upload_f32(engs[1], d + 64, selw, 4), MEMRA_OK);
-    assert_int_equal(memra_moe_vrows_tables_from_sel(engs[1], d, d + 64, 4, 8, 0, NULL, &sl,
-                                                     d + 1024, d + 2048, NULL),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_vrows_tables(engs[1], d, d + 64, 4, 8, 0, NULL, &sl, d + 1024, d + 2048, NULL),
+        MEMRA_OK);
     assert_int_equal(memra_engine_faults(engs[1], NULL, &f, 1), MEMRA_OK);
     assert_int_equal(f.bad_expert, 1);
     assert_int_equal(f.first_pair, 2);

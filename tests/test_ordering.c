@@ -34,7 +34,7 @@ static void expect_tables_sync(memra_engine *eng, const work *w, const int32_t *
     uint64_t dp[3 * N], hp[3 * N];
     float ds[3 * N], hs[3 * N];
     assert_int_equal(memra_download_u64(eng, dp, w->dptrs, 3 * N), MEMRA_OK);
-    assert_int_equal(memra_copy_dtoh(eng, ds, w->dscl, sizeof ds), MEMRA_OK);
+    assert_int_equal(memra_download(eng, ds, w->dscl, sizeof ds), MEMRA_OK);
     memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
     assert_int_equal(memra_vrows_tables_host(sel, w->selw, N, E, &mac, &w->sl, hp, hs, NULL),
                      MEMRA_OK);
@@ -115,7 +115,7 @@ static void test_on_forms_follow_their_stream(void **state)
     int32_t back[N];
     assert_int_equal(memra_upload_i32_on(eng, w.dsel, w.sel, N, s), MEMRA_OK);
     assert_int_equal(mock_pending(s), 0);
-    assert_int_equal(memra_copy_dtoh_on(eng, back, w.dsel, sizeof back, s), MEMRA_OK);
+    assert_int_equal(memra_download_on(eng, back, w.dsel, sizeof back, s), MEMRA_OK);
     assert_memory_equal(back, w.sel, sizeof back);
     work_free(eng, &w);
     mock_table.cuStreamDestroy(s);
@@ -188,7 +188,7 @@ static void route_init(memra_engine *eng, route_work *r, uint64_t seed)
     assert_int_equal(memra_alloc(eng, RT * RK * 4, &r->dselw), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 3 * RT * RK * 8, &r->dptrs), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, 3 * RT * RK * 4, &r->dscl), MEMRA_OK);
-    assert_int_equal(memra_copy_htod(eng, r->dlogits, r->logits, sizeof r->logits), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, r->dlogits, r->logits, sizeof r->logits), MEMRA_OK);
 }
 
 static void route_free(memra_engine *eng, route_work *r)
@@ -199,8 +199,8 @@ static void route_free(memra_engine *eng, route_work *r)
 
 static memra_status route_launch(memra_engine *eng, route_work *r, work *w, int il, CUstream s)
 {
-    return memra_moe_route_tables(eng, r->dlogits, RT, &r->spec, il, &w->mac, &w->sl, r->dsel,
-                                  r->dselw, r->dptrs, r->dscl, s);
+    return memra_route_tables(eng, r->dlogits, RT, &r->spec, il, &w->mac, &w->sl, r->dsel, r->dselw,
+                              r->dptrs, r->dscl, s);
 }
 
 /* The routing outputs read after `s` equal the host arm's. */

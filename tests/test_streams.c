@@ -275,7 +275,7 @@ static void test_other_threads_global_capture_survives(void **state)
     work_init(eng, &w, 1.0f, 10);                                                /* cuMemAlloc */
     assert_int_equal(memra_engine_warmup(eng), MEMRA_OK);                        /* module load */
     assert_int_equal(memra_vrows_prepare_layer(eng, 9, E, &w.mac, d), MEMRA_OK); /* first upload */
-    assert_int_equal(memra_copy_htod(eng, w.dsel, w.sel, sizeof w.sel), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, w.dsel, w.sel, sizeof w.sel), MEMRA_OK);
     assert_int_equal(memra_upload_f32(eng, w.dselw, w.selw, N), MEMRA_OK);
     assert_int_equal(launch(eng, &w, 9, d), MEMRA_OK);
     memra_faults f;
@@ -283,7 +283,7 @@ static void test_other_threads_global_capture_survives(void **state)
     assert_int_equal(memra_engine_faults(eng, d, &f, 1), MEMRA_OK);
     assert_int_equal(memra_sync(eng, d), MEMRA_OK);
     uint64_t first;
-    assert_int_equal(memra_copy_dtoh(eng, &first, w.dptrs, 8), MEMRA_OK);
+    assert_int_equal(memra_download(eng, &first, w.dptrs, 8), MEMRA_OK);
     work_free(eng, &w); /* cuMemFree */
     assert_int_equal(mock.capture_violations, 0);
     pthread_barrier_wait(&done);

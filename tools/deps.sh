@@ -40,7 +40,7 @@ if ! command -v meson >/dev/null 2>&1 || ! command -v ninja >/dev/null 2>&1; the
   echo "deps: meson/ninja from PyPI"
   python3 -m pip install -q --user meson ninja && export PATH="$HOME/.local/bin:$PATH"
 fi
-# The SASS check (tests/test_nvrtc.c) reads every target's machine code with
+# The SASS check (tests/test_kernel_targets.c) reads every target's machine code with
 # nvdisasm; where the toolkit has none, NVIDIA's wheel provides one.
 if [ -z "${MEMRA_NVDISASM:-}" ] && ! command -v nvdisasm >/dev/null 2>&1 &&
   [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvdisasm" ]; then

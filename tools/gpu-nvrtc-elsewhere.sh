@@ -53,7 +53,7 @@ run() { # label, env...
     echo "== $label"
     env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/cli/memra" info
     env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/cli/memra" check
-    env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/tests/test_gpu"
+    env -u CUDA_HOME -u CUDA_PATH MEMRA_CACHE_DIR="$cache" "$@" "$b/tests/test_gpu_tables"
     echo "== $label: exit $?"
   } 2>&1 | tee -a "$dest/nvrtc-elsewhere.log"
 }

@@ -32,7 +32,7 @@ if has test; then
   sed '/^Inherited environment:/d' "$b/meson-logs/testlog.txt" >"$out/testlog.txt"
 fi
 if has rig; then
-  meson test -C "$b" --setup rig test_gpu 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
+  meson test -C "$b" --setup rig test_gpu_tables 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
 fi
 if has check; then
   "$b/cli/memra" info 2>&1 | tee "$out/info.log"

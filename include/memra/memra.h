@@ -335,7 +335,8 @@ MEMRA_API memra_status memra_engine_faults(memra_engine *eng, memra_stream strea
 
 /* ---- memory helpers ---------------------------------------------------- *
  * Each copy comes in three orders, as CUDA's do:
- *  - memra_copy_htod/dtoh, memra_upload_T/download_T: like cuMemcpy, on the
+ *  - memra_upload/download (bytes), memra_upload_T/download_T (elements):
+ *    like cuMemcpy, on the
  *    legacy default stream (after all work queued there, and so after the
  *    blocking streams'; before anything queued later), complete on return;
  *  - the _on forms: ordered on `stream`, complete on return (for engines on
@@ -348,17 +349,17 @@ MEMRA_API memra_status memra_engine_faults(memra_engine *eng, memra_stream strea
 MEMRA_API memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr *out);
 MEMRA_API memra_status memra_free(memra_engine *eng, memra_devptr ptr);
 MEMRA_API memra_status memra_sync(memra_engine *eng, memra_stream stream);
-MEMRA_API memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, const void *src,
+MEMRA_API memra_status memra_upload(memra_engine *eng, memra_devptr dst, const void *src,
                                        size_t bytes);
-MEMRA_API memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src,
+MEMRA_API memra_status memra_download(memra_engine *eng, void *dst, memra_devptr src,
                                        size_t bytes);
-MEMRA_API memra_status memra_copy_htod_on(memra_engine *eng, memra_devptr dst, const void *src,
+MEMRA_API memra_status memra_upload_on(memra_engine *eng, memra_devptr dst, const void *src,
                                           size_t bytes, memra_stream stream);
-MEMRA_API memra_status memra_copy_dtoh_on(memra_engine *eng, void *dst, memra_devptr src,
+MEMRA_API memra_status memra_download_on(memra_engine *eng, void *dst, memra_devptr src,
                                           size_t bytes, memra_stream stream);
-MEMRA_API memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
+MEMRA_API memra_status memra_upload_async(memra_engine *eng, memra_devptr dst, const void *src,
                                              size_t bytes, memra_stream stream);
-MEMRA_API memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src,
+MEMRA_API memra_status memra_download_async(memra_engine *eng, void *dst, memra_devptr src,
                                              size_t bytes, memra_stream stream);
 
 /* Typed conveniences: counts are elements. */
@@ -394,7 +395,7 @@ MEMRA_TYPED_COPIES(MEMRA_DECLARE_TYPED_COPY)
  * Under stream capture nothing is allocated, copied or synchronised: a macro
  * mirror that is missing or stale returns MEMRA_ERR_CAPTURE (the capture is
  * left intact); call memra_vrows_prepare_layer() before capturing. */
-MEMRA_API memra_status memra_moe_vrows_tables_from_sel(
+MEMRA_API memra_status memra_vrows_tables(
     memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
     int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs, memra_devptr ptrs,
     memra_devptr scl, memra_stream stream);
@@ -407,11 +408,11 @@ MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint
                                                  const memra_vrows_macros *macros,
                                                  memra_stream stream);
 
-/* memra_moe_vrows_tables_from_sel with options (memra_vrows_options; NULL:
+/* memra_vrows_tables with options (memra_vrows_options; NULL:
  * none): expert_map is a DEVICE array here. The macro planes hold n_slots
  * floats each (prepare the layer with n_expert = n_slots). n_pairs = 0 is a
  * valid no-op: MEMRA_OK, no launch, nothing written. */
-MEMRA_API memra_status memra_moe_vrows_tables_ex(
+MEMRA_API memra_status memra_vrows_tables_ex(
     memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
     int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
     const memra_vrows_options *options, memra_devptr ptrs, memra_devptr scl, memra_stream stream);
@@ -488,7 +489,7 @@ typedef struct memra_route_spec {
     memra_bias_dtype bias_dtype; /* the element type of bias_ptr */
     /* A bias read in place, never copied or checked: n_expert elements of
      * bias_dtype at an address in the memory of the arm that runs (a device
-     * address for memra_moe_route_tables, e.g. a CUDA tensor's; a host
+     * address for memra_route_tables, e.g. a CUDA tensor's; a host
      * address for memra_route_tables_host). 0: none. Not with `bias`. */
     uint64_t bias_ptr;
     /* Expert parallelism (memra_vrows_options): int32[n_expert] global id ->
@@ -521,7 +522,7 @@ MEMRA_API memra_status memra_route_tables_host(const void *logits, uint32_t n_to
  * bias_ptr and expert_map are device addresses read by the kernel. Faults
  * go to the engine's fault word. n_tokens = 0: MEMRA_OK, no launch,
  * nothing written. */
-MEMRA_API memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits,
+MEMRA_API memra_status memra_route_tables(memra_engine *eng, memra_devptr logits,
                                               uint32_t n_tokens, const memra_route_spec *spec,
                                               int il, const memra_vrows_macros *macros,
                                               const memra_vrows_slabs *slabs, memra_devptr sel,
@@ -534,6 +535,41 @@ MEMRA_API memra_status memra_route_prepare_layer(memra_engine *eng, int il,
                                                  const memra_route_spec *spec,
                                                  const memra_vrows_macros *macros,
                                                  memra_stream stream);
+
+/* ---- names before 0.3 ---------------------------------------------------- *
+ * One vocabulary from 0.3: memra_<operation>_tables (device),
+ * memra_<operation>_tables_host (host arm), memra_<operation>_prepare_layer,
+ * memra_upload/download[_T][_on|_async]. The 0.2 names below still work,
+ * as exported aliases of the same calls, for this release; they go in 0.4. */
+MEMRA_API memra_status memra_moe_vrows_tables_from_sel(
+    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
+    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs, memra_devptr ptrs,
+    memra_devptr scl, memra_stream stream); /* = memra_vrows_tables */
+MEMRA_API memra_status memra_moe_vrows_tables_ex(
+    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
+    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+    const memra_vrows_options *options, memra_devptr ptrs, memra_devptr scl,
+    memra_stream stream); /* = memra_vrows_tables_ex */
+MEMRA_API memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits,
+                                              uint32_t n_tokens, const memra_route_spec *spec,
+                                              int il, const memra_vrows_macros *macros,
+                                              const memra_vrows_slabs *slabs, memra_devptr sel,
+                                              memra_devptr selw, memra_devptr ptrs,
+                                              memra_devptr scl,
+                                              memra_stream stream); /* = memra_route_tables */
+/* = memra_upload, memra_download and their _on / _async forms */
+MEMRA_API memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, const void *src,
+                                       size_t bytes);
+MEMRA_API memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src,
+                                       size_t bytes);
+MEMRA_API memra_status memra_copy_htod_on(memra_engine *eng, memra_devptr dst, const void *src,
+                                          size_t bytes, memra_stream stream);
+MEMRA_API memra_status memra_copy_dtoh_on(memra_engine *eng, void *dst, memra_devptr src,
+                                          size_t bytes, memra_stream stream);
+MEMRA_API memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
+                                             size_t bytes, memra_stream stream);
+MEMRA_API memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src,
+                                             size_t bytes, memra_stream stream);
 
 #ifdef __cplusplus
 }

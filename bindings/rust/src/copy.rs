@@ -1,7 +1,8 @@
 //! Device memory from memra and copies to and from any device memory, in
-//! CUDA's orders (docs/streams.md): `copy_*` like `cuMemcpy` (after the
-//! work queued on the legacy default stream), `copy_*_on` ordered on the
-//! caller's stream; both complete on return.
+//! CUDA's orders (docs/streams.md), under the library's names:
+//! `upload`/`download` like `cuMemcpy` (after the work queued on the legacy
+//! default stream), `upload_on`/`download_on` ordered on the caller's
+//! stream; both complete on return.
 
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
@@ -49,17 +50,13 @@ impl Engine {
     /// everything queued on the legacy default stream (and so on blocking
     /// streams); complete on return. `MEMRA_ERR_CAPTURE` (the capture
     /// intact) where that would join a stream capture.
-    pub fn copy_htod<'a, T: Pod>(
-        &self,
-        dst: impl Into<DevSliceMut<'a, T>>,
-        src: &[T],
-    ) -> Result<()> {
+    pub fn upload<'a, T: Pod>(&self, dst: impl Into<DevSliceMut<'a, T>>, src: &[T]) -> Result<()> {
         let dst = dst.into();
-        fits(dst.len(), src.len(), "copy_htod")?;
+        fits(dst.len(), src.len(), "upload")?;
         if src.is_empty() {
             return Ok(());
         }
-        let f = ffi::need(ffi::lib()?.memra_copy_htod, "memra_copy_htod")?;
+        let f = ffi::need(ffi::lib()?.memra_upload, "memra_upload")?;
         check(unsafe {
             f(
                 self.inner.ptr,
@@ -70,21 +67,21 @@ impl Engine {
         })
     }
 
-    /// As `copy_htod`, ordered on `stream` (for engines on non-blocking
+    /// As `upload`, ordered on `stream` (for engines on non-blocking
     /// streams); complete on return.
-    pub fn copy_htod_on<'a, T: Pod>(
+    pub fn upload_on<'a, T: Pod>(
         &self,
         stream: CuStream,
         dst: impl Into<DevSliceMut<'a, T>>,
         src: &[T],
     ) -> Result<()> {
         let dst = dst.into();
-        fits(dst.len(), src.len(), "copy_htod_on")?;
+        fits(dst.len(), src.len(), "upload_on")?;
         if src.is_empty() {
             return Ok(());
         }
         check(unsafe {
-            (ffi::lib()?.memra_copy_htod_on)(
+            (ffi::lib()?.memra_upload_on)(
                 self.inner.ptr,
                 dst.device_ptr(),
                 src.as_ptr() as *const c_void,
@@ -96,17 +93,17 @@ impl Engine {
 
     /// Fills `dst` from the start of `src`, ordered like `cuMemcpy`;
     /// complete on return.
-    pub fn copy_dtoh<'a, T: Pod>(
+    pub fn download<'a, T: Pod>(
         &self,
         dst: &mut [T],
         src: impl Into<DevSlice<'a, T>>,
     ) -> Result<()> {
         let src = src.into();
-        fits(src.len(), dst.len(), "copy_dtoh (the source)")?;
+        fits(src.len(), dst.len(), "download (the source)")?;
         if dst.is_empty() {
             return Ok(());
         }
-        let f = ffi::need(ffi::lib()?.memra_copy_dtoh, "memra_copy_dtoh")?;
+        let f = ffi::need(ffi::lib()?.memra_download, "memra_download")?;
         check(unsafe {
             f(
                 self.inner.ptr,
@@ -117,20 +114,20 @@ impl Engine {
         })
     }
 
-    /// As `copy_dtoh`, ordered on `stream`; complete on return.
-    pub fn copy_dtoh_on<'a, T: Pod>(
+    /// As `download`, ordered on `stream`; complete on return.
+    pub fn download_on<'a, T: Pod>(
         &self,
         stream: CuStream,
         dst: &mut [T],
         src: impl Into<DevSlice<'a, T>>,
     ) -> Result<()> {
         let src = src.into();
-        fits(src.len(), dst.len(), "copy_dtoh_on (the source)")?;
+        fits(src.len(), dst.len(), "download_on (the source)")?;
         if dst.is_empty() {
             return Ok(());
         }
         check(unsafe {
-            (ffi::lib()?.memra_copy_dtoh_on)(
+            (ffi::lib()?.memra_download_on)(
                 self.inner.ptr,
                 dst.as_mut_ptr() as *mut c_void,
                 src.device_ptr(),
@@ -141,14 +138,14 @@ impl Engine {
     }
 
     /// A new vector of `src`'s elements, ordered on `stream`.
-    pub fn to_vec_on<'a, T: Pod>(
+    pub fn download_vec_on<'a, T: Pod>(
         &self,
         stream: CuStream,
         src: impl Into<DevSlice<'a, T>>,
     ) -> Result<Vec<T>> {
         let src = src.into();
         let mut v = vec![T::default(); src.len()];
-        self.copy_dtoh_on(stream, &mut v, src)?;
+        self.download_on(stream, &mut v, src)?;
         Ok(v)
     }
 

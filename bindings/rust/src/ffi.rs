@@ -122,9 +122,23 @@ pub const WRITTEN_FOR_MINOR: u32 = 2;
 /// What `memra_set_log_callback` takes: level, message, user pointer.
 pub type LogFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
 
+/// The first of `names` (NUL-terminated) that the library exports.
+unsafe fn first_sym(h: *mut c_void, names: &[&str]) -> *mut c_void {
+    for n in names {
+        let sym = dlsym(h, n.as_ptr() as *const c_char);
+        if !sym.is_null() {
+            return sym;
+        }
+    }
+    std::ptr::null_mut()
+}
+
+/// Each entry is resolved by its name, else by the older names listed after
+/// it (`memra_upload_on | memra_copy_htod_on`): 0.3 renamed calls and keeps
+/// the 0.2 names as aliases until 0.4, so the crate serves both.
 macro_rules! entry_points {
-    (required { $($name:ident : fn($($arg:ty),*) -> $ret:ty;)* }
-     optional { $($oname:ident : fn($($oarg:ty),*) -> $oret:ty;)* }) => {
+    (required { $($name:ident $(| $alt:ident)* : fn($($arg:ty),*) -> $ret:ty;)* }
+     optional { $($oname:ident $(| $oalt:ident)* : fn($($oarg:ty),*) -> $oret:ty;)* }) => {
         #[allow(non_snake_case)]
         pub struct Lib {
             $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
@@ -135,16 +149,16 @@ macro_rules! entry_points {
         pub unsafe fn resolve(h: *mut c_void) -> Result<Lib, String> {
             Ok(Lib {
                 $($name: {
-                    let name = concat!(stringify!($name), "\0");
-                    let sym = dlsym(h, name.as_ptr() as *const c_char);
+                    let sym = first_sym(h, &[concat!(stringify!($name), "\0")
+                                             $(, concat!(stringify!($alt), "\0"))*]);
                     if sym.is_null() {
                         return Err(format!("libmemra lacks {} (older than 0.2?)", stringify!($name)));
                     }
                     std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(sym)
                 },)*
                 $($oname: {
-                    let name = concat!(stringify!($oname), "\0");
-                    let sym = dlsym(h, name.as_ptr() as *const c_char);
+                    let sym = first_sym(h, &[concat!(stringify!($oname), "\0")
+                                             $(, concat!(stringify!($oalt), "\0"))*]);
                     if sym.is_null() {
                         None
                     } else {
@@ -171,12 +185,14 @@ entry_points! {
         memra_alloc: fn(EnginePtr, usize, *mut DevPtr) -> Status;
         memra_free: fn(EnginePtr, DevPtr) -> Status;
         memra_sync: fn(EnginePtr, Stream) -> Status;
-        memra_copy_htod_on: fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
-        memra_copy_dtoh_on: fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
+        memra_upload_on | memra_copy_htod_on:
+            fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
+        memra_download_on | memra_copy_dtoh_on:
+            fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
         memra_vrows_prepare_layer: fn(EnginePtr, c_int, u32, *const Macros, Stream) -> Status;
-        memra_moe_vrows_tables_from_sel: fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int,
-                                            *const Macros, *const Slabs, DevPtr, DevPtr, Stream)
-                                            -> Status;
+        memra_vrows_tables | memra_moe_vrows_tables_from_sel:
+            fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs, DevPtr,
+               DevPtr, Stream) -> Status;
         memra_vrows_tables_host: fn(*const i32, *const f32, u32, u32, *const Macros, *const Slabs,
                                     *mut u64, *mut f32, *mut Faults) -> Status;
         memra_nvrtc_available: fn(*mut c_int) -> Status;
@@ -189,19 +205,20 @@ entry_points! {
         memra_vrows_tables_host_ex: fn(*const i32, *const f32, u32, u32, *const Macros,
                                        *const Slabs, *const VrowsOptions, *mut u64, *mut f32,
                                        *mut Faults) -> Status;
-        memra_moe_vrows_tables_ex: fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros,
-                                      *const Slabs, *const VrowsOptions, DevPtr, DevPtr, Stream)
-                                      -> Status;
+        memra_vrows_tables_ex | memra_moe_vrows_tables_ex:
+            fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs,
+               *const VrowsOptions, DevPtr, DevPtr, Stream) -> Status;
         memra_route_tables_host: fn(*const c_void, u32, *const RouteSpec, *const Macros,
                                     *const Slabs, *mut i32, *mut f32, *mut u64, *mut f32,
                                     *mut Faults) -> Status;
-        memra_moe_route_tables: fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros,
-                                   *const Slabs, DevPtr, DevPtr, DevPtr, DevPtr, Stream) -> Status;
+        memra_route_tables | memra_moe_route_tables:
+            fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros, *const Slabs,
+               DevPtr, DevPtr, DevPtr, DevPtr, Stream) -> Status;
         memra_route_prepare_layer: fn(EnginePtr, c_int, *const RouteSpec, *const Macros, Stream)
                                       -> Status;
         memra_engine_set_pdl: fn(EnginePtr, c_int, *mut c_int) -> Status;
-        memra_copy_htod: fn(EnginePtr, DevPtr, *const c_void, usize) -> Status;
-        memra_copy_dtoh: fn(EnginePtr, *mut c_void, DevPtr, usize) -> Status;
+        memra_upload | memra_copy_htod: fn(EnginePtr, DevPtr, *const c_void, usize) -> Status;
+        memra_download | memra_copy_dtoh: fn(EnginePtr, *mut c_void, DevPtr, usize) -> Status;
     }
 }
 
@@ -245,6 +262,26 @@ pub fn cstr(p: *const c_char) -> String {
         String::new()
     } else {
         unsafe { CStr::from_ptr(p).to_string_lossy().into_owned() }
+    }
+}
+
+#[cfg(test)]
+mod names {
+    use super::*;
+
+    #[test]
+    fn an_entry_falls_back_to_its_older_name() {
+        extern "C" {
+            fn dlopen(f: *const c_char, flag: c_int) -> *mut c_void;
+        }
+        // The process itself: it has dlsym, and no memra_* of that name.
+        let h = unsafe { dlopen(std::ptr::null(), RTLD_NOW) };
+        assert!(!h.is_null());
+        let want = unsafe { dlsym(h, "dlsym\0".as_ptr() as *const c_char) };
+        assert!(!want.is_null());
+        let got = unsafe { first_sym(h, &["memra_no_such_name\0", "dlsym\0"]) };
+        assert_eq!(got, want);
+        assert!(unsafe { first_sym(h, &["memra_no_such_name\0"]) }.is_null());
     }
 }
 

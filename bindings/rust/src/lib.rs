@@ -382,7 +382,7 @@ impl Engine {
         Ok(f)
     }
 
-    fn upload<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+    fn buffer_of<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         let lib = ffi::lib()?;
         let bytes = std::mem::size_of_val(data).max(1);
         let mut ptr: ffi::DevPtr = 0;
@@ -395,7 +395,7 @@ impl Engine {
         };
         // Ordered on the engine's stream, where the stream-less calls run.
         check(unsafe {
-            (lib.memra_copy_htod_on)(
+            (lib.memra_upload_on)(
                 self.inner.ptr,
                 ptr,
                 data.as_ptr() as *const c_void,
@@ -406,10 +406,10 @@ impl Engine {
         Ok(buf)
     }
 
-    fn download<T: Copy + Default>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+    fn vec_of<T: Copy + Default>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         let mut out = vec![T::default(); buf.len];
         check(unsafe {
-            (ffi::lib()?.memra_copy_dtoh_on)(
+            (ffi::lib()?.memra_download_on)(
                 self.inner.ptr,
                 out.as_mut_ptr() as *mut c_void,
                 buf.ptr,
@@ -422,24 +422,24 @@ impl Engine {
 
     /// A new device buffer holding `data` (complete on return).
     pub fn htod(&self, data: &[f32]) -> Result<DeviceBuffer<f32>> {
-        self.upload(data)
+        self.buffer_of(data)
     }
     pub fn htod_i32(&self, data: &[i32]) -> Result<DeviceBuffer<i32>> {
-        self.upload(data)
+        self.buffer_of(data)
     }
     pub fn htod_u64(&self, data: &[u64]) -> Result<DeviceBuffer<u64>> {
-        self.upload(data)
+        self.buffer_of(data)
     }
 
     /// The buffer's contents (after everything queued on the engine's stream).
     pub fn dtoh(&self, buf: &DeviceBuffer<f32>) -> Result<Vec<f32>> {
-        self.download(buf)
+        self.vec_of(buf)
     }
     pub fn dtoh_i32(&self, buf: &DeviceBuffer<i32>) -> Result<Vec<i32>> {
-        self.download(buf)
+        self.vec_of(buf)
     }
     pub fn dtoh_u64(&self, buf: &DeviceBuffer<u64>) -> Result<Vec<u64>> {
-        self.download(buf)
+        self.vec_of(buf)
     }
 
     /// Mirrors layer `il`'s macro planes now (call before capturing a graph).
@@ -519,7 +519,7 @@ impl Engine {
         let n_expert = experts_of(macros, fallback)?;
         let m = macros_of(macros);
         check(unsafe {
-            (ffi::lib()?.memra_moe_vrows_tables_from_sel)(
+            (ffi::lib()?.memra_vrows_tables)(
                 self.inner.ptr,
                 sel.ptr,
                 selw.ptr,

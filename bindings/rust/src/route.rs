@@ -1,6 +1,6 @@
 //! Routing: router logits to `sel`, `selw` and the tables, on the host
 //! (`memra_route_tables_host`) or in one launch on the device
-//! (`memra_moe_route_tables`), bit for bit the same.
+//! (`memra_route_tables`), bit for bit the same.
 
 use std::os::raw::{c_int, c_void};
 
@@ -173,7 +173,7 @@ impl Engine {
     ) -> Result<()> {
         let lib = ffi::lib()?;
         ffi::need(lib.memra_vrows_tables_host_ex, "memra_vrows_tables_host_ex")?;
-        let f = ffi::need(lib.memra_moe_route_tables, "memra_moe_route_tables")?;
+        let f = ffi::need(lib.memra_route_tables, "memra_route_tables")?;
         let logits = logits.into();
         let raw = spec.raw(Arm::Device, L::DTYPE)?;
         let m = planes(layer.macros, spec.n_slots())?;

@@ -1,5 +1,5 @@
 //! The table calls with options (`memra_vrows_tables_host_ex`,
-//! `memra_moe_vrows_tables_ex`): expert parallelism and fused shared
+//! `memra_vrows_tables_ex`): expert parallelism and fused shared
 //! experts, on any device memory.
 
 use std::os::raw::c_int;
@@ -156,7 +156,7 @@ impl Engine {
         scl: impl Into<DevSliceMut<'a, f32>>,
     ) -> Result<()> {
         let lib = ffi::lib()?;
-        let f = ffi::need(lib.memra_moe_vrows_tables_ex, "memra_moe_vrows_tables_ex")?;
+        let f = ffi::need(lib.memra_vrows_tables_ex, "memra_vrows_tables_ex")?;
         let (sel, selw, ptrs, scl) = (sel.into(), selw.into(), ptrs.into(), scl.into());
         let n = u32_of(n_pairs, "n_pairs", MAX_PAIRS)?;
         let why = format!("n_pairs = {n_pairs}");

@@ -106,7 +106,7 @@ impl<T: Pod> Raw<T> {
     fn new(e: &Engine, s: CuStream, data: &[T]) -> R<Raw<T>> {
         let buf = e.alloc::<T>(data.len())?;
         let (ptr, len) = (buf.device_ptr(), data.len());
-        e.copy_htod_on(s, unsafe { DevSliceMut::from_raw(ptr, len) }, data)?;
+        e.upload_on(s, unsafe { DevSliceMut::from_raw(ptr, len) }, data)?;
         Ok(Raw {
             _buf: buf,
             ptr,
@@ -123,7 +123,7 @@ impl<T: Pod> Raw<T> {
         unsafe { DevSliceMut::from_raw(self.ptr, self.len) }
     }
     fn get(&self, e: &Engine, s: CuStream) -> R<Vec<T>> {
-        Ok(e.to_vec_on(s, self.r())?)
+        Ok(e.download_vec_on(s, self.r())?)
     }
 }
 

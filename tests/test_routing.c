@@ -774,7 +774,7 @@ static memra_route_spec dev_spec(memra_engine *eng, dev_bufs *d, const memra_rou
     if (h->bias_ptr) {
         const size_t n = (size_t)h->n_expert * (h->bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
         assert_int_equal(memra_alloc(eng, n, &d->bias), MEMRA_OK);
-        assert_int_equal(memra_copy_htod(eng, d->bias, (const void *)(uintptr_t)h->bias_ptr, n),
+        assert_int_equal(memra_upload(eng, d->bias, (const void *)(uintptr_t)h->bias_ptr, n),
                          MEMRA_OK);
         s.bias_ptr = d->bias;
     }
@@ -824,12 +824,12 @@ static void device_case(memra_engine *eng, const config *c, int variant, uint32_
     dev_bufs d;
     dev_alloc(eng, &d, lbytes, np);
     const memra_route_spec ds = dev_spec(eng, &d, &s);
-    assert_int_equal(memra_copy_htod(eng, d.logits, logits, lbytes), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, d.logits, logits, lbytes), MEMRA_OK);
     memra_faults f0, f1;
     assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
     memra_route_variant = variant;
-    const memra_status st = memra_moe_route_tables(eng, d.logits, T, &ds, il, mac, &slabs, d.sel,
-                                                   d.selw, d.ptrs, d.scl, own);
+    const memra_status st = memra_route_tables(eng, d.logits, T, &ds, il, mac, &slabs, d.sel,
+                                               d.selw, d.ptrs, d.scl, own);
     memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
     if (st)
         fail_msg("%s: %s", c->name, memra_last_error());
@@ -887,11 +887,11 @@ static void test_device_crafted_ties(void **state)
         s.group_scoring = (memra_group_scoring)g;
         dev_bufs d;
         dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
-        assert_int_equal(memra_copy_htod(eng, d.logits, logits, sizeof logits), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
         for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
             memra_route_variant = v;
-            assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel,
-                                                    d.selw, d.ptrs, d.scl, NULL),
+            assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel,
+                                                d.selw, d.ptrs, d.scl, NULL),
                              MEMRA_OK);
             memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
             assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
@@ -925,11 +925,11 @@ static void test_device_nonfinite_bias_in_place(void **state)
     dev_bufs d;
     dev_alloc(eng, &d, logit_bytes(&s, T), np);
     const memra_route_spec ds = dev_spec(eng, &d, &s);
-    assert_int_equal(memra_copy_htod(eng, d.logits, logits, logit_bytes(&s, T)), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, d.logits, logits, logit_bytes(&s, T)), MEMRA_OK);
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
-    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &ds, 0, &in.mac, &slabs, d.sel,
-                                            d.selw, d.ptrs, d.scl, NULL),
+    assert_int_equal(memra_route_tables(eng, d.logits, T, &ds, 0, &in.mac, &slabs, d.sel, d.selw,
+                                        d.ptrs, d.scl, NULL),
                      MEMRA_OK); /* the device cannot refuse it: it counts it */
     assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
     outputs dv, h;
@@ -954,9 +954,9 @@ static void test_device_zero_tokens_launch_nothing(void **state)
     static route_inputs in;
     const memra_route_spec s = route_case_inputs(&configs[2], &in);
     const int launches = mock.calls[MOCK_cuLaunchKernel] + mock.calls[MOCK_cuLaunchKernelEx];
-    assert_int_equal(memra_moe_route_tables(eng, 0, 0, &s, 0, &in.mac, &slabs, 0, 0, 0, 0, NULL),
+    assert_int_equal(memra_route_tables(eng, 0, 0, &s, 0, &in.mac, &slabs, 0, 0, 0, 0, NULL),
                      MEMRA_OK);
-    assert_int_equal(memra_moe_vrows_tables_ex(eng, 0, 0, 0, 8, 0, NULL, NULL, NULL, 0, 0, NULL),
+    assert_int_equal(memra_vrows_tables_ex(eng, 0, 0, 0, 8, 0, NULL, NULL, NULL, 0, 0, NULL),
                      MEMRA_OK);
     assert_int_equal(mock.calls[MOCK_cuLaunchKernel] + mock.calls[MOCK_cuLaunchKernelEx], launches);
     memra_engine_destroy(eng);
@@ -1040,8 +1040,8 @@ static void test_device_tables_ex(void **state)
         MEMRA_ERR_EXPERT_RANGE);
     assert_true(hf.not_local > 0 && hf.bad_expert > 0);
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
-    assert_int_equal(memra_moe_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs, &dopt,
-                                               dptrs, dscl, NULL),
+    assert_int_equal(memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs, &dopt,
+                                           dptrs, dscl, NULL),
                      MEMRA_OK);
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
     assert_int_equal(f.not_local, hf.not_local);
@@ -1055,8 +1055,8 @@ static void test_device_tables_ex(void **state)
     assert_memory_equal(dv.scl, h.scl, 12 * n_pairs);
     /* a bad option is named, nothing launched */
     const memra_vrows_options no_local = {dmap, 0, 0};
-    assert_int_equal(memra_moe_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs,
-                                               &no_local, dptrs, dscl, NULL),
+    assert_int_equal(memra_vrows_tables_ex(eng, dsel, dselw, n_pairs, E, 9, &mac, &slabs, &no_local,
+                                           dptrs, dscl, NULL),
                      MEMRA_ERR_INVALID_ARG);
     assert_non_null(strstr(memra_last_error(), "options->n_local"));
     outputs_free(&h), outputs_free(&dv);
@@ -1083,8 +1083,8 @@ static void test_device_capture_and_replay(void **state)
     assert_int_equal(mock_table.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
-                                            d.ptrs, d.scl, cs),
+    assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
+                                        d.ptrs, d.scl, cs),
                      MEMRA_ERR_CAPTURE); /* not prepared: refused, capture intact */
     CUgraph g;
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
@@ -1092,8 +1092,8 @@ static void test_device_capture_and_replay(void **state)
     assert_int_equal(memra_route_prepare_layer(eng, 3, &s, &in.mac, cs), MEMRA_OK);
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(memra_moe_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
-                                            d.ptrs, d.scl, cs),
+    assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 3, &in.mac, &slabs, d.sel, d.selw,
+                                        d.ptrs, d.scl, cs),
                      MEMRA_OK);
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     CUgraphExec x;
@@ -1105,7 +1105,7 @@ static void test_device_capture_and_replay(void **state)
             assert_int_equal(memra_route_prepare_layer(eng, 3, &s, &in.mac, cs), MEMRA_OK);
         }
         void *logits = route_case_logits(&s, T, 1000 + (uint64_t)rep, 0);
-        assert_int_equal(memra_copy_htod_async(eng, d.logits, logits, lbytes, cs), MEMRA_OK);
+        assert_int_equal(memra_upload_async(eng, d.logits, logits, lbytes, cs), MEMRA_OK);
         assert_int_equal(mock_table.cuGraphLaunch(x, cs), CUDA_SUCCESS);
         assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
         outputs dv, h;
@@ -1129,19 +1129,19 @@ static void test_device_refuses_bad_input(void **state)
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
     memra_route_spec s = plain_spec(64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, 0, 1.0f);
     const int launches = mock.calls[MOCK_cuLaunchKernel];
-    assert_int_equal(memra_moe_route_tables(eng, 0, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
+    assert_int_equal(memra_route_tables(eng, 0, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_NULL_ARG);
-    assert_int_equal(memra_moe_route_tables(eng, 66, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
+    assert_int_equal(memra_route_tables(eng, 66, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_MISALIGNED);
     assert_int_equal(
-        memra_moe_route_tables(eng, 64, 1u << 26, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
+        memra_route_tables(eng, 64, 1u << 26, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
         MEMRA_ERR_INVALID_ARG);
     s.top_k = 0;
-    assert_int_equal(memra_moe_route_tables(eng, 64, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
+    assert_int_equal(memra_route_tables(eng, 64, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_INVALID_ARG);
     assert_non_null(strstr(memra_last_error(), "top_k"));
     s.top_k = 8, s.n_shared = 1, s.shared_weight = u2f(0x7fc00000u);
-    assert_int_equal(memra_moe_route_tables(eng, 64, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
+    assert_int_equal(memra_route_tables(eng, 64, 1, &s, 0, NULL, &slabs, 64, 64, 64, 64, NULL),
                      MEMRA_ERR_INVALID_ARG);
     assert_non_null(strstr(memra_last_error(), "shared_weight"));
     assert_int_equal(mock.calls[MOCK_cuLaunchKernel], launches);

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "error.h"
-#include "host_ref.h"
-#include "validate.h"
+#include "vrows_host.h"
+#include "vrows_spec.h"
 
 #define QNAN_BITS 0x7fc00000u
 #define EXP_MASK 0x7f800000u

@@ -184,9 +184,9 @@ static void test_graph_capture_and_replay(void **state)
     assert_int_equal(drv->cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     /* A layer that was never prepared: refused, capture left intact. */
     memra_status miss =
-        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 8, &mac, &g->slabs, dptrs, dscl, s);
+        memra_vrows_tables(eng, dsel, dselw, N, E, 8, &mac, &g->slabs, dptrs, dscl, s);
     memra_status hit =
-        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 7, &mac, &g->slabs, dptrs, dscl, s);
+        memra_vrows_tables(eng, dsel, dselw, N, E, 7, &mac, &g->slabs, dptrs, dscl, s);
     CUgraph graph = NULL;
     assert_int_equal(drv->cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
     assert_int_equal(miss, MEMRA_ERR_CAPTURE);
@@ -331,9 +331,9 @@ static void test_two_engines_one_device(void **state)
     assert_int_equal(memra_alloc(second, 4096, &d), MEMRA_OK);
     assert_int_equal(memra_upload_i32(second, d, sel, N), MEMRA_OK);
     assert_int_equal(memra_upload_f32(second, d + 64, selw, N), MEMRA_OK);
-    assert_int_equal(memra_moe_vrows_tables_from_sel(second, d, d + 64, N, 4, 0, NULL, &sl,
-                                                     d + 1024, d + 2048, NULL),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_vrows_tables(second, d, d + 64, N, 4, 0, NULL, &sl, d + 1024, d + 2048, NULL),
+        MEMRA_OK);
     assert_int_equal(memra_engine_faults(second, NULL, &f, 1), MEMRA_OK);
     assert_int_equal(f.bad_expert, 1);
     assert_int_equal(f.first_pair, 1);

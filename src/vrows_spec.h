@@ -1,7 +1,7 @@
 /* Argument checks shared by the host arm and the device launcher: both arms
  * must refuse exactly the same inputs, before anything is written. */
-#ifndef MEMRA_VALIDATE_H
-#define MEMRA_VALIDATE_H
+#ifndef MEMRA_VROWS_SPEC_H
+#define MEMRA_VROWS_SPEC_H
 
 #include <memra/memra.h>
 
@@ -33,4 +33,4 @@ memra_status memra_vrows_options_check(const char *fn, const char *prefix, uint3
  * fails (MEMRA_ERR_NULL_ARG) on a partial set. */
 memra_status memra_macros_check(const char *fn, const memra_vrows_macros *macros, int *present);
 
-#endif /* MEMRA_VALIDATE_H */
+#endif /* MEMRA_VROWS_SPEC_H */

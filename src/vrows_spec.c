@@ -1,4 +1,4 @@
-#include "validate.h"
+#include "vrows_spec.h"
 
 #include <stdint.h>
 

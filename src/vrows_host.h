@@ -1,8 +1,8 @@
 /* The table host arm after its arguments are checked, for the routing host
  * arm, which checks its own (memra_route_validate) and then builds the
  * tables of the sel/selw it chose. */
-#ifndef MEMRA_HOST_REF_H
-#define MEMRA_HOST_REF_H
+#ifndef MEMRA_VROWS_HOST_H
+#define MEMRA_VROWS_HOST_H
 
 #include <memra/memra.h>
 
@@ -15,4 +15,4 @@ memra_status memra_vrows_tables_host_checked(const char *fn, const int32_t *sel,
                                              const memra_vrows_options *options, uint64_t *ptrs,
                                              float *scl, memra_faults *faults);
 
-#endif /* MEMRA_HOST_REF_H */
+#endif /* MEMRA_VROWS_HOST_H */

@@ -24,6 +24,45 @@ static void run_device_case(memra_engine *eng, const dcase *c)
     assert_int_equal(mock.last.block[0], MEMRA_VROWS_BLOCK);
 }
 
+/* The 0.2 names are aliases of the 0.3 calls: the same tables, the same
+ * bytes copied, the same refusals. */
+static void test_old_names_are_aliases(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    enum { N = 16, E = 8 };
+    int32_t sel[N];
+    float selw[N];
+    for (int p = 0; p < N; p++)
+        sel[p] = p % E, selw[p] = 0.5f + (float)p;
+    const memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {4096, 4096, 8192}};
+    memra_devptr dsel, dselw, p1, s1, p2, s2;
+    assert_int_equal(memra_alloc(eng, sizeof sel, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, sizeof selw, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * N * 8, &p1), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * N * 4, &s1), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * N * 8, &p2), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * N * 4, &s2), MEMRA_OK);
+    assert_int_equal(memra_copy_htod(eng, dsel, sel, sizeof sel), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, dselw, selw, sizeof selw), MEMRA_OK);
+    assert_int_equal(memra_vrows_tables(eng, dsel, dselw, N, E, 0, NULL, &sl, p1, s1, NULL),
+                     MEMRA_OK);
+    assert_int_equal(
+        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 0, NULL, &sl, p2, s2, NULL),
+        MEMRA_OK);
+    uint64_t a[3 * N], b[3 * N];
+    assert_int_equal(memra_download(eng, a, p1, sizeof a), MEMRA_OK);
+    assert_int_equal(memra_copy_dtoh(eng, b, p2, sizeof b), MEMRA_OK);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(
+        memra_moe_vrows_tables_from_sel(eng, 0, dselw, N, E, 0, NULL, &sl, p2, s2, NULL),
+        MEMRA_ERR_NULL_ARG);
+    const memra_devptr bufs[] = {dsel, dselw, p1, s1, p2, s2};
+    for (int i = 0; i < 6; i++)
+        memra_free(eng, bufs[i]);
+    memra_engine_destroy(eng);
+}
+
 static void test_engine_info_and_lifecycle(void **state)
 {
     (void)state;
@@ -121,9 +160,8 @@ static void test_launch_argument_widths(void **state)
     assert_int_equal(memra_upload_f32(eng, b + 4, selw, 1), MEMRA_OK);
     memra_vrows_slabs sl = {{0x1122334455667788ull, 0x0000000100000000ull, 0xA0ull << 56},
                             {0x0000000300000001ull, 1ull << 40, 0xFFFFFFFFull + 2}};
-    assert_int_equal(
-        memra_moe_vrows_tables_from_sel(eng, b, b + 4, 1, 3, 0, NULL, &sl, b + 64, b + 128, NULL),
-        MEMRA_OK);
+    assert_int_equal(memra_vrows_tables(eng, b, b + 4, 1, 3, 0, NULL, &sl, b + 64, b + 128, NULL),
+                     MEMRA_OK);
     const unsigned char *a = mock.last.args;
     uint64_t v;
     uint32_t w;
@@ -171,9 +209,9 @@ static void test_macro_cache_hits_and_content_check(void **state)
     int h2d = mock.calls[MOCK_cuMemcpyHtoDAsync], allocs = mock.calls[MOCK_cuMemAlloc],
         syncs = mock.calls[MOCK_cuStreamSynchronize];
     for (int i = 0; i < 5; i++)
-        assert_int_equal(memra_moe_vrows_tables_from_sel(eng, d, d + 64, N, E, 5, &mac, &sl,
-                                                         d + 1024, d + 2048, NULL),
-                         MEMRA_OK);
+        assert_int_equal(
+            memra_vrows_tables(eng, d, d + 64, N, E, 5, &mac, &sl, d + 1024, d + 2048, NULL),
+            MEMRA_OK);
     assert_int_equal(mock.calls[MOCK_cuMemcpyHtoDAsync], h2d);
     assert_int_equal(mock.calls[MOCK_cuMemAlloc], allocs);
     assert_int_equal(mock.calls[MOCK_cuStreamSynchronize], syncs);
@@ -217,9 +255,8 @@ static void test_capture_and_replay(void **state)
     CUgraph g;
     assert_int_equal(mock_table.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(
-        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
-        MEMRA_ERR_CAPTURE);
+    assert_int_equal(memra_vrows_tables(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
+                     MEMRA_ERR_CAPTURE);
     assert_non_null(strstr(memra_last_error(), "memra_vrows_prepare_layer"));
     assert_int_equal(memra_vrows_prepare_layer(eng, 2, E, &mac, s), MEMRA_ERR_CAPTURE);
     assert_int_equal(mock_table.cuStreamEndCapture(s, &g), CUDA_SUCCESS); /* left intact */
@@ -230,12 +267,10 @@ static void test_capture_and_replay(void **state)
     assert_int_equal(mock_table.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
     /* Layer 3 was never prepared: a clear error, nothing captured. */
-    assert_int_equal(
-        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 3, &mac, &sl, dptrs, dscl, s),
-        MEMRA_ERR_CAPTURE);
-    assert_int_equal(
-        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
-        MEMRA_OK);
+    assert_int_equal(memra_vrows_tables(eng, dsel, dselw, N, E, 3, &mac, &sl, dptrs, dscl, s),
+                     MEMRA_ERR_CAPTURE);
+    assert_int_equal(memra_vrows_tables(eng, dsel, dselw, N, E, 2, &mac, &sl, dptrs, dscl, s),
+                     MEMRA_OK);
     assert_int_equal(mock_table.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
     assert_int_equal(mock.capture_violations, 0);
     CUgraphExec x;
@@ -424,22 +459,14 @@ static void test_device_bad_input_touches_nothing(void **state)
         memra_status want;
         memra_status got;
     } r[] = {
-        {MEMRA_ERR_NULL_ARG,
-         memra_moe_vrows_tables_from_sel(NULL, d, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_NULL_ARG,
-         memra_moe_vrows_tables_from_sel(eng, 0, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_NULL_ARG,
-         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, NULL, d, d, NULL)},
-        {MEMRA_ERR_INVALID_ARG,
-         memra_moe_vrows_tables_from_sel(eng, d, d, 0, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_INVALID_ARG,
-         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 0, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_MISALIGNED,
-         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, &sl, d + 4, d, NULL)},
-        {MEMRA_ERR_MISALIGNED,
-         memra_moe_vrows_tables_from_sel(eng, d + 2, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
-        {MEMRA_ERR_SLAB_OVERFLOW,
-         memra_moe_vrows_tables_from_sel(eng, d, d, 1, 2, 0, NULL, &wrap, d, d, NULL)},
+        {MEMRA_ERR_NULL_ARG, memra_vrows_tables(NULL, d, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_NULL_ARG, memra_vrows_tables(eng, 0, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_NULL_ARG, memra_vrows_tables(eng, d, d, 1, 1, 0, NULL, NULL, d, d, NULL)},
+        {MEMRA_ERR_INVALID_ARG, memra_vrows_tables(eng, d, d, 0, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_INVALID_ARG, memra_vrows_tables(eng, d, d, 1, 0, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_MISALIGNED, memra_vrows_tables(eng, d, d, 1, 1, 0, NULL, &sl, d + 4, d, NULL)},
+        {MEMRA_ERR_MISALIGNED, memra_vrows_tables(eng, d + 2, d, 1, 1, 0, NULL, &sl, d, d, NULL)},
+        {MEMRA_ERR_SLAB_OVERFLOW, memra_vrows_tables(eng, d, d, 1, 2, 0, NULL, &wrap, d, d, NULL)},
     };
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
         if (r[i].got != r[i].want)
@@ -447,7 +474,7 @@ static void test_device_bad_input_touches_nothing(void **state)
                      memra_status_string(r[i].want));
     const float pl[1] = {1};
     memra_vrows_macros mac = {{pl, pl, pl}};
-    assert_int_equal(memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, -1, &mac, &sl, d, d, NULL),
+    assert_int_equal(memra_vrows_tables(eng, d, d, 1, 1, -1, &mac, &sl, d, d, NULL),
                      MEMRA_ERR_INVALID_ARG);
     assert_non_null(strstr(memra_last_error(), "il = -1"));
     assert_memory_equal(calls_before, mock.calls, sizeof calls_before);
@@ -470,9 +497,8 @@ static void test_no_context_push_when_current(void **state)
     memra_vrows_slabs sl = {{0, 0, 0}, {1, 1, 1}};
     const int32_t z = 0;
     assert_int_equal(memra_upload_i32(eng, d, &z, 1), MEMRA_OK);
-    assert_int_equal(
-        memra_moe_vrows_tables_from_sel(eng, d, d, 1, 1, 0, NULL, &sl, d + 64, d + 128, NULL),
-        MEMRA_OK);
+    assert_int_equal(memra_vrows_tables(eng, d, d, 1, 1, 0, NULL, &sl, d + 64, d + 128, NULL),
+                     MEMRA_OK);
     assert_int_equal(mock.calls[MOCK_cuCtxPushCurrent], pushes);
     memra_free(eng, d);
     mock_table.cuCtxPopCurrent(&ctx);
@@ -505,8 +531,7 @@ static void test_fault_injection_sweep(void **state)
                     const int32_t sel[2] = {0, 1};
                     memra_upload_i32(eng, d, sel, 2);
                     for (int i = 0; i < 2; i++)
-                        memra_moe_vrows_tables_from_sel(eng, d, d, 2, 2, 1, &mac, &sl, d + 64,
-                                                        d + 128, NULL);
+                        memra_vrows_tables(eng, d, d, 2, 2, 1, &mac, &sl, d + 64, d + 128, NULL);
                     memra_faults f;
                     memra_engine_faults(eng, NULL, &f, 1);
                     memra_free(eng, d);
@@ -547,6 +572,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_engine_info_and_lifecycle, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_old_names_are_aliases, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_jit_options_cubin_for_exact_sm, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_jit_ptx_for_unknown_sm, mock_setup, mock_teardown),

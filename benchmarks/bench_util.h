@@ -1,7 +1,8 @@
-/* What the benchmark's parts share: the driver table, the output rows, and
- * compiling a helper kernel. */
-#ifndef MEMRA_BENCH_H
-#define MEMRA_BENCH_H
+/* What the benchmark's parts share (bench_util.c), and its scenarios, one
+ * file each: tables (bench_tables.c), routing (bench_route.c), first use
+ * (bench_first_use.c); bench_main.c runs them. */
+#ifndef MEMRA_BENCH_UTIL_H
+#define MEMRA_BENCH_UTIL_H
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 extern const memra_driver *d;
 extern const memra_nvrtc *nv;
 extern int quick;
+extern FILE *bench_json; /* the JSON file, or NULL */
 
 #define CK(x)                                                                                      \
     do {                                                                                           \
@@ -32,6 +34,7 @@ extern int quick;
         }                                                                                          \
     } while (0)
 
+double now_us(void);
 double median(double *v, int n);
 /* One result row: printed, and kept for the JSON file. */
 void row(const char *group, const char *what, double value, const char *unit, double baseline,
@@ -40,8 +43,24 @@ void row(const char *group, const char *what, double value, const char *unit, do
 CUfunction compile_cubin(const char *src, const char *name, int sm, const char *const *extra,
                          CUmodule *mod);
 
+/* A workload: device buffers for n pairs, with macros for layer 0. */
+typedef struct work {
+    uint32_t n, n_expert;
+    memra_devptr sel, selw, ptrs, scl;
+    float *planes;
+    memra_vrows_macros mac;
+    memra_vrows_slabs sl;
+} work;
+void work_init(memra_engine *eng, work *w, uint32_t n);
+void work_free(memra_engine *eng, work *w);
+CUfunction compile_empty(int sm, CUmodule *mod);
+
+/* The scenarios. */
+void bench_tables(int ordinal, int route_only);
+void bench_first_use(int ordinal);
+
 /* Routing fused into the table build, beside the two-step path and the
  * top-k kernel alone, per decode layer in a 32-layer CUDA graph. */
 void memra_bench_route(memra_engine *eng, int sm, CUstream s);
 
-#endif /* MEMRA_BENCH_H */
+#endif /* MEMRA_BENCH_UTIL_H */

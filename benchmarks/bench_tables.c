@@ -1,113 +1,13 @@
-/* memra bench: the library side by side with the bare baselines, in one
- * process, one table. Host costs are medians of per-batch means taken with a
- * monotonic clock; GPU times come from CUDA events; warm-up is excluded.
- *
- *   memra bench [--json FILE] [--quick] [--route]
- *
- * --route measures the routing section (benchmarks/bench_route.c) and first
- * use alone. */
-#include <errno.h>
-#include <math.h>
+/* The table kernel beside its bare baselines: host cost per launch, launch
+ * and sync round trips, graph nodes, the readback path it replaces, the
+ * bandwidth of large builds and the kernel-variant sweep. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "bench.h"
-#include "engine.h"
-#include "jit.h"
-#include "error.h"
+#include "bench_util.h"
 #include "vrows_abi.h"
 
-const memra_driver *d;
-const memra_nvrtc *nv; /* the NVRTC the engine's kernel came from */
-static FILE *json;
-static int json_first = 1;
-int quick;
-static int route_only; /* --route: the routing section (and first use) alone */
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-void row(const char *group, const char *what, double value, const char *unit, double baseline,
-         const char *baseline_name)
-{
-    if (baseline > 0)
-        printf("  %-50s %10.3f %-5s  x%.3f vs %s\n", what, value, unit, value / baseline,
-               baseline_name);
-    else
-        printf("  %-50s %10.3f %-5s\n", what, value, unit);
-    if (json) {
-        fprintf(json,
-                "%s\n  {\"group\": \"%s\", \"what\": \"%s\", \"value\": %.6f, \"unit\": \"%s\"",
-                json_first ? "" : ",", group, what, value, unit);
-        if (baseline > 0)
-            fprintf(json, ", \"baseline\": \"%s\", \"ratio\": %.6f", baseline_name,
-                    value / baseline);
-        fprintf(json, "}");
-        json_first = 0;
-    }
-}
-
-/* A workload: device buffers for n pairs, with macros for layer 0. */
-typedef struct work {
-    uint32_t n, n_expert;
-    memra_devptr sel, selw, ptrs, scl;
-    float *planes;
-    memra_vrows_macros mac;
-    memra_vrows_slabs sl;
-} work;
-
-static void work_init(memra_engine *eng, work *w, uint32_t n)
-{
-    w->n = n;
-    w->n_expert = 256;
-    MK(memra_alloc(eng, (size_t)n * 4, &w->sel));
-    MK(memra_alloc(eng, (size_t)n * 4, &w->selw));
-    MK(memra_alloc(eng, (size_t)n * 24, &w->ptrs));
-    MK(memra_alloc(eng, (size_t)n * 12, &w->scl));
-    int32_t *sel = malloc((size_t)n * 4);
-    float *selw = malloc((size_t)n * 4);
-    for (uint32_t p = 0; p < n; p++)
-        sel[p] = (int32_t)((p * 2654435761u) % w->n_expert), selw[p] = 1.0f / (float)(p % 7 + 1);
-    MK(memra_upload_i32(eng, w->sel, sel, n));
-    MK(memra_upload_f32(eng, w->selw, selw, n));
-    free(sel), free(selw);
-    w->planes = malloc(3 * w->n_expert * sizeof(float));
-    for (uint32_t e = 0; e < 3 * w->n_expert; e++)
-        w->planes[e] = 0.5f + (float)e / 1024.0f;
-    w->mac =
-        (memra_vrows_macros){{w->planes, w->planes + w->n_expert, w->planes + 2 * w->n_expert}};
-    w->sl = (memra_vrows_slabs){{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull},
-                                {24u << 20, 24u << 20, 48u << 20}};
-}
-
-static void work_free(memra_engine *eng, work *w)
-{
-    memra_free(eng, w->sel), memra_free(eng, w->selw), memra_free(eng, w->ptrs),
-        memra_free(eng, w->scl);
-    free(w->planes);
-}
-
-/* The bare baseline: the same kernel through cuLaunchKernel, arguments as
- * an ordinary kernelParams array (what hand-written serving code does). */
 typedef struct bare {
     CUfunction fn;
     memra_vrows_args a;
@@ -178,9 +78,9 @@ static void launch(const launcher *l)
         break;
     case L_MEMRA:
     case L_MEMRA_NOMAC:
-        MK(memra_moe_vrows_tables_from_sel(l->eng, l->w->sel, l->w->selw, l->w->n, l->w->n_expert,
-                                           0, l->kind == L_MEMRA ? &l->w->mac : NULL, &l->w->sl,
-                                           l->w->ptrs, l->w->scl, l->s));
+        MK(memra_vrows_tables(l->eng, l->w->sel, l->w->selw, l->w->n, l->w->n_expert, 0,
+                              l->kind == L_MEMRA ? &l->w->mac : NULL, &l->w->sl, l->w->ptrs,
+                              l->w->scl, l->s));
         break;
     }
 }
@@ -242,29 +142,7 @@ static double round_trip_us(const launcher *l)
     return t;
 }
 
-/* A CUBIN of `src` for sm_`sm` with the given options, loaded; returns `name`. */
-CUfunction compile_cubin(const char *src, const char *name, int sm, const char *const *extra,
-                         CUmodule *mod)
-{
-    memra_image img;
-    if (!nv || memra_jit_compile_src(nv, src, "bench.cu", sm, 0, extra, &img) != MEMRA_OK) {
-        fprintf(stderr, "%s: %s\n", name, memra_last_error());
-        exit(1);
-    }
-    CUfunction f;
-    CK(d->cuModuleLoadData(mod, img.data));
-    CK(d->cuModuleGetFunction(&f, *mod, name));
-    memra_image_free(&img);
-    return f;
-}
-
-static CUfunction compile_empty(int sm, CUmodule *mod)
-{
-    return compile_cubin("extern \"C\" __global__ void memra_bench_empty() {}", "memra_bench_empty",
-                         sm, NULL, mod);
-}
-
-/* The table kernel's source as "memra_vrows_tables_var", with
+/* The table kernel's source as "memra_vrows_var_kernel", with
  * -DMEMRA_VROWS_VARIANT=k (k pairs per thread) and optionally
  * -DMEMRA_VROWS_PLAIN_STORES (no streaming stores), for the variant sweep. */
 static CUfunction compile_variant(int sm, const char *def1, const char *def2, CUmodule *mod)
@@ -275,7 +153,7 @@ static CUfunction compile_variant(int sm, const char *def1, const char *def2, CU
         opts[n++] = def2;
     for (int i = 0; memra_jit_options[i]; i++)
         opts[n++] = memra_jit_options[i];
-    return compile_cubin(memra_module_source(MEMRA_MODULE_VROWS).text, "memra_vrows_tables_var", sm,
+    return compile_cubin(memra_module_source(MEMRA_MODULE_VROWS).text, "memra_vrows_var_kernel", sm,
                          opts, mod);
 }
 
@@ -437,65 +315,7 @@ static double readback_us(memra_engine *eng, work *w, int pinned, CUstream s)
 }
 
 /* memra_engine_create, then the time to the first finished launch. */
-static double first_use_us(int ordinal, const char *cache_dir, int force_ptx, double *create_us)
-{
-    setenv("MEMRA_CACHE_DIR", cache_dir, 1);
-    if (force_ptx)
-        setenv("MEMRA_FORCE_PTX", "1", 1);
-    else
-        unsetenv("MEMRA_FORCE_PTX");
-    double t0 = now_us();
-    memra_engine *eng;
-    MK(memra_engine_create(ordinal, &eng));
-    double t1 = now_us();
-    work w;
-    work_init(eng, &w, 8);
-    double t2 = now_us();
-    MK(memra_moe_vrows_tables_from_sel(eng, w.sel, w.selw, w.n, w.n_expert, 0, &w.mac, &w.sl,
-                                       w.ptrs, w.scl, NULL));
-    MK(memra_sync(eng, NULL));
-    double t3 = now_us();
-    work_free(eng, &w);
-    memra_engine_destroy(eng);
-    unsetenv("MEMRA_FORCE_PTX");
-    *create_us = t1 - t0;
-    return t3 - t2;
-}
-
-/* The same for routing: a fresh engine's first memra_moe_route_tables (one
- * token, DeepSeek-V3's shape: the block kernel's module), finished. */
-static double first_route_us(int ordinal, const char *cache_dir)
-{
-    setenv("MEMRA_CACHE_DIR", cache_dir, 1);
-    unsetenv("MEMRA_FORCE_PTX");
-    memra_engine *eng;
-    MK(memra_engine_create(ordinal, &eng));
-    enum { E = 256, K = 8 };
-    static float logits[E], bias[E];
-    for (int e = 0; e < E; e++)
-        logits[e] = (float)(e % 17) / 8.0f, bias[e] = (float)(e % 5) / 64.0f;
-    memra_route_spec spec = {.n_expert = E, .top_k = K, .n_group = 8, .topk_group = 4,
-                             .scoring = MEMRA_ROUTE_SIGMOID, .renormalize = 1,
-                             .routed_scaling_factor = 2.5f, .bias = bias};
-    memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {1 << 20, 1 << 20, 1 << 21}};
-    memra_devptr dl, sel, selw, ptrs, scl;
-    MK(memra_alloc(eng, sizeof logits, &dl));
-    MK(memra_alloc(eng, K * 4, &sel));
-    MK(memra_alloc(eng, K * 4, &selw));
-    MK(memra_alloc(eng, 3 * K * 8, &ptrs));
-    MK(memra_alloc(eng, 3 * K * 4, &scl));
-    MK(memra_copy_htod(eng, dl, logits, sizeof logits));
-    const double t0 = now_us();
-    MK(memra_moe_route_tables(eng, dl, 1, &spec, 0, NULL, &sl, sel, selw, ptrs, scl, NULL));
-    MK(memra_sync(eng, NULL));
-    const double t1 = now_us();
-    memra_free(eng, dl), memra_free(eng, sel), memra_free(eng, selw);
-    memra_free(eng, ptrs), memra_free(eng, scl);
-    memra_engine_destroy(eng);
-    return t1 - t0;
-}
-
-static void bench_device(int ordinal)
+void bench_tables(int ordinal, int route_only)
 {
     memra_engine *eng;
     MK(memra_engine_create(ordinal, &eng));
@@ -535,8 +355,8 @@ static void bench_device(int ordinal)
     row("launch", "bare cuLaunchKernel, empty kernel", c_empty, "us", 0, "");
     row("launch", "bare cuLaunchKernel, table kernel", c_bare, "us", 0, "");
     row("launch", "bare cuLaunchKernel, table kernel, param buffer", c_x, "us", c_bare, "bare");
-    row("launch", "memra_moe_vrows_tables_from_sel (macros)", c_m, "us", c_bare, "bare");
-    row("launch", "memra_moe_vrows_tables_from_sel (no macros)", c_n, "us", c_bare, "bare");
+    row("launch", "memra_vrows_tables (macros)", c_m, "us", c_bare, "bare");
+    row("launch", "memra_vrows_tables (no macros)", c_n, "us", c_bare, "bare");
 
     printf("\nlaunch + sync round trip (n_pairs = 8)\n");
     const launcher *rt[2] = {&lb, &lm};
@@ -670,79 +490,4 @@ route:
     d->cuStreamDestroy(s);
     memra_call_leave(&call);
     memra_engine_destroy(eng);
-
-    printf("\nfirst use: memra_engine_create, then time to the first finished launch\n");
-    char tmpl[] = "/tmp/memra-bench-cache-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    char sub[128];
-    double cu;
-    snprintf(sub, sizeof sub, "%s/cubin", dir);
-    double cold = first_use_us(ordinal, sub, 0, &cu);
-    row("first_use", "engine create", cu, "us", 0, "");
-    row("first_use", "cold cache, CUBIN (NVRTC compile + load)", cold, "us", 0, "");
-    double warm[5];
-    for (int i = 0; i < 5; i++)
-        warm[i] = first_use_us(ordinal, sub, 0, &cu);
-    row("first_use", "warm cache, CUBIN (median of 5 engines)", median(warm, 5), "us", 0, "");
-    snprintf(sub, sizeof sub, "%s/ptx", dir);
-    row("first_use", "cold cache, PTX (NVRTC + driver JIT)", first_use_us(ordinal, sub, 1, &cu),
-        "us", 0, "");
-    row("first_use", "warm cache, PTX (driver JIT)", first_use_us(ordinal, sub, 1, &cu), "us", 0,
-        "");
-    row("first_use", "cache off (NVRTC compile every start)", first_use_us(ordinal, "off", 0, &cu),
-        "us", 0, "");
-    snprintf(sub, sizeof sub, "%s/route", dir);
-    row("first_use", "routing, cold cache, CUBIN (its module: NVRTC compile + load)",
-        first_route_us(ordinal, sub), "us", 0, "");
-    row("first_use", "routing, warm cache, CUBIN", first_route_us(ordinal, sub), "us", 0, "");
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-}
-
-int memra_bench_main(int argc, char **argv)
-{
-    static const char usage[] = "usage: memra bench [--json FILE] [--quick] [--route]\n";
-    const char *json_path = "memra-bench.json";
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            /* "--json --quick" means a forgotten file name, not a file. */
-            if (i + 1 >= argc || argv[i + 1][0] == '\0' || strncmp(argv[i + 1], "--", 2) == 0) {
-                fprintf(stderr, "memra bench: --json needs a file name\n%s", usage);
-                return 2;
-            }
-            json_path = argv[++i];
-        } else if (strcmp(argv[i], "--quick") == 0) {
-            quick = 1;
-        } else if (strcmp(argv[i], "--route") == 0) {
-            route_only = 1;
-        } else {
-            fprintf(stderr, "memra bench: unknown argument '%s'\n%s", argv[i], usage);
-            return 2;
-        }
-    }
-    /* Opened before anything is measured: a bad path is said at once, not
-     * after minutes of measuring. */
-    json = fopen(json_path, "w");
-    if (!json) {
-        fprintf(stderr, "memra bench: cannot write %s: %s\n", json_path, strerror(errno));
-        return 1;
-    }
-    fprintf(json, "{\"memra\": \"%s\", \"rows\": [", memra_version_string());
-    int n = 0;
-    if (memra_device_count(&n) != MEMRA_OK || n == 0)
-        printf("memra bench: no GPU found (%s); nothing to measure\n",
-               n == 0 ? memra_last_error() : "");
-    d = memra_driver_get();
-    for (int i = 0; i < n; i++)
-        bench_device(i);
-    fprintf(json, "\n]}\n");
-    const int bad = ferror(json);
-    if (fclose(json) != 0 || bad) {
-        fprintf(stderr, "memra bench: writing %s failed: %s\n", json_path, strerror(errno));
-        return 1;
-    }
-    printf("\nJSON: %s\n", json_path);
-    return 0;
 }

@@ -304,7 +304,13 @@ static int case_failures_named(void)
     child_driver(13000, 9, 0);
     setenv("MEMRA_NVRTC_PATH", "/no/such/dir/libnvrtc.so.13", 1);
     setenv("CUDA_HOME", "/no/such/cuda", 1);
-    memra_nvrtc_describe_failures(memra_driver_get(), msg, sizeof msg);
+    memra_nvrtc_info info[16];
+    int count = 0;
+    CHILD_CHECK(memra_nvrtc_list(info, 16, &count) == MEMRA_OK);
+    for (int i = 0, used = 0; i < count && i < 16; i++)
+        if (info[i].state == MEMRA_NVRTC_REFUSED)
+            used += snprintf(msg + used, sizeof msg - (size_t)used, "  %s (%s): %s\n", info[i].path,
+                             info[i].origin, info[i].why);
     CHILD_CHECK(strstr(msg, "/no/such/dir/libnvrtc.so.13 (MEMRA_NVRTC_PATH): ") != NULL);
     CHILD_CHECK(strstr(msg, "No such file") != NULL);
     CHILD_CHECK(strstr(msg, "/no/such/cuda (CUDA_HOME): no libnvrtc.so.13, .12 or .11.2") != NULL);

@@ -1,0 +1,33 @@
+/* The facts the kernels and the host code share, defined once: first in
+ * every module's source (kernels_src/meson.build) and included by the host
+ * (src/ and tests/). Plain preprocessor only: this text is compiled by NVRTC
+ * and by the host compiler alike. */
+#ifndef MEMRA_ABI_H
+#define MEMRA_ABI_H
+
+/* The engine's fault word, 4 x u32, and each readback area behind it:
+ * bad-expert count, non-finite count, lowest faulting pair (atomicMin, so
+ * the result is the same whatever order the threads run in), and the
+ * not-local count (expert parallelism: not a fault, so it never touches
+ * the lowest pair). */
+#define MEMRA_FAULT_WORDS 4
+#define MEMRA_FAULT_BAD_EXPERT 0
+#define MEMRA_FAULT_NONFINITE 1
+#define MEMRA_FAULT_FIRST_PAIR 2
+#define MEMRA_FAULT_NOT_LOCAL 3
+
+/* The routing kernels' launch flags (memra_route_args.flags). */
+#define MEMRA_ROUTE_FLAG_SIGMOID 1u
+#define MEMRA_ROUTE_FLAG_BF16 2u
+#define MEMRA_ROUTE_FLAG_RENORM 4u
+#define MEMRA_ROUTE_FLAG_F16 8u
+#define MEMRA_ROUTE_FLAG_BIAS_BF16 16u
+#define MEMRA_ROUTE_FLAG_GROUP_MAX 32u
+#define MEMRA_ROUTE_FLAG_NO_TABLES 64u
+
+/* The most experts a routing kernel holds per token (its shared arrays);
+ * memra.h's MEMRA_ROUTE_MAX_EXPERT is held to it at compile time
+ * (src/route_spec.c). */
+#define MEMRA_ABI_ROUTE_MAX_EXPERT 1024
+
+#endif /* MEMRA_ABI_H */

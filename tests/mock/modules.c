@@ -1,0 +1,301 @@
+/* The mock driver: modules and launches; every kernel of MEMRA_KERNELS
+ * runs on the host from its own source (kernel_on_host.h). */
+#include "mock_internal.h"
+#include "kernel_on_host.h"
+#include "route_abi.h"
+#include "vrows_abi.h"
+
+/* Runs one queued operation (mu held). */
+void execute(const op *o)
+{
+    switch (o->kind) {
+    case MOCK_OP_LAUNCH: {
+        host_dim3 g = {o->l.grid[0], o->l.grid[1], o->l.grid[2]};
+        host_dim3 b = {o->l.block[0], o->l.block[1], o->l.block[2]};
+        if (o->l.f == MOCK_FN(VROWS)) {
+            run_vrows_on_host(o->l.args, g, b);
+            if (mock.corrupt_tables) {
+                uint64_t scl;
+                uint32_t n_pairs;
+                memcpy(&scl, o->l.args + offsetof(memra_vrows_args, scl), 8);
+                memcpy(&n_pairs, o->l.args + offsetof(memra_vrows_args, n_pairs), 4);
+                ((unsigned char *)(uintptr_t)scl)[8 * (size_t)n_pairs] ^= 1;
+            }
+        } else if (o->l.f == MOCK_FN(FAULTS_TAKE)) {
+            run_take_on_host(o->l.args);
+        } else if (o->l.f != MOCK_FN(ROUTE) && o->l.f != MOCK_FN(ROUTE_BLOCK)) {
+            fail_msg("the mock has no host run for kernel %s",
+                     memra_kernel_name((memra_kernel_id)((char *)o->l.f - fn_kernel)));
+        } else if (!mock.drop_route_launches) {
+            /* The lanes run as threads, unlocked: they take no mock lock. */
+            pthread_mutex_unlock(&mu);
+            run_route_on_host(o->l.args, o->l.args_size, g, b, o->l.f == MOCK_FN(ROUTE_BLOCK));
+            pthread_mutex_lock(&mu);
+        }
+        break;
+    }
+    case MOCK_OP_HTOD:
+        memcpy((void *)(uintptr_t)o->dev, o->staged ? o->staged : o->host, o->n);
+        break;
+    case MOCK_OP_DTOH:
+        memcpy(o->host, (void *)(uintptr_t)o->dev, o->n);
+        break;
+    case MOCK_OP_DTOD:
+        memmove(o->host, (void *)(uintptr_t)o->dev, o->n);
+        break;
+    case MOCK_OP_MEMSET:
+        for (size_t i = 0; i < o->n; i++)
+            memcpy((char *)(uintptr_t)o->dev + 4 * i, &o->val, 4);
+        break;
+    case MOCK_OP_RECORD:
+        break;
+    case MOCK_OP_WAIT: {
+        fstream *t = stream_by_id(o->target);
+        if (t)
+            run_until(t, o->target_seq);
+        break;
+    }
+    case MOCK_OP_GATE:
+        while (!atomic_load(o->gate)) {
+            pthread_mutex_unlock(&mu);
+            usleep(1000);
+            pthread_mutex_lock(&mu);
+        }
+        break;
+    }
+}
+
+/* ---- modules and launches ---------------------------------------------------- */
+
+/* What the driver says of an image: the mock's own are always fine; those
+ * of the fake NVRTC libraries ("MOCKIMG-FAKE <kind> <major>.<minor> <arch>")
+ * follow the driver's rules; anything else is not an image. */
+CUresult judge_image(const char *img)
+{
+    if (mock.refuse_loads)
+        return mock.refuse_loads;
+    if (strncmp(img, "MOCKIMG", 7) != 0)
+        return CUDA_ERROR_INVALID_IMAGE;
+    char kind[8];
+    int maj, min, arch;
+    if (sscanf(img, "MOCKIMG-FAKE %7s %d.%d %d", kind, &maj, &min, &arch) != 4)
+        return CUDA_SUCCESS;
+    const int sm = mock.sm_major * 10 + mock.sm_minor;
+    if (strcmp(kind, "PTX") == 0)
+        return maj * 1000 + min * 10 > mock.driver_version ? CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+               : arch > sm                                 ? CUDA_ERROR_INVALID_PTX
+                                                           : CUDA_SUCCESS;
+    if (maj > mock.driver_version / 1000)
+        return CUDA_ERROR_INVALID_IMAGE;
+    return arch / 10 != sm / 10 || arch > sm ? CUDA_ERROR_NO_BINARY_FOR_GPU : CUDA_SUCCESS;
+}
+
+CUresult m_cuModuleLoadData(CUmodule *m, const void *img)
+{
+    ENTER_CU(cuModuleLoadData);
+    CUresult judged = judge_image(img);
+    if (judged != CUDA_SUCCESS)
+        return judged;
+    pthread_mutex_lock(&mu);
+    CUresult r = unsafe_call();
+    fmodule *f = NULL;
+    if (r == CUDA_SUCCESS) {
+        f = new_obj(sizeof *f);
+        f->gen = gen;
+    }
+    pthread_mutex_unlock(&mu);
+    if (r != CUDA_SUCCESS)
+        return r;
+    *m = (CUmodule)f;
+    mock.modules_live++;
+    return CUDA_SUCCESS;
+}
+CUresult m_cuModuleUnload(CUmodule m)
+{
+    fmodule *f = (fmodule *)m;
+    pthread_mutex_lock(&mu);
+    int st = stale(f->gen);
+    if (!st)
+        free_obj(f);
+    pthread_mutex_unlock(&mu);
+    if (st)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    mock.modules_live--;
+    return released(MOCK_cuModuleUnload);
+}
+CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+    (void)m;
+    ENTER_CU(cuModuleGetFunction);
+    for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
+        if (strcmp(name, memra_kernel_name((memra_kernel_id)k)) == 0) {
+            *f = (CUfunction)&fn_kernel[k];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult launch(mock_launch *l)
+{
+    fstream *f = S(l->stream);
+    if (stale(f->gen))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (l->f == MOCK_FN(VROWS)) {
+        mock.last = *l;
+        mock.launches++;
+    }
+    op o = {.kind = MOCK_OP_LAUNCH, .l = *l};
+    return enqueue(f, o);
+}
+
+/* Checks a launch as the real driver would see it and queues it. */
+CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                        void **extra, int pdl)
+{
+    assert_true((char *)f >= fn_kernel && (char *)f < fn_kernel + MEMRA_KERNEL_COUNT);
+    assert_null(params);
+    assert_non_null(extra);
+    /* The parameter block must be exactly the kernel's: a narrowed field
+     * changes its size. */
+    void *buf = NULL;
+    size_t *size = NULL;
+    for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buf = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+            size = extra[i + 1];
+        else
+            fail_msg("unknown launch extra key %p", extra[i]);
+    }
+    assert_non_null(buf);
+    assert_non_null(size);
+    if (f == MOCK_FN(VROWS)) {
+        assert_int_equal(*size, sizeof(memra_vrows_args));
+    } else if (f == MOCK_FN(FAULTS_TAKE)) {
+        assert_int_equal(*size, sizeof(memra_take_args));
+        assert_int_equal(gx * bx, 1);
+    } else {
+        assert_int_equal(*size, MEMRA_ROUTE_PARAM_BYTES);
+        memra_route_args a;
+        memcpy(&a, buf, sizeof a);
+        if (f == MOCK_FN(ROUTE)) {
+            assert_int_equal(bx, MEMRA_ROUTE_BLOCK);
+            assert_int_equal(gx, memra_route_grid(a.n_tokens));
+        } else { /* a block of whole warps per token, a thread per expert */
+            assert_int_equal(bx, memra_route_block_threads(a.n_expert));
+            assert_int_equal(gx, a.n_tokens);
+        }
+    }
+    assert_int_equal(gy, 1);
+    assert_int_equal(gz, 1);
+    assert_int_equal(by, 1);
+    assert_int_equal(bz, 1);
+    assert_int_equal(shmem, 0);
+    mock_launch l = {f, {gx, gy, gz}, {bx, by, bz}, {0}, *size, s, pdl};
+    memcpy(l.args, buf, *size);
+    LOCKED(launch(&l));
+}
+
+CUresult m_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                          unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                          void **extra)
+{
+    ENTER_CU(cuLaunchKernel);
+    return checked_launch(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra, 0);
+}
+
+/* Only the attribute memra uses is known: programmatic stream
+ * serialization, which the mock records (its streams run in order anyway,
+ * the strongest order PDL allows). */
+CUresult m_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    ENTER_CU(cuLaunchKernelEx);
+    assert_non_null(c);
+    int pdl = 0;
+    for (unsigned i = 0; i < c->numAttrs; i++) {
+        if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            fail_msg("unexpected launch attribute %d", (int)c->attrs[i].id);
+        pdl = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+    }
+    if (pdl)
+        mock.pdl_launches++;
+    return checked_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                          c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra, pdl);
+}
+/* The parameter layout NVRTC gave a kernel is what the GPU suite checks
+ * against the ABI structs (test_gpu_tables); the mock runs the source
+ * itself and has no compiled layout to report. */
+CUresult m_cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset, size_t *size)
+{
+    (void)f, (void)index, (void)offset, (void)size;
+    ENTER_CU(cuFuncGetParamInfo);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult m_cuGetErrorName(CUresult r, const char **s)
+{
+    switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+        *s = "CUDA_ERROR_OUT_OF_MEMORY";
+        break;
+    case CUDA_ERROR_INVALID_IMAGE:
+        *s = "CUDA_ERROR_INVALID_IMAGE";
+        break;
+    case CUDA_ERROR_LAUNCH_FAILED:
+        *s = "CUDA_ERROR_LAUNCH_FAILED";
+        break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+        *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+        break;
+    default:
+        *s = "CUDA_ERROR_MOCK";
+        break;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult m_cuGetErrorString(CUresult r, const char **s)
+{
+    (void)r;
+    *s = "mock driver error";
+    return CUDA_SUCCESS;
+}
+
+void mock_reset_primary_ctx(int dev)
+{
+    pthread_mutex_lock(&mu);
+    /* Queued work is dropped, every allocation freed; streams, events and
+     * modules of the old generation answer CONTEXT_IS_DESTROYED. */
+    int n_dev = 0, n_pinned = 0;
+    while (allocs) {
+        alloc_rec *a = allocs;
+        allocs = a->next;
+        if (a->pinned)
+            n_pinned++;
+        else
+            n_dev++;
+        free((void *)a->p);
+        free(a);
+    }
+    mock.live_allocs -= n_dev;
+    mock.live_pinned -= n_pinned;
+    for (fstream *s = all_streams(NULL); s; s = all_streams(s)) {
+        for (size_t i = s->done; i < s->n_ops; i++) {
+            free(s->ops[i].staged);
+            s->ops[i].staged = NULL;
+        }
+        s->done = s->n_ops;
+    }
+    /* The handles stay allocated (their owners may still call into them);
+     * they no longer count as live objects of the context. */
+    int n_streams = 0;
+    for (fstream *s = live; s; s = s->next)
+        n_streams += !s->per_thread && s->gen == gen;
+    mock.streams_live -= n_streams;
+    mock.events_live = 0;
+    mock.modules_live = 0;
+    gen++;
+    legacy.gen = gen;
+    ctx_id[dev] = next_ctx_id++;
+    pthread_mutex_unlock(&mu);
+}

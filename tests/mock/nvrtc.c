@@ -1,0 +1,107 @@
+/* The mock driver: The mock's own NVRTC. */
+#include "mock_internal.h"
+
+/* ---- NVRTC ---- */
+
+nvrtcResult m_nvrtcVersion(int *maj, int *min)
+{
+    ENTER_NV(nvrtcVersion);
+    *maj = mock_nv.major;
+    *min = mock_nv.minor;
+    return NVRTC_SUCCESS;
+}
+const char *m_nvrtcGetErrorString(nvrtcResult r)
+{
+    return r == NVRTC_ERROR_COMPILATION ? "NVRTC_ERROR_COMPILATION" : "NVRTC_ERROR_MOCK";
+}
+nvrtcResult m_nvrtcGetNumSupportedArchs(int *n)
+{
+    ENTER_NV(nvrtcGetNumSupportedArchs);
+    *n = mock_nv.n_archs;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcGetSupportedArchs(int *a)
+{
+    ENTER_NV(nvrtcGetSupportedArchs);
+    memcpy(a, mock_nv.archs, sizeof(int) * (size_t)mock_nv.n_archs);
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *name, int nh,
+                                 const char *const *h, const char *const *hn)
+{
+    (void)name, (void)nh, (void)h, (void)hn;
+    ENTER_NV(nvrtcCreateProgram);
+    assert_non_null(strstr(src, "MEMRA_KERNEL")); /* one of memra's modules */
+    /* Heap-allocated so that a program the library never destroys is a leak
+     * that AddressSanitizer and valgrind report. */
+    *p = (nvrtcProgram)calloc(1, 1);
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcDestroyProgram(nvrtcProgram *p)
+{
+    free(*p);
+    *p = NULL;
+    return failing(MOCK_nvrtcDestroyProgram) ? (nvrtcResult)mock.fail_result : NVRTC_SUCCESS;
+}
+pthread_mutex_t options_lock = PTHREAD_MUTEX_INITIALIZER;
+nvrtcResult m_nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
+{
+    (void)p;
+    ENTER_NV(nvrtcCompileProgram);
+    pthread_mutex_lock(&options_lock); /* engines compile concurrently */
+    mock.options[0] = 0;
+    for (int i = 0; i < n; i++) {
+        strncat(mock.options, opts[i], sizeof mock.options - strlen(mock.options) - 2);
+        strcat(mock.options, " ");
+    }
+    pthread_mutex_unlock(&options_lock);
+    if (mock.compile_delay_ms)
+        usleep((useconds_t)mock.compile_delay_ms * 1000);
+    if (mock.compile_log)
+        return NVRTC_ERROR_COMPILATION;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcGetProgramLogSize(nvrtcProgram p, size_t *n)
+{
+    (void)p;
+    ENTER_NV(nvrtcGetProgramLogSize);
+    *n = mock.compile_log ? strlen(mock.compile_log) + 1 : 1;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcGetProgramLog(nvrtcProgram p, char *log)
+{
+    (void)p;
+    ENTER_NV(nvrtcGetProgramLog);
+    strcpy(log, mock.compile_log ? mock.compile_log : "");
+    return NVRTC_SUCCESS;
+}
+static const char cubin_img[] = "MOCKIMG-CUBIN";
+static const char ptx_img[] = "MOCKIMG-PTX";
+nvrtcResult m_nvrtcGetPTXSize(nvrtcProgram p, size_t *n)
+{
+    (void)p;
+    ENTER_NV(nvrtcGetPTXSize);
+    *n = sizeof ptx_img;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcGetPTX(nvrtcProgram p, char *out)
+{
+    (void)p;
+    ENTER_NV(nvrtcGetPTX);
+    memcpy(out, ptx_img, sizeof ptx_img);
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcGetCUBINSize(nvrtcProgram p, size_t *n)
+{
+    (void)p;
+    ENTER_NV(nvrtcGetCUBINSize);
+    *n = sizeof cubin_img;
+    return NVRTC_SUCCESS;
+}
+nvrtcResult m_nvrtcGetCUBIN(nvrtcProgram p, char *out)
+{
+    (void)p;
+    ENTER_NV(nvrtcGetCUBIN);
+    memcpy(out, cubin_img, sizeof cubin_img);
+    return NVRTC_SUCCESS;
+}
