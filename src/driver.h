@@ -7,9 +7,11 @@
 
 #include <string.h>
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-#include <nvrtc.h>
+/* memra's own declarations of the driver and NVRTC ABI it uses, never the
+ * toolkit's headers: the library builds without a toolkit, and against the
+ * same declarations everywhere (tests/cuda_abi_check.c holds them against
+ * a toolkit's). */
+#include "cuda_abi.h"
 
 #include <memra/memra.h>
 

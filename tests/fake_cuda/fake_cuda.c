@@ -40,8 +40,16 @@ static void init(void)
     mock.corrupt_tables = env_int("FAKE_CUDA_CORRUPT", 0);
 }
 
-CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                                  CUdriverProcAddressQueryResult *status)
+/* The CUDA 12 name of the entry point (cuda.h maps cuGetProcAddress to it),
+ * the one memra looks up first. */
+CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                     cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuGetProcAddress_v2),
+                                            PFN_cuGetProcAddress_v12000),
+               "the fake's entry point has the driver's type");
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                     cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
     (void)cudaVersion, (void)flags;
     pthread_once(&once, init);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nvrtc.h>
+#include "cuda_abi.h"
 
 #ifndef FAKE_MODE
 #define FAKE_MODE 0

@@ -1,8 +1,8 @@
-//! The one place that touches C: dlopen of libmemra and its entry points.
-//! `MEMRA_LIB` names the file; otherwise the soname `libmemra.so.0` is looked
-//! up on the loader path. Opened once per process, never closed.
+//! The one place that touches C: libmemra's structs and entry points. Which
+//! file is opened is find.rs's business; it is opened once per process and
+//! never closed.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::{Mutex, Once};
 
@@ -31,7 +31,9 @@ macro_rules! c_struct {
 }
 
 c_struct! {
-    #[derive(Clone, Copy, Default)]
+    /// `memra_vrows_slabs`: device base address and bytes per expert slot
+    /// of the gate, up and down slabs (`Slabs::new`).
+    #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
     pub struct Slabs {
         pub base: [u64; 3],
         pub stride: [u64; 3],
@@ -39,7 +41,7 @@ c_struct! {
 }
 
 c_struct! {
-    #[derive(Clone, Copy)]
+    #[derive(Clone, Copy, Debug)]
     pub struct Macros {
         pub plane: [*const f32; 3],
     }
@@ -53,6 +55,39 @@ c_struct! {
         pub first_pair: u32,
         /// Pairs whose expert lives on another rank (expert parallelism): not a fault.
         pub not_local: u32,
+    }
+}
+
+c_struct! {
+    /// `memra_vrows_options`: expert parallelism and fused shared experts.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub struct VrowsOptions {
+        pub expert_map: u64,
+        pub n_local: u32,
+        pub n_shared: u32,
+    }
+}
+
+c_struct! {
+    /// `memra_route_spec` (the enums are C `int`s).
+    #[derive(Clone, Copy, Debug)]
+    pub struct RouteSpec {
+        pub n_expert: u32,
+        pub top_k: u32,
+        pub n_group: u32,
+        pub topk_group: u32,
+        pub scoring: c_int,
+        pub logits_dtype: c_int,
+        pub renormalize: c_int,
+        pub routed_scaling_factor: f32,
+        pub bias: *const f32,
+        pub group_scoring: c_int,
+        pub bias_dtype: c_int,
+        pub bias_ptr: u64,
+        pub expert_map: u64,
+        pub n_local: u32,
+        pub n_shared: u32,
+        pub shared_weight: f32,
     }
 }
 
@@ -71,13 +106,14 @@ c_struct! {
 
 #[link(name = "dl")]
 extern "C" {
-    fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
+    pub fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-    fn dlerror() -> *const c_char;
+    pub fn dlerror() -> *const c_char;
+    pub fn dlclose(handle: *mut c_void) -> c_int;
 }
 
-const RTLD_NOW: c_int = 2;
-const RTLD_LOCAL: c_int = 0;
+pub const RTLD_NOW: c_int = 2;
+pub const RTLD_LOCAL: c_int = 0;
 
 /// The version of the C API this crate was written against: memra 0.2.
 pub const WRITTEN_FOR_MAJOR: u32 = 0;
@@ -86,9 +122,23 @@ pub const WRITTEN_FOR_MINOR: u32 = 2;
 /// What `memra_set_log_callback` takes: level, message, user pointer.
 pub type LogFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
 
+/// The first of `names` (NUL-terminated) that the library exports.
+unsafe fn first_sym(h: *mut c_void, names: &[&str]) -> *mut c_void {
+    for n in names {
+        let sym = dlsym(h, n.as_ptr() as *const c_char);
+        if !sym.is_null() {
+            return sym;
+        }
+    }
+    std::ptr::null_mut()
+}
+
+/// Each entry is resolved by its name, else by the older names listed after
+/// it (`memra_upload_on | memra_copy_htod_on`): 0.3 renamed calls and keeps
+/// the 0.2 names as aliases until 0.4, so the crate serves both.
 macro_rules! entry_points {
-    (required { $($name:ident : fn($($arg:ty),*) -> $ret:ty;)* }
-     optional { $($oname:ident : fn($($oarg:ty),*) -> $oret:ty;)* }) => {
+    (required { $($name:ident $(| $alt:ident)* : fn($($arg:ty),*) -> $ret:ty;)* }
+     optional { $($oname:ident $(| $oalt:ident)* : fn($($oarg:ty),*) -> $oret:ty;)* }) => {
         #[allow(non_snake_case)]
         pub struct Lib {
             $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
@@ -96,19 +146,19 @@ macro_rules! entry_points {
             $(pub $oname: Option<unsafe extern "C" fn($($oarg),*) -> $oret>,)*
         }
 
-        unsafe fn resolve(h: *mut c_void) -> Result<Lib, String> {
+        pub unsafe fn resolve(h: *mut c_void) -> Result<Lib, String> {
             Ok(Lib {
                 $($name: {
-                    let name = concat!(stringify!($name), "\0");
-                    let sym = dlsym(h, name.as_ptr() as *const c_char);
+                    let sym = first_sym(h, &[concat!(stringify!($name), "\0")
+                                             $(, concat!(stringify!($alt), "\0"))*]);
                     if sym.is_null() {
                         return Err(format!("libmemra lacks {} (older than 0.2?)", stringify!($name)));
                     }
                     std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(sym)
                 },)*
                 $($oname: {
-                    let name = concat!(stringify!($oname), "\0");
-                    let sym = dlsym(h, name.as_ptr() as *const c_char);
+                    let sym = first_sym(h, &[concat!(stringify!($oname), "\0")
+                                             $(, concat!(stringify!($oalt), "\0"))*]);
                     if sym.is_null() {
                         None
                     } else {
@@ -135,18 +185,40 @@ entry_points! {
         memra_alloc: fn(EnginePtr, usize, *mut DevPtr) -> Status;
         memra_free: fn(EnginePtr, DevPtr) -> Status;
         memra_sync: fn(EnginePtr, Stream) -> Status;
-        memra_copy_htod_on: fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
-        memra_copy_dtoh_on: fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
+        memra_upload_on | memra_copy_htod_on:
+            fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
+        memra_download_on | memra_copy_dtoh_on:
+            fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
         memra_vrows_prepare_layer: fn(EnginePtr, c_int, u32, *const Macros, Stream) -> Status;
-        memra_moe_vrows_tables_from_sel: fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int,
-                                            *const Macros, *const Slabs, DevPtr, DevPtr, Stream)
-                                            -> Status;
+        memra_vrows_tables | memra_moe_vrows_tables_from_sel:
+            fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs, DevPtr,
+               DevPtr, Stream) -> Status;
         memra_vrows_tables_host: fn(*const i32, *const f32, u32, u32, *const Macros, *const Slabs,
                                     *mut u64, *mut f32, *mut Faults) -> Status;
         memra_nvrtc_available: fn(*mut c_int) -> Status;
     }
     optional {
         memra_set_log_callback: fn(Option<LogFn>, *mut c_void) -> Status;
+        // 0.3: the spec's new fields, the options, and the cuMemcpy-ordered
+        // copies. memra_vrows_tables_host_ex marks a 0.3 library: a 0.2 one
+        // has memra_route_tables_host too, but reads a shorter spec.
+        memra_vrows_tables_host_ex: fn(*const i32, *const f32, u32, u32, *const Macros,
+                                       *const Slabs, *const VrowsOptions, *mut u64, *mut f32,
+                                       *mut Faults) -> Status;
+        memra_vrows_tables_ex | memra_moe_vrows_tables_ex:
+            fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs,
+               *const VrowsOptions, DevPtr, DevPtr, Stream) -> Status;
+        memra_route_tables_host: fn(*const c_void, u32, *const RouteSpec, *const Macros,
+                                    *const Slabs, *mut i32, *mut f32, *mut u64, *mut f32,
+                                    *mut Faults) -> Status;
+        memra_route_tables | memra_moe_route_tables:
+            fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros, *const Slabs,
+               DevPtr, DevPtr, DevPtr, DevPtr, Stream) -> Status;
+        memra_route_prepare_layer: fn(EnginePtr, c_int, *const RouteSpec, *const Macros, Stream)
+                                      -> Status;
+        memra_engine_set_pdl: fn(EnginePtr, c_int, *mut c_int) -> Status;
+        memra_upload | memra_copy_htod: fn(EnginePtr, DevPtr, *const c_void, usize) -> Status;
+        memra_download | memra_copy_dtoh: fn(EnginePtr, *mut c_void, DevPtr, usize) -> Status;
     }
 }
 
@@ -156,44 +228,33 @@ unsafe impl Send for Lib {}
 unsafe impl Sync for Lib {}
 
 static ONCE: Once = Once::new();
-static LIB: Mutex<Option<Result<&'static Lib, String>>> = Mutex::new(None);
+static LIB: Mutex<Option<Result<(&'static Lib, String), String>>> = Mutex::new(None);
 
-fn open() -> Result<&'static Lib, String> {
-    let path = std::env::var("MEMRA_LIB").unwrap_or_else(|_| "libmemra.so.0".to_string());
-    let c = CString::new(path.clone()).map_err(|_| format!("MEMRA_LIB={path:?} holds a NUL"))?;
-    unsafe {
-        let h = dlopen(c.as_ptr(), RTLD_NOW | RTLD_LOCAL);
-        if h.is_null() {
-            let why = dlerror();
-            let why = if why.is_null() {
-                "unknown reason".to_string()
-            } else {
-                CStr::from_ptr(why).to_string_lossy().into_owned()
-            };
-            return Err(format!(
-                "{path} could not be loaded ({why}); set MEMRA_LIB to libmemra.so.0's path"
-            ));
-        }
-        let lib = resolve(h)?;
-        let v = (lib.memra_version)();
-        let (major, minor) = (v / 10000, v / 100 % 100);
-        if major != WRITTEN_FOR_MAJOR || minor < WRITTEN_FOR_MINOR {
-            return Err(format!(
-                "{path} is memra {major}.{minor}.{}, this crate needs {WRITTEN_FOR_MAJOR}.{WRITTEN_FOR_MINOR} or a later {WRITTEN_FOR_MAJOR}.x",
-                v % 100
-            ));
-        }
-        Ok(Box::leak(Box::new(lib)))
+/// The library and the file it was opened from, opened on first use.
+pub fn lib_and_path() -> Result<(&'static Lib, String), Error> {
+    ONCE.call_once(|| {
+        let opened = crate::find::open().map(|(l, p)| (&*Box::leak(Box::new(l)), p));
+        *LIB.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened);
+    });
+    match LIB.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some(Ok((l, p))) => Ok((*l, p.clone())),
+        Some(Err(e)) => Err(Error::Library(e.clone())),
+        None => Err(Error::Library("libmemra: opening it failed earlier".into())),
     }
 }
 
 /// The library, opened on first use.
 pub fn lib() -> Result<&'static Lib, Error> {
-    ONCE.call_once(|| *LIB.lock().unwrap() = Some(open()));
-    match LIB.lock().unwrap().as_ref().unwrap() {
-        Ok(l) => Ok(*l),
-        Err(e) => Err(Error::Library(e.clone())),
-    }
+    lib_and_path().map(|(l, _)| l)
+}
+
+/// An entry point newer than 0.2, or an error naming it.
+pub fn need<F>(f: Option<F>, name: &str) -> Result<F, Error> {
+    f.ok_or_else(|| {
+        Error::Library(format!(
+            "the libmemra loaded predates {name} (memra 0.3); load a newer one (MEMRA_LIB)"
+        ))
+    })
 }
 
 pub fn cstr(p: *const c_char) -> String {
@@ -201,6 +262,26 @@ pub fn cstr(p: *const c_char) -> String {
         String::new()
     } else {
         unsafe { CStr::from_ptr(p).to_string_lossy().into_owned() }
+    }
+}
+
+#[cfg(test)]
+mod names {
+    use super::*;
+
+    #[test]
+    fn an_entry_falls_back_to_its_older_name() {
+        extern "C" {
+            fn dlopen(f: *const c_char, flag: c_int) -> *mut c_void;
+        }
+        // The process itself: it has dlsym, and no memra_* of that name.
+        let h = unsafe { dlopen(std::ptr::null(), RTLD_NOW) };
+        assert!(!h.is_null());
+        let want = unsafe { dlsym(h, "dlsym\0".as_ptr() as *const c_char) };
+        assert!(!want.is_null());
+        let got = unsafe { first_sym(h, &["memra_no_such_name\0", "dlsym\0"]) };
+        assert_eq!(got, want);
+        assert!(unsafe { first_sym(h, &["memra_no_such_name\0"]) }.is_null());
     }
 }
 
@@ -215,10 +296,20 @@ mod layout {
 
     #[test]
     fn structs_match_the_c_header() {
-        let Ok(path) = std::env::var("MEMRA_ABI_LAYOUT") else {
-            eprintln!("SKIPPED: MEMRA_ABI_LAYOUT is not set (tools/test.sh sets it to the \
-                       build's tests/abi_layout.txt)");
-            return;
+        // tools/test.sh names the file; a crate built inside the repository
+        // finds its build's copy (build.rs says where) by itself.
+        let path = match std::env::var("MEMRA_ABI_LAYOUT") {
+            Ok(p) => p,
+            Err(_) => match option_env!("MEMRA_BUILD_TREE_ABI_LAYOUT") {
+                Some(p) if std::path::Path::new(p).exists() => p.to_string(),
+                _ => {
+                    eprintln!(
+                        "SKIPPED: MEMRA_ABI_LAYOUT is not set and the repository's build has no \
+                         tests/abi_layout.txt (tools/test.sh sets it)"
+                    );
+                    return;
+                }
+            },
         };
         let text = std::fs::read_to_string(&path).expect("MEMRA_ABI_LAYOUT is readable");
         let mut sizes: HashMap<String, usize> = HashMap::new();
@@ -233,11 +324,13 @@ mod layout {
                 }
             }
         }
-        let ours: [(&str, Layout); 4] = [
+        let ours: [(&str, Layout); 6] = [
             ("memra_vrows_slabs", Slabs::c_layout()),
             ("memra_vrows_macros", Macros::c_layout()),
             ("memra_faults", Faults::c_layout()),
             ("memra_engine_info", EngineInfo::c_layout()),
+            ("memra_vrows_options", VrowsOptions::c_layout()),
+            ("memra_route_spec", RouteSpec::c_layout()),
         ];
         for (c, (size, offsets)) in ours {
             assert_eq!(Some(&size), sizes.get(c), "{c}: size");

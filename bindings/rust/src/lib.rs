@@ -1,11 +1,14 @@
 //! memra from Rust: device-built MoE "verify rows" pointer and scale tables,
-//! bit-identical to the host arithmetic, from a serving engine's own device
-//! buffers.
+//! and routing (router logits to experts, weights and tables in one
+//! launch), bit-identical to the host arithmetic, on a serving engine's own
+//! device buffers.
 //!
 //! A thin, safe client of the C library (`libmemra.so.0`, opened with
-//! `dlopen` at first use; `MEMRA_LIB` names the file). The C library is the
-//! one implementation; this crate adds ownership (device buffers free
-//! themselves, an engine lives as long as its buffers) and `Result`s.
+//! `dlopen` at first use: `MEMRA_LIB`, else the repository's build, the
+//! libdir `pkg-config memra` named at build time, then the loader path; see
+//! [`library_path`]). The C library is the one implementation; this crate
+//! adds ownership (device buffers free themselves, an engine lives as long
+//! as its buffers), checked lengths and `Result`s.
 //!
 //! ```no_run
 //! use memra::Engine;
@@ -21,18 +24,83 @@
 //! let (ptrs, scl) = (e.dtoh_u64(&ptrs)?, e.dtoh(&scl)?);
 //! # Ok(()) }
 //! ```
+//!
+//! Routing on device memory the engine owns (addresses from cudarc or its
+//! own allocator), and the same on the host:
+//!
+//! ```no_run
+//! use memra::{Bf16, DevSlice, DevSliceMut, Engine, Layer, RouteOut, RouteSpec, Scoring, Slabs};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let (logits_ptr, bias_ptr, sel_ptr, selw_ptr, ptrs_ptr, scl_ptr) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+//! # let stream = std::ptr::null_mut();
+//! # let n_tokens = 4;
+//! let e = Engine::new(0)?;
+//! let n = n_tokens * 8; // pairs: tokens * top_k
+//! // Safety: each address is live device memory of this length, ours
+//! // until the stream has passed the launch.
+//! let (logits, bias, out) = unsafe {
+//!     (
+//!         DevSlice::<Bf16>::from_raw(logits_ptr, n_tokens * 256),
+//!         DevSlice::<f32>::from_raw(bias_ptr, 256),
+//!         RouteOut::new(
+//!             DevSliceMut::<i32>::from_raw(sel_ptr, n),
+//!             DevSliceMut::<f32>::from_raw(selw_ptr, n),
+//!             DevSliceMut::<u64>::from_raw(ptrs_ptr, 3 * n),
+//!             DevSliceMut::<f32>::from_raw(scl_ptr, 3 * n),
+//!         ),
+//!     )
+//! };
+//! // DeepSeek-V3: sigmoid, 8 groups (4 kept, scored by their top two, as
+//! // vLLM does with a bias), top 8, the bias read in place.
+//! let spec = RouteSpec::new(256, 8)
+//!     .scoring(Scoring::Sigmoid)
+//!     .groups(8, 4)
+//!     .bias_device(bias)
+//!     .renormalize(true)
+//!     .routed_scaling_factor(2.5);
+//! let layer = Layer::new(3, Slabs::new((0x7f00_0000_0000, 0x7f40_0000_0000, 0x7f80_0000_0000),
+//!                                      (24 << 20, 24 << 20, 48 << 20)));
+//! e.route_prepare_layer(layer.il, &spec, layer.macros, stream)?; // before capturing
+//! e.route_tables(stream, logits, n_tokens, &spec, &layer, out)?; // one launch
+//! let faults = e.faults(stream, true)?;
+//! # Ok(()) }
+//! ```
 
+// A CUstream is an opaque driver handle passed through to the library, as
+// CUDA's own API and cudarc's raw calls pass it; memra never dereferences it.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod copy;
+mod dev;
 mod error;
 mod ffi;
+mod find;
 mod log;
+mod route;
+mod spec;
+mod tables;
 
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 
+pub use dev::{Bf16, DevSlice, DevSliceMut, Pod, F16};
 pub use error::{Error, Result, Status};
-pub use ffi::Faults;
+pub use ffi::{Faults, Slabs};
 pub use log::{clear_log_callback, set_log_callback, LogLevel};
+pub use route::{route_tables_host, HostRoute, RouteOut};
+pub use spec::{
+    BiasDtype, BiasElem, GroupScoring, LogitsDtype, LogitsElem, RouteSpec, Scoring, VrowsOptions,
+};
+pub use tables::{vrows_tables_host_ex, Layer};
+
+/// A raw `CUstream` (cudarc's `CUstream`, PyTorch's `cuda_stream`, cast to
+/// `*mut c_void`). Null is the legacy default stream.
+pub type CuStream = *mut c_void;
+/// `CU_STREAM_LEGACY`: the legacy default stream, named explicitly.
+pub const STREAM_LEGACY: CuStream = 0x1 as CuStream;
+/// `CU_STREAM_PER_THREAD`: the calling thread's default stream.
+pub const STREAM_PER_THREAD: CuStream = 0x2 as CuStream;
 
 /// `MEMRA_MAX_PAIRS`: the most (token, expert) pairs one call takes.
 pub const MAX_PAIRS: usize = 1 << 28;
@@ -61,6 +129,14 @@ fn check(status: c_int) -> Result<()> {
 /// The library's version, `major * 10000 + minor * 100 + patch`.
 pub fn version() -> Result<u32> {
     Ok(unsafe { (ffi::lib()?.memra_version)() })
+}
+
+/// The file libmemra was opened from: `MEMRA_LIB` when set, else the first
+/// of the repository's build, pkg-config's libdir and the loader path that
+/// holds a usable one (the crate's README says under which rule). An
+/// error, one line long, names each place tried and why it failed.
+pub fn library_path() -> Result<String> {
+    ffi::lib_and_path().map(|(_, p)| p)
 }
 
 /// How many usable NVRTC libraries memra has loaded (finding them on the
@@ -143,6 +219,32 @@ impl<T> DeviceBuffer<T> {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl<T> DeviceBuffer<T> {
+    /// The buffer, read by a call.
+    pub fn slice(&self) -> DevSlice<'_, T> {
+        // Safety: memra allocated it; it lives (and so does its engine) as
+        // long as the borrow.
+        unsafe { DevSlice::from_raw(self.ptr, self.len) }
+    }
+
+    /// The buffer, written by a call.
+    pub fn slice_mut(&mut self) -> DevSliceMut<'_, T> {
+        unsafe { DevSliceMut::from_raw(self.ptr, self.len) }
+    }
+}
+
+impl<'a, T> From<&'a DeviceBuffer<T>> for DevSlice<'a, T> {
+    fn from(b: &'a DeviceBuffer<T>) -> DevSlice<'a, T> {
+        b.slice()
+    }
+}
+
+impl<'a, T> From<&'a mut DeviceBuffer<T>> for DevSliceMut<'a, T> {
+    fn from(b: &'a mut DeviceBuffer<T>) -> DevSliceMut<'a, T> {
+        b.slice_mut()
     }
 }
 
@@ -280,7 +382,7 @@ impl Engine {
         Ok(f)
     }
 
-    fn upload<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+    fn buffer_of<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         let lib = ffi::lib()?;
         let bytes = std::mem::size_of_val(data).max(1);
         let mut ptr: ffi::DevPtr = 0;
@@ -293,7 +395,7 @@ impl Engine {
         };
         // Ordered on the engine's stream, where the stream-less calls run.
         check(unsafe {
-            (lib.memra_copy_htod_on)(
+            (lib.memra_upload_on)(
                 self.inner.ptr,
                 ptr,
                 data.as_ptr() as *const c_void,
@@ -304,10 +406,10 @@ impl Engine {
         Ok(buf)
     }
 
-    fn download<T: Copy + Default>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+    fn vec_of<T: Copy + Default>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
         let mut out = vec![T::default(); buf.len];
         check(unsafe {
-            (ffi::lib()?.memra_copy_dtoh_on)(
+            (ffi::lib()?.memra_download_on)(
                 self.inner.ptr,
                 out.as_mut_ptr() as *mut c_void,
                 buf.ptr,
@@ -320,24 +422,24 @@ impl Engine {
 
     /// A new device buffer holding `data` (complete on return).
     pub fn htod(&self, data: &[f32]) -> Result<DeviceBuffer<f32>> {
-        self.upload(data)
+        self.buffer_of(data)
     }
     pub fn htod_i32(&self, data: &[i32]) -> Result<DeviceBuffer<i32>> {
-        self.upload(data)
+        self.buffer_of(data)
     }
     pub fn htod_u64(&self, data: &[u64]) -> Result<DeviceBuffer<u64>> {
-        self.upload(data)
+        self.buffer_of(data)
     }
 
     /// The buffer's contents (after everything queued on the engine's stream).
     pub fn dtoh(&self, buf: &DeviceBuffer<f32>) -> Result<Vec<f32>> {
-        self.download(buf)
+        self.vec_of(buf)
     }
     pub fn dtoh_i32(&self, buf: &DeviceBuffer<i32>) -> Result<Vec<i32>> {
-        self.download(buf)
+        self.vec_of(buf)
     }
     pub fn dtoh_u64(&self, buf: &DeviceBuffer<u64>) -> Result<Vec<u64>> {
-        self.download(buf)
+        self.vec_of(buf)
     }
 
     /// Mirrors layer `il`'s macro planes now (call before capturing a graph).
@@ -417,7 +519,7 @@ impl Engine {
         let n_expert = experts_of(macros, fallback)?;
         let m = macros_of(macros);
         check(unsafe {
-            (ffi::lib()?.memra_moe_vrows_tables_from_sel)(
+            (ffi::lib()?.memra_vrows_tables)(
                 self.inner.ptr,
                 sel.ptr,
                 selw.ptr,

@@ -2,6 +2,8 @@
 //! arithmetic, bit for bit, and the error paths. Needs libmemra
 //! (`MEMRA_LIB`), no GPU.
 
+mod common;
+
 use memra::{vrows_tables_host, Engine, Error, Status};
 
 fn reference(
@@ -66,6 +68,7 @@ impl Rng {
 
 #[test]
 fn host_arm_matches_the_reference_bit_for_bit() {
+    common::need_library();
     let mut rng = Rng(42);
     for &(n, n_expert) in &[(1usize, 1u32), (8, 256), (257, 64), (4099, 300)] {
         let sel: Vec<i32> = (0..n)
@@ -96,6 +99,7 @@ fn host_arm_matches_the_reference_bit_for_bit() {
 
 #[test]
 fn strides_past_4_and_8_gib_do_not_wrap() {
+    common::need_library();
     let sel = [0, 255, 128];
     let selw = [1.0f32, 0.5, 0.25];
     let bases = (0x7f00_0000_0000, 0x7f40_0000_0000, 0x7f80_0000_0000);
@@ -107,6 +111,7 @@ fn strides_past_4_and_8_gib_do_not_wrap() {
 
 #[test]
 fn bad_input_is_a_clear_error() {
+    common::need_library();
     let ok = (0u64, 0u64, 0u64);
     let st = |r: Result<memra::HostTables, Error>| r.unwrap_err();
     let e = st(vrows_tables_host(&[], &[], 4, None, ok, (1, 1, 1)));
@@ -139,6 +144,7 @@ fn e_dyn() -> Error {
 
 #[test]
 fn no_gpu_is_an_error_not_a_crash() {
+    common::need_library();
     if memra::device_count().unwrap_or(0) > 0 {
         return; // a machine with a GPU: the gate test covers it
     }
@@ -155,6 +161,7 @@ fn no_gpu_is_an_error_not_a_crash() {
 
 #[test]
 fn version_is_the_one_written_for() {
+    common::need_library();
     let v = memra::version().unwrap();
     assert_eq!(v / 10000, 0);
     assert!(v / 100 % 100 >= 2, "{v}");

@@ -5,10 +5,13 @@
 
 use std::sync::{Arc, Mutex};
 
+mod common;
+
 use memra::{clear_log_callback, set_log_callback, LogLevel};
 
 #[test]
 fn warnings_reach_the_closure() {
+    common::need_library();
     std::env::set_var(
         "MEMRA_NVRTC_PATH",
         "rel/libnvrtc.so.13\nmemra: warning: forged",
