@@ -69,8 +69,8 @@ def test_serving_strides_do_not_wrap():
 
 
 @pytest.mark.parametrize("call,cls,words", [
-    (lambda: memra.vrows_tables_host(np.array([], np.int32), np.array([], np.float32), 4),
-     memra.InvalidArgError, "n_pairs"),
+    (lambda: memra.vrows_tables_host(np.zeros((2, 2), np.int32), np.ones((2, 2), np.float32), 4),
+     memra.InvalidArgError, "1-D"),
     (lambda: memra.vrows_tables_host([0], np.ones(1, np.float64), 4),
      memra.InvalidArgError, "selw is float64"),
     (lambda: memra.vrows_tables_host(np.zeros(1, np.float32), np.ones(1, np.float32), 4),
