@@ -115,8 +115,16 @@ def _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias, group
     return n_tokens, n_expert, K, gs
 
 
+def _tokens_match(hidden_states, gating_output):
+    return (isinstance(hidden_states, torch.Tensor) and isinstance(gating_output, torch.Tensor)
+            and hidden_states.dim() >= 1 and gating_output.dim() >= 1 and
+            hidden_states.shape[0] == gating_output.shape[0] and
+            hidden_states.device == gating_output.device)
+
+
 def _check_tokens(hidden_states, gating_output):
     """vLLM's check: one row of hidden states per row of router logits."""
+    _tensor("gating_output", gating_output, _LOGITS)
     if not isinstance(hidden_states, torch.Tensor):
         raise memra.InvalidArgError(f"hidden_states must be a tensor, not "
                                     f"{type(hidden_states).__name__}")
@@ -132,26 +140,46 @@ def _check_tokens(hidden_states, gating_output):
 
 # ---- the launch (CUDA) or the host arm (CPU) -------------------------------
 
-_specs = {}
+_configs = {}
 _slabs = {}
 _ZERO_SLAB = (0, 0, 0)
+_CACHE_MAX = 4096  # bounded: a process that keeps making new biases or maps
 
 
-def _spec_ref(key, logits_dtype, bias_dtype, bias_ptr, map_ptr):
-    """A cached ctypes.byref(memra_route_spec) for a checked configuration.
-    The key holds every field, the bias's and the map's addresses included,
-    so a cached spec is never changed, and threads may share it."""
-    ref = _specs.get(key)
-    if ref is None:
-        (n_expert, top_k, scoring, n_group, topk_group, renormalize, scale, _, gs, _, _, _,
-         n_local, n_shared, shared_weight) = key
-        spec = make_spec(n_expert, top_k, scoring, n_group, topk_group, renormalize, scale,
-                         logits_dtype, gs, bias_dtype, bias_ptr, map_ptr, n_local, n_shared,
-                         shared_weight)
-        if len(_specs) >= 4096:  # bounded: a process that keeps making new biases
-            _specs.clear()
-        ref = _specs[key] = ctypes.byref(spec)
-    return ref
+def _config(logits, top_k, scoring, n_group, topk_group, renormalize, scale, bias, group_scoring,
+            expert_map, n_local, n_shared, shared_weight, names, logits_name, bias_name):
+    """(K, ctypes.byref(memra_route_spec)) for a call, from a cache keyed by
+    every field of the spec, the bias's and the map's addresses included: a
+    cached spec is never changed (threads share it), and a configuration is
+    checked once, when first seen. The tensors' own properties that the key
+    does not hold are checked on every call."""
+    bias_ptr = 0 if bias is None else bias.data_ptr()
+    map_ptr = 0 if expert_map is None else expert_map.data_ptr()
+    key = (logits.dtype, logits.shape[1], top_k, scoring, n_group, topk_group, renormalize,
+           scale, None if bias is None else bias.dtype, bias_ptr, group_scoring, map_ptr,
+           n_local, n_shared, shared_weight)
+    hit = _configs.get(key)
+    if hit is None:
+        _, E, K, gs = _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias,
+                                   group_scoring, expert_map, n_local, n_shared,
+                                   shared_weight, names, logits_name, bias_name)
+        spec = make_spec(E, top_k, scoring, n_group, topk_group, renormalize, float(scale),
+                         _LOGITS[logits.dtype], gs, _BIAS[bias.dtype] if bias is not None
+                         else "float32", bias_ptr, map_ptr, n_local, n_shared,
+                         float(shared_weight))
+        if len(_configs) >= _CACHE_MAX:
+            _configs.clear()
+        hit = _configs[key] = (K, ctypes.byref(spec))
+        return hit
+    # What the key does not pin down: the bias's and the map's shape, device
+    # and layout (a cached dtype and address says nothing of them).
+    for t in (bias, expert_map):
+        if t is not None and (t.dim() != 1 or t.shape[0] != key[1] or
+                              t.device != logits.device or not t.is_contiguous()):
+            _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias,
+                         group_scoring, expert_map, n_local, n_shared, shared_weight, names,
+                         logits_name, bias_name)
+    return hit
 
 
 def _slab_ref(bases, strides, n_slots):
@@ -163,7 +191,7 @@ def _slab_ref(bases, strides, n_slots):
         s = _lib.Slabs()
         s.base[:] = bases
         s.stride[:] = strides
-        if len(_slabs) >= 4096:
+        if len(_slabs) >= _CACHE_MAX:
             _slabs.clear()
         ref = _slabs[key] = ctypes.byref(s)
     return ref
@@ -178,57 +206,65 @@ def route(logits, top_k, layer, bases, strides, scoring, n_group, topk_group, re
           names=_MEMRA_NAMES, logits_name="logits", bias_name="bias"):
     """Routes and builds the tables: (ids int32 [T, K], weights float32 [T,
     K], ptrs int64 [3, T, K], scl float32 [3, T, K]). layer None: no macro
-    planes and no slabs (the tables are built and dropped by the callers
-    that only want ids and weights)."""
-    T, E, K, gs = _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias,
-                               group_scoring, expert_map, n_local, n_shared, shared_weight,
-                               names, logits_name, bias_name)
+    planes, zero slabs, and the tables written to one scratch buffer and
+    dropped ((ids, weights, None, None)), for the callers that want only the
+    choice."""
+    if not (isinstance(logits, torch.Tensor) and logits.dtype in _LOGITS and
+            logits.dim() == 2 and (logits.is_cuda or logits.is_cpu)):
+        _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias, group_scoring,
+                     expert_map, n_local, n_shared, shared_weight, names, logits_name,
+                     bias_name)
+    K, spec = _config(logits, top_k, scoring, n_group, topk_group, renormalize, scale, bias,
+                      group_scoring, expert_map, n_local, n_shared, shared_weight, names,
+                      logits_name, bias_name)
+    T = logits.shape[0]
+    if T * K > MAX_PAIRS:
+        _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias, group_scoring,
+                     expert_map, n_local, n_shared, shared_weight, names, logits_name,
+                     bias_name)
     cuda = logits.is_cuda
+    dev = logits.get_device() if cuda else -1
     if layer is None:
-        entry, slab = None, None
+        macros, il = None, 0
+        slab = _slab_ref(_ZERO_SLAB, _ZERO_SLAB, 1)
     else:
         _layer(layer)
-        dev = logits.get_device() if cuda else -1
         entry = planes.lookup(dev, model, "route", layer)
-        n_slots = (n_local if expert_map is not None else E) + n_shared
+        n_slots = (n_local if expert_map is not None else logits.shape[1]) + n_shared
         if entry.n_slots and entry.n_slots != n_slots:
             raise memra.InvalidArgError(
                 f"layer {layer}'s planes hold {entry.n_slots} experts, this call has {n_slots} "
                 f"(n_expert or n_local, plus n_shared): prepare the layer with its planes "
                 f"for this configuration")
         slab = _slab_ref(bases, strides, n_slots)
+        macros, il = entry.macros, layer
     ids = _empty(logits, (T, K), torch.int32)
     weights = _empty(logits, (T, K), torch.float32)
-    ptrs = _empty(logits, (3, T, K), torch.int64)
-    scl = _empty(logits, (3, T, K), torch.float32)
+    n = T * K
+    if layer is None:
+        # ptrs (8 bytes a pair and plane) then scl (4): one allocation.
+        ptrs = scl = None
+        scratch = _empty(logits, (3 * n + (3 * n + 1) // 2,), torch.int64)
+        p_ptrs = scratch.data_ptr()
+        p_scl = p_ptrs + 24 * n
+    else:
+        ptrs = _empty(logits, (3, T, K), torch.int64)
+        scl = _empty(logits, (3, T, K), torch.float32)
+        p_ptrs, p_scl = ptrs.data_ptr(), scl.data_ptr()
     if T == 0:
         return ids, weights, ptrs, scl
-    if slab is None:
-        slab = _slab_ref(_ZERO_SLAB, _ZERO_SLAB, 1)
     logits = logits.contiguous()
-    bias_ptr = bias.data_ptr() if bias is not None else 0
-    map_ptr = expert_map.data_ptr() if expert_map is not None else 0
-    bias_dtype = _BIAS[bias.dtype] if bias is not None else "float32"
-    key = (E, top_k, scoring, n_group, topk_group, bool(renormalize), float(scale),
-           logits.dtype, gs, bias_dtype, bias_ptr, map_ptr, n_local, n_shared,
-           float(shared_weight))
-    spec = _spec_ref(key, _LOGITS[logits.dtype], bias_dtype, bias_ptr, map_ptr)
-    macros = entry.macros if entry is not None else None
     L = memra.lib()
     if cuda:
-        dev = logits.get_device()
-        eng = engine_at(dev, model)
-        st = L.memra_moe_route_tables(eng._ptr(), logits.data_ptr(), T, spec,
-                                      layer if layer is not None else 0, macros, slab,
-                                      ids.data_ptr(), weights.data_ptr(), ptrs.data_ptr(),
-                                      scl.data_ptr(), current_stream(dev))
+        st = L.memra_moe_route_tables(engine_at(dev, model)._ptr(), logits.data_ptr(), T, spec,
+                                      il, macros, slab, ids.data_ptr(), weights.data_ptr(),
+                                      p_ptrs, p_scl, current_stream(dev))
         if st:
             memra.check(st)
     else:
         f = _lib.Faults()
         st = L.memra_route_tables_host(logits.data_ptr(), T, spec, macros, slab, ids.data_ptr(),
-                                       weights.data_ptr(), ptrs.data_ptr(), scl.data_ptr(),
-                                       ctypes.byref(f))
+                                       weights.data_ptr(), p_ptrs, p_scl, ctypes.byref(f))
         if st not in (0, 5, 6):  # 5, 6: faults, counted as the device counts them
             memra.check(st)
         host_faults.add(f)
@@ -382,8 +418,8 @@ def grouped_topk_impl(hidden_states: torch.Tensor, gating_output: torch.Tensor, 
                       renormalize: bool, num_expert_group: int = 0, topk_group: int = 0,
                       scoring_func: str = "softmax", routed_scaling_factor: float = 1.0,
                       e_score_correction_bias: Optional[torch.Tensor] = None):
-    _tensor("gating_output", gating_output, _LOGITS)
-    _check_tokens(hidden_states, gating_output)
+    if not _tokens_match(hidden_states, gating_output):
+        _check_tokens(hidden_states, gating_output)
     ids, weights, _, _ = route(gating_output, topk, None, None, None, scoring_func,
                                num_expert_group, topk_group, renormalize,
                                routed_scaling_factor, e_score_correction_bias, None, None, 0, 0,
@@ -394,7 +430,6 @@ def grouped_topk_impl(hidden_states: torch.Tensor, gating_output: torch.Tensor, 
 def grouped_topk_fake(hidden_states, gating_output, topk, renormalize, num_expert_group=0,
                       topk_group=0, scoring_func="softmax", routed_scaling_factor=1.0,
                       e_score_correction_bias=None):
-    _tensor("gating_output", gating_output, _LOGITS)
     _check_tokens(hidden_states, gating_output)
     ids, weights, _, _ = route_fake(gating_output, topk, None, None, None, scoring_func,
                                     num_expert_group, topk_group, renormalize,
@@ -431,8 +466,8 @@ def _token_expert_indices(like, T, K):
 def fused_topk_impl(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
                     renormalize: bool, indices_type: Optional[torch.dtype] = None,
                     scoring_func: str = "softmax"):
-    _tensor("gating_output", gating_output, _LOGITS)
-    _check_tokens(hidden_states, gating_output)
+    if not _tokens_match(hidden_states, gating_output):
+        _check_tokens(hidden_states, gating_output)
     _check_indices_type(indices_type)
     ids, weights, _, _ = route(gating_output, topk, None, None, None, scoring_func, 1, 1,
                                renormalize, 1.0, None, None, None, 0, 0, 1.0, "", _VLLM_NAMES,
@@ -444,7 +479,6 @@ def fused_topk_impl(hidden_states: torch.Tensor, gating_output: torch.Tensor, to
 
 def fused_topk_fake(hidden_states, gating_output, topk, renormalize, indices_type=None,
                     scoring_func="softmax"):
-    _tensor("gating_output", gating_output, _LOGITS)
     _check_tokens(hidden_states, gating_output)
     _check_indices_type(indices_type)
     ids, weights, _, _ = route_fake(gating_output, topk, None, None, None, scoring_func, 1, 1,

@@ -117,7 +117,7 @@ def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: i
 
 
 def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] = (0, 0, 0),
-                 strides: List[int] = (0, 0, 0), *, scoring: str = "softmax", n_group: int = 1,
+                 strides: List[int] = (0, 0, 0), scoring: str = "softmax", n_group: int = 1,
                  topk_group: int = 1, renormalize: bool = False,
                  routed_scaling_factor: float = 1.0, bias: Optional[torch.Tensor] = None,
                  group_scoring: Optional[str] = None, expert_map: Optional[torch.Tensor] = None,
@@ -147,7 +147,7 @@ def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] 
 
 def vrows_tables_(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor, scl: torch.Tensor,
                   n_expert: int, layer: int, bases: List[int] = (0, 0, 0),
-                  strides: List[int] = (0, 0, 0), *, expert_map: Optional[torch.Tensor] = None,
+                  strides: List[int] = (0, 0, 0), expert_map: Optional[torch.Tensor] = None,
                   n_local: int = 0, n_shared: int = 0, model: str = "") -> None:
     """Builds the tables of sel (int32) and selw (float32), any shape, n
     pairs, into ptrs (int64, 3n) and scl (float32, 3n), plane-major (gate,
@@ -160,7 +160,7 @@ def vrows_tables_(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor, scl
 
 
 def vrows_tables(sel: torch.Tensor, selw: torch.Tensor, n_expert: int, layer: int,
-                 bases: List[int] = (0, 0, 0), strides: List[int] = (0, 0, 0), *,
+                 bases: List[int] = (0, 0, 0), strides: List[int] = (0, 0, 0),
                  expert_map: Optional[torch.Tensor] = None, n_local: int = 0, n_shared: int = 0,
                  model: str = ""):
     """Functional form: returns (ptrs int64 [3, *sel.shape], scl float32 [3,
