@@ -2,8 +2,8 @@
 
 The library is the one installed with this package (``libmemra.so`` in
 ``site-packages/.memra.mesonpy.libs``, where ``pip install`` puts it);
-``MEMRA_LIB`` names another (a build folder's ``libmemra.so.0``). It is opened once, RTLD_LOCAL, and its version
-is checked against this package's."""
+``MEMRA_LIB`` names another (a build folder's ``libmemra.so.0``). It is
+opened once, RTLD_LOCAL, and its version is checked against this package's."""
 import atexit
 import ctypes
 import logging

@@ -37,8 +37,9 @@ def _gap(g):
 def route64(logits, top_k, scoring="softmax", n_group=1, topk_group=1, renormalize=False,
             routed_scaling_factor=1.0, bias=None, group_scoring=None):
     """(weights float64 [T, k], ids int64 [T, k] best first, margins
-    float64 [T]; ties, exact ones, go to the lower index). group_scoring as memra's: None is vLLM's rule (the sum of
-    a group's two best biased scores with a bias, its best without)."""
+    float64 [T]; exact ties go to the lower index). group_scoring as
+    memra's: None is vLLM's rule (the sum of a group's two best biased
+    scores with a bias, its best without)."""
     if group_scoring is None:
         group_scoring = "top2_sum" if bias is not None else "max"
     s = scores64(logits, scoring)
