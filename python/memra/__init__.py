@@ -341,7 +341,7 @@ class Engine:
         layer = _int("layer", layer, 0, MAX_LAYERS)
         addrs = [_int(name, v, 0, _U64) for name, v in
                  (("sel", sel), ("selw", selw), ("ptrs", ptrs), ("scl", scl))]
-        o, n_slots, _ = vrows_options(n_expert, _int("expert_map", expert_map, 0, _U64),
+        o, n_slots, _ = vrows_options(n_expert, _int("expert_map", expert_map, 0, _U64) or None,
                                       n_local, n_shared)
         m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_slots)
         check(lib().memra_moe_vrows_tables_ex(

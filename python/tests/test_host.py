@@ -271,3 +271,20 @@ def test_vrows_host_expert_map_and_zero_pairs():
     assert p0.shape == (0,) and s0.shape == (0,)
     with pytest.raises(memra.InvalidArgError, match="n_local is 0 with an expert_map"):
         memra.vrows_tables_host(sel, np.ones(5, np.float32), 4, expert_map=emap)
+
+
+def test_engine_table_call_takes_options_before_reaching_the_device():
+    """Engine.tables_from_sel's arguments are checked before the device
+    (an engine object without a device handle stands in)."""
+    import ctypes
+    eng = object.__new__(memra.Engine)
+    eng._h = ctypes.c_void_p()
+    sl = memra.slabs(BASES, STRIDES)
+    with pytest.raises(memra.InvalidArgError, match="the engine is closed"):
+        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000)
+    with pytest.raises(memra.InvalidArgError, match="the engine is closed"):
+        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
+                            expert_map=0x5000, n_local=8, n_shared=1)
+    with pytest.raises(memra.InvalidArgError, match="n_local is 0 with an expert_map"):
+        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
+                            expert_map=0x5000)
