@@ -450,13 +450,14 @@ LIB.define(
     "fused_topk(Tensor hidden_states, Tensor gating_output, int topk, bool renormalize, "
     "ScalarType? indices_type=None, str scoring_func='softmax') -> (Tensor, Tensor, Tensor)")
 
-_INDICES = (torch.int32, torch.int64)
+# vLLM's all-to-all backends ask for int64 (DeepEP) or uint32 (pplx) ids.
+_INDICES = (torch.int32, torch.int64) + ((torch.uint32,) if hasattr(torch, "uint32") else ())
 
 
 def _check_indices_type(indices_type):
     if indices_type is not None and indices_type not in _INDICES:
-        raise memra.InvalidArgError(f"indices_type is {indices_type}, want None, torch.int32 or "
-                                    f"torch.int64")
+        raise memra.InvalidArgError(f"indices_type is {indices_type}, want None or one of "
+                                    f"{', '.join(str(d) for d in _INDICES)}")
 
 
 def _token_expert_indices(like, T, K):

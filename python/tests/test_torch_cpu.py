@@ -161,6 +161,8 @@ def test_fused_topk_outputs_are_vllms():
     assert torch.equal(tei.long(), want)
     w64, ids64, tei64 = fused_topk(hidden, logits, K, True, indices_type=torch.int64)
     assert ids64.dtype == torch.int64 and torch.equal(ids64, ids.long())
+    _, idsu, _ = fused_topk(hidden, logits, K, True, indices_type=torch.uint32)  # pplx's
+    assert idsu.dtype == torch.uint32 and torch.equal(idsu.long(), ids.long())
     assert torch.equal(bits(w64), bits(w))
     hs, hw, _, _, _ = host_arm(logits, K, renormalize=True)
     assert torch.equal(ids, hs) and torch.equal(bits(w), bits(hw))
