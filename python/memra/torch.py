@@ -62,6 +62,7 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
+_grad_enabled = torch.is_grad_enabled
 try:
     _functorch = torch._C._functorch.peek_interpreter_stack
 except AttributeError:  # pragma: no cover
@@ -73,11 +74,12 @@ def _direct(*tensors):
     """Whether the dispatcher would hand these arguments straight to the
     CPU or CUDA implementation: not compiling or tracing, no dispatch or
     function mode, no functorch transform, plain tensors on the CPU or a
-    CUDA device."""
+    CUDA device, none that autograd would record."""
     if _is_compiling() or _dispatch_modes() or _function_modes() or _functorch() is not None:
         return False
     for t in tensors:
-        if t is not None and (type(t) not in _PLAIN or not (t.is_cuda or t.is_cpu)):
+        if t is not None and (type(t) not in _PLAIN or not (t.is_cuda or t.is_cpu) or
+                              t.requires_grad and _grad_enabled()):
             return False
     return True
 

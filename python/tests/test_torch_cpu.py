@@ -476,4 +476,7 @@ def test_the_dispatcher_is_skipped_only_in_plain_eager():
         pass
 
     assert not mt._direct(x.as_subclass(Sub))
-    assert mt._direct(torch.nn.Parameter(x))
+    assert mt._direct(torch.nn.Parameter(x, requires_grad=False))
+    assert not mt._direct(torch.nn.Parameter(x))  # autograd records it: the dispatcher's call
+    with torch.inference_mode():  # as engines serve: a parameter's requires_grad is moot
+        assert mt._direct(torch.nn.Parameter(x))
