@@ -480,3 +480,19 @@ def test_the_dispatcher_is_skipped_only_in_plain_eager():
     assert not mt._direct(torch.nn.Parameter(x))  # autograd records it: the dispatcher's call
     with torch.inference_mode():  # as engines serve: a parameter's requires_grad is moot
         assert mt._direct(torch.nn.Parameter(x))
+
+
+def test_gpu_file_runs_its_cpu_twins():
+    """test_torch_gpu.py (run on the GPU machine) with its tests that have a
+    CPU twin run on CPU tensors: the file itself is sound before a GPU sees
+    it."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, MEMRA_TORCH_TEST_DEVICE="cpu")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(here, "test_torch_gpu.py")], capture_output=True,
+                       text=True, env=env, cwd=here, timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
