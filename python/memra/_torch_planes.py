@@ -7,7 +7,7 @@ planes on every call costs time. Instead a layer's planes are prepared once
 per (device, model, kind, layer): copied here (later changes to the caller's
 tensor do nothing until prepared again), and on a CUDA device mirrored by
 the library at once, so the ops launch without an upload, also under
-capture. The table op ("vrows") and routing ("route") keep separate planes
+capture. A layer never prepared has no planes. The table op ("vrows") and routing ("route") keep separate planes
 for one layer index, as the library keeps separate mirror slots."""
 import ctypes
 import threading
@@ -63,16 +63,15 @@ def _host_planes(macros, n_slots):
     return host, m
 
 
+NO_PLANES = Prepared(0, None, None)
+
+
 def lookup(key_dev: int, model: str, kind: str, layer: int) -> Prepared:
-    p = _prepared.get((key_dev, model, kind, layer))
-    if p is None:
-        where = "cpu" if key_dev < 0 else f"cuda:{key_dev}"
-        fn = "prepare_layer" if kind == "vrows" else "route_prepare_layer"
-        raise memra.InvalidArgError(
-            f"layer {layer} of model {model!r} is not prepared on {where}: call "
-            f"memra.torch.{fn}({layer}, macros or None, device={where!r}"
-            f"{', model=' + repr(model) if model else ''}) once before the layer's first call")
-    return p
+    """The layer's prepared planes; a layer never prepared has none (scales
+    1, as the library's macros = NULL), and on a CUDA device its kernel
+    loads at its first eager call (under capture that is the library's
+    CaptureError: prepare every layer before capturing)."""
+    return _prepared.get((key_dev, model, kind, layer), NO_PLANES)
 
 
 def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_expert=None,

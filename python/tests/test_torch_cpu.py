@@ -207,19 +207,26 @@ def test_planes_are_taken_when_prepared_not_later():
     assert torch.equal(c[0], a[0] * 2.0)
 
 
-def test_unprepared_layer_and_wrong_planes_are_clear_errors():
+def test_unprepared_layer_has_no_planes_and_wrong_planes_are_clear_errors():
     logits = logits_for(4, 64, 1)
-    with pytest.raises(memra.InvalidArgError, match="layer 4321 of model 'nobody' is not "
-                       "prepared on cpu: call memra.torch.route_prepare_layer"):
-        mt.route_tables(logits, 2, 4321, model="nobody")
-    with pytest.raises(memra.InvalidArgError, match="prepare_layer"):
-        mt.vrows_tables(torch.zeros(4, dtype=torch.int32), torch.ones(4), 64, 4321,
-                        model="nobody")
+    mt.route_prepare_layer(4320, None, device="cpu", model="nobody")
+    prepared = mt.route_tables(logits, 2, 4320, BASES, STRIDES, model="nobody")
+    never = mt.route_tables(logits, 2, 4321, BASES, STRIDES, model="nobody")
+    for a, b in zip(prepared, never):
+        assert torch.equal(a.view(torch.int32) if a.dtype == torch.float32 else a,
+                           b.view(torch.int32) if b.dtype == torch.float32 else b)
+    assert (never[3][:2] == 1.0).all()  # gate and up scales: no planes
     mt.route_prepare_layer(6, torch.ones(3, 64), device="cpu", model="wrong")
     with pytest.raises(memra.InvalidArgError, match="planes hold 64 experts, this call has 66"):
         mt.route_tables(logits, 2, 6, n_shared=2, model="wrong")
+    mt.prepare_layer(6, torch.ones(3, 64), device="cpu", model="wrong")
+    with pytest.raises(memra.InvalidArgError, match="planes hold 64 experts, this call has 65"):
+        mt.vrows_tables(torch.zeros(4, dtype=torch.int32), torch.ones(4), 64, 6, n_shared=1,
+                        model="wrong")
     with pytest.raises(memra.InvalidArgError, match="macros is torch.float64"):
         mt.route_prepare_layer(6, torch.ones(3, 64, dtype=torch.float64), device="cpu")
+    with pytest.raises(memra.InvalidArgError, match=r"macros has shape \(2, 64\)"):
+        mt.prepare_layer(6, torch.ones(2, 64), device="cpu")
 
 
 # ---- expert parallelism and fused shared experts ----------------------------

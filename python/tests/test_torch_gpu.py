@@ -448,15 +448,25 @@ def test_wrong_tensors_are_clear_errors_from_op_and_fake():
 
 
 @cuda_only
-def test_unprepared_layer_under_capture_is_a_clear_error():
+def test_kernel_not_loaded_under_capture_is_a_capture_error():
+    """A fresh engine (model) whose kernel was never loaded: the op inside a
+    capture is the library's CaptureError, and the capture survives."""
     sel = torch.zeros(8, dtype=torch.int32, device=DEV)
     selw = torch.ones(8, device=DEV)
-    mt.prepare_layer(0, None, DEV)  # the kernel, not layer 321
+    mt.engine(DEV, "never-prepared")  # the engine, not its kernel
     sync()
     g = torch.cuda.CUDAGraph()
-    with pytest.raises(memra.InvalidArgError, match="layer 321 of model '' is not prepared"):
+    with pytest.raises(memra.CaptureError, match="prepare_layer"):
         with torch.cuda.graph(g):
-            mt.vrows_tables(sel, selw, N_EXPERT, 321, BASES, BIG)
+            mt.vrows_tables(sel, selw, N_EXPERT, 321, BASES, BIG, model="never-prepared")
+    mt.prepare_layer(321, None, DEV, model="never-prepared")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ptrs, scl = mt.vrows_tables(sel, selw, N_EXPERT, 321, BASES, BIG,
+                                    model="never-prepared")
+    g.replay()
+    sync()
+    assert_bits_equal((ptrs, scl), tables64(sel, selw, None, BASES, BIG), "after prepare")
 
 
 def test_opcheck_every_op():
