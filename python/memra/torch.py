@@ -31,9 +31,11 @@ group's two best scores with a bias, its best score without.
 
 Layers: a layer's macro planes are given once, by ``route_prepare_layer``
 (routing) or ``prepare_layer`` (the table op), per device and model; every
-later call on the layer uses them. The ops themselves take only device
-tensors and numbers, so a step that calls them can be captured in a CUDA
-graph, by hand or by torch.compile(mode="reduce-overhead").
+later call on the layer uses them (a layer never prepared has none). The
+ops themselves take only device tensors and numbers, so a step that calls
+them can be captured in a CUDA graph, by hand or by
+torch.compile(mode="reduce-overhead"): prepare every layer before
+capturing (None for a layer without planes), which also loads the kernels.
 
 Faults (out-of-range ids, non-finite values) are counted, not raised: read
 them with ``faults(device)``, on the current stream; for CPU tensors,
