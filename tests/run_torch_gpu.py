@@ -1,5 +1,7 @@
-"""The Python package's GPU tests (python/tests/test_torch_gpu.py) as a meson
-test: exit 77 (skipped) without pytest, torch or a CUDA device."""
+"""The Python package's PyTorch tests on a GPU machine, as a meson test:
+python/tests/test_torch_gpu.py (the ops on CUDA tensors, graphs, compile)
+and test_torch_cpu.py (the same ops on CPU tensors, against the routers of
+seven models). Exit 77 (skipped) without pytest, torch or a CUDA device."""
 import os
 import sys
 
@@ -12,6 +14,7 @@ except ImportError as e:
 if not torch.cuda.is_available():
     print("SKIP: torch sees no CUDA device")
     sys.exit(77)
-here = os.path.dirname(os.path.abspath(__file__))
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
-                      os.path.join(here, "..", "python", "tests", "test_torch_gpu.py")]))
+here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tests")
+sys.exit(pytest.main(["-q", "-rs", "-p", "no:cacheprovider",
+                      os.path.join(here, "test_torch_gpu.py"),
+                      os.path.join(here, "test_torch_cpu.py")]))

@@ -28,9 +28,7 @@ MAX_LAYERS = 65536
 NO_FAULT = 0xFFFFFFFF
 _U64 = 1 << 64
 
-ROUTE_MAX_EXPERT = 1024
-ROUTE_MAX_TOP_K = 32
-ROUTE_MAX_GROUPS = 32
+from ._route import ROUTE_MAX_EXPERT, ROUTE_MAX_GROUPS, ROUTE_MAX_TOP_K  # noqa: E402,F401
 
 _nvrtc_offered = False
 _nvrtc_lock = threading.Lock()
@@ -152,11 +150,41 @@ def _planes_numpy(planes, n_expert):
     return m, keep
 
 
-def vrows_tables_host(sel, selw, n_expert, macros=None, bases=(0, 0, 0), strides=(0, 0, 0)):
+def vrows_options(n_expert, expert_map=None, n_local=0, n_shared=0):
+    """(memra_vrows_options or None, n_slots, array kept alive): expert
+    parallelism (expert_map: int32 per routed expert, its local slot or -1,
+    as a NumPy array or an address in the arm's memory, with n_local slots)
+    and fused shared experts (ids n_expert .. n_expert + n_shared - 1, whose
+    slots follow the routed ones). n_slots: the experts the slabs and macro
+    planes hold."""
+    from ._route import _array
+    addr, keep = _array("expert_map", expert_map, n_expert, ("int32",))
+    n_local = _int("n_local", n_local, 0, 1 << 31)
+    n_shared = _int("n_shared", n_shared, 0, 1 << 31)
+    if addr and n_local == 0:
+        raise InvalidArgError("n_local is 0 with an expert_map (the map's slots are [0, n_local))")
+    if not addr and n_local:
+        raise InvalidArgError(f"n_local = {n_local} without an expert_map (give the map, or 0)")
+    if n_expert + n_shared >= 1 << 31 or n_local + n_shared >= 1 << 31:
+        raise InvalidArgError(f"n_shared = {n_shared}: the ids and slots of the shared experts "
+                              f"pass 2^31 - 1")
+    n_slots = (n_local if addr else n_expert) + n_shared
+    if not (addr or n_shared):
+        return None, n_slots, None
+    o = _lib.VrowsOptions()
+    o.expert_map, o.n_local, o.n_shared = addr, n_local, n_shared
+    return o, n_slots, keep
+
+
+def vrows_tables_host(sel, selw, n_expert, macros=None, bases=(0, 0, 0), strides=(0, 0, 0), *,
+                      expert_map=None, n_local=0, n_shared=0):
     """The reference arithmetic on NumPy arrays: returns (ptrs uint64[3n],
     scl float32[3n], faults). Out-of-range ids and non-finite scales are
-    reported in faults (the tables are written in full); argument errors
-    raise a memra.Error subclass."""
+    reported in faults (the tables are written in full), and so are pairs
+    that expert parallelism sends to another rank (faults.not_local, not a
+    fault: NULL pointers, +0 scales); argument errors raise a memra.Error
+    subclass. macros: three planes of n_slots (see vrows_options). No pairs
+    give empty tables."""
     import numpy as np
     sel = np.asarray(sel)
     selw = np.asarray(selw)
@@ -166,21 +194,23 @@ def vrows_tables_host(sel, selw, n_expert, macros=None, bases=(0, 0, 0), strides
         raise InvalidArgError(f"selw is {selw.dtype}, not float32 (no silent rounding)")
     if sel.ndim != 1 or selw.shape != sel.shape:
         raise InvalidArgError(f"sel {sel.shape} and selw {selw.shape} must be equal 1-D shapes")
-    n = _int("n_pairs", sel.shape[0], 1, MAX_PAIRS + 1)
+    n = _int("n_pairs", sel.shape[0], 0, MAX_PAIRS + 1)
     n_expert = _int("n_expert", n_expert, 1, 1 << 32)
     if sel.size and (sel.min() < -(1 << 31) or sel.max() >= 1 << 31):
         raise InvalidArgError("sel holds ids outside int32")
     sel = np.ascontiguousarray(sel, dtype=np.int32)
     selw = np.ascontiguousarray(selw)
-    m, keep = _planes_numpy(macros, n_expert)
+    o, n_slots, map_keep = vrows_options(n_expert, expert_map, n_local, n_shared)
+    m, keep = _planes_numpy(macros, n_slots)
     s = slabs(bases, strides)
     ptrs = np.empty(3 * n, dtype=np.uint64)
     scl = np.empty(3 * n, dtype=np.float32)
     f = Faults()
-    st = lib().memra_vrows_tables_host(sel.ctypes.data, selw.ctypes.data, n, n_expert,
-                                       ctypes.byref(m) if m else None, ctypes.byref(s),
-                                       ptrs.ctypes.data, scl.ctypes.data, ctypes.byref(f))
-    del keep
+    st = lib().memra_vrows_tables_host_ex(sel.ctypes.data, selw.ctypes.data, n, n_expert,
+                                          ctypes.byref(m) if m else None, ctypes.byref(s),
+                                          ctypes.byref(o) if o else None, ptrs.ctypes.data,
+                                          scl.ctypes.data, ctypes.byref(f))
+    del keep, map_keep
     if st not in (0, 5, 6):  # 5, 6: faults, reported in f
         check(st)
     return ptrs, scl, f
@@ -300,101 +330,28 @@ class Engine:
         del keep
 
     def tables_from_sel(self, sel, selw, n_pairs, n_expert, layer, macros, slab, ptrs, scl,
-                        stream=0, _planes=None):
+                        stream=0, _planes=None, *, expert_map=0, n_local=0, n_shared=0):
         """One launch on `stream` (an int CUstream; 0 is the legacy default
         stream). sel, selw, ptrs, scl are device addresses (ints); macros are
-        NumPy planes or None; slab is memra.slabs(bases, strides)."""
-        n_pairs = _int("n_pairs", n_pairs, 1, MAX_PAIRS + 1)
+        NumPy planes of n_slots or None; slab is memra.slabs(bases, strides);
+        expert_map a device address (int32 per routed expert) or 0. No pairs
+        is a valid no-op."""
+        n_pairs = _int("n_pairs", n_pairs, 0, MAX_PAIRS + 1)
         n_expert = _int("n_expert", n_expert, 1, 1 << 32)
         layer = _int("layer", layer, 0, MAX_LAYERS)
         addrs = [_int(name, v, 0, _U64) for name, v in
                  (("sel", sel), ("selw", selw), ("ptrs", ptrs), ("scl", scl))]
-        m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_expert)
-        check(lib().memra_moe_vrows_tables_from_sel(
+        o, n_slots, _ = vrows_options(n_expert, _int("expert_map", expert_map, 0, _U64) or None,
+                                      n_local, n_shared)
+        m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_slots)
+        check(lib().memra_moe_vrows_tables_ex(
             self._ptr(), addrs[0], addrs[1], n_pairs, n_expert, layer,
-            ctypes.byref(m) if m else None, ctypes.byref(slab), addrs[2], addrs[3],
-            _stream(stream)))
+            ctypes.byref(m) if m else None, ctypes.byref(slab), ctypes.byref(o) if o else None,
+            addrs[2], addrs[3], _stream(stream)))
         del keep
 
 
-# ---- routing ----------------------------------------------------------------
+# ---- routing: memra_route_spec and the host arm (memra/_route.py) ----------
 
-SCORINGS = {"softmax": 0, "sigmoid": 1}
-
-
-def _bias(bias, n_expert):
-    """(address, array kept alive) for a bias: None; a float32 array of
-    n_expert (NumPy, or anything np.asarray takes without converting); or an
-    integer host address (a CPU tensor's data_ptr()). Float64 and other
-    dtypes are refused, as for every other float input: no silent rounding."""
-    if bias is None:
-        return None, None
-    if isinstance(bias, int) and not isinstance(bias, bool):
-        return _int("bias", bias, 1, _U64), None
-    import numpy as np
-    a = np.asarray(bias)
-    if a.dtype != np.float32:
-        raise InvalidArgError(f"bias is {a.dtype}, not float32 (no silent rounding)")
-    if a.shape != (n_expert,):
-        raise InvalidArgError(f"bias has shape {a.shape}, want ({n_expert},)")
-    a = np.ascontiguousarray(a)
-    return a.ctypes.data, a
-
-
-def route_spec(n_expert, top_k, scoring="softmax", n_group=1, topk_group=1, renormalize=False,
-               routed_scaling_factor=1.0, bias=None, bf16=False):
-    """A memra_route_spec. `bias` is None, a float32 array of n_expert (the
-    spec keeps it alive) or an integer host address (kept alive by the
-    caller); the library checks every field."""
-    if scoring not in SCORINGS:
-        raise InvalidArgError(f"scoring must be 'softmax' or 'sigmoid', not {scoring!r}")
-    s = _lib.RouteSpec()
-    s.n_expert = _int("n_expert", n_expert, 1, 1 << 32)
-    s.top_k = _int("top_k", top_k, 1, 1 << 32)
-    s.n_group = _int("n_group", n_group, 1, 1 << 32)
-    s.topk_group = _int("topk_group", topk_group, 1, 1 << 32)
-    s.scoring = SCORINGS[scoring]
-    s.logits_dtype = 1 if bf16 else 0
-    s.renormalize = int(bool(renormalize))
-    s.routed_scaling_factor = float(routed_scaling_factor)
-    s.bias, s._bias = _bias(bias, s.n_expert)
-    return s
-
-
-def route_tables_host(logits, top_k, bases=(0, 0, 0), strides=(0, 0, 0), macros=None, **spec):
-    """The routing host arm on a NumPy float32 [n_tokens, n_expert] array (or
-    uint16 bfloat16 bits with bf16=True): returns (sel int32, selw float32,
-    ptrs uint64, scl float32, faults). Spec keywords as route_spec's; bias a
-    float32 array or None."""
-    import numpy as np
-    logits = np.ascontiguousarray(logits)
-    if logits.ndim != 2:
-        raise InvalidArgError(f"logits must be [n_tokens, n_expert], not {logits.shape}")
-    bf16 = logits.dtype == np.uint16
-    if not bf16 and logits.dtype != np.float32:
-        raise InvalidArgError(f"logits are {logits.dtype}; want float32 or uint16 bf16 bits")
-    n_tokens, n_expert = logits.shape
-    # Checked before anything is allocated: top_k = 2**32 - 1 must be an
-    # error naming it, not a 96 GiB allocation.
-    top_k = _int("top_k", top_k, 1, ROUTE_MAX_TOP_K + 1)
-    _int("n_expert (logits.shape[1])", n_expert, 1, ROUTE_MAX_EXPERT + 1)
-    n_tokens = _int("n_tokens", n_tokens, 0, 1 << 32)
-    if n_tokens * top_k > MAX_PAIRS:
-        raise InvalidArgError(f"n_tokens * top_k = {n_tokens * top_k} is more than {MAX_PAIRS}")
-    s = route_spec(n_expert, top_k, bf16=bf16, **spec)
-    n = n_tokens * s.top_k
-    m, keep = _planes_numpy(macros, n_expert)
-    sl = slabs(bases, strides)
-    sel = np.empty(n, np.int32)
-    selw = np.empty(n, np.float32)
-    ptrs = np.empty(3 * n, np.uint64)
-    scl = np.empty(3 * n, np.float32)
-    f = Faults()
-    st = lib().memra_route_tables_host(logits.ctypes.data, n_tokens, ctypes.byref(s),
-                                       ctypes.byref(m) if m else None, ctypes.byref(sl),
-                                       sel.ctypes.data, selw.ctypes.data, ptrs.ctypes.data,
-                                       scl.ctypes.data, ctypes.byref(f))
-    del keep
-    if st not in (0, 5, 6):
-        check(st)
-    return sel, selw, ptrs, scl, f
+from ._route import (BIAS_DTYPES, GROUP_SCORINGS, LOGITS_DTYPES, SCORINGS,  # noqa: E402,F401
+                     route_spec, route_tables_host)

@@ -1,13 +1,14 @@
 """Loading libmemra with ctypes, and its signatures.
 
-The library is the one inside this package (``libmemra.so`` next to this
-file, as ``pip install`` puts it); ``MEMRA_LIB`` names another (a build
-folder's ``libmemra.so.0``). It is opened once, RTLD_LOCAL, and its version
-is checked against this package's."""
+The library is the one installed with this package (``libmemra.so`` in
+``site-packages/.memra.mesonpy.libs``, where ``pip install`` puts it);
+``MEMRA_LIB`` names another (a build folder's ``libmemra.so.0``). It is
+opened once, RTLD_LOCAL, and its version is checked against this package's."""
 import atexit
 import ctypes
 import logging
 import os
+import sys
 
 from ._errors import LibraryError, error_for
 
@@ -138,10 +139,28 @@ def _unhook(L):
 _lib = None
 
 
+_BUNDLED = ".memra.mesonpy.libs"  # where the wheel puts the library and the tool
+
+
+def bundled_dir():
+    """The folder the wheel installed the library (and the `memra` tool) in:
+    beside the package in site-packages, or in another entry of sys.path
+    where purelib and platlib differ; None in a source checkout."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for base in [here] + [p for p in sys.path if p and os.path.abspath(p) != here]:
+        d = os.path.join(base, _BUNDLED)
+        if os.path.isfile(os.path.join(d, "libmemra.so")):
+            return d
+    return None
+
+
 def _path():
     env = os.environ.get("MEMRA_LIB")
     if env:
         return env
+    d = bundled_dir()
+    if d is not None:
+        return os.path.join(d, "libmemra.so")
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmemra.so")
     return here if os.path.exists(here) else "libmemra.so.0"
 

@@ -1,200 +1,177 @@
-"""memra as PyTorch ops: ``torch.ops.memra.vrows_tables_`` (in place) and the
-functional ``vrows_tables``, on the current CUDA stream, inside
-``torch.cuda.graph`` and under ``torch.compile(fullgraph=True)``.
+"""memra as PyTorch operators, shaped the way serving engines call routing.
 
-    import memra.torch as mt
-    mt.prepare_layer(layer, planes, device)          # before graph capture
-    torch.ops.memra.vrows_tables_(sel, selw, ptrs, scl, n_expert, layer, planes,
-                                  bases, strides)
+    from memra.torch import grouped_topk, fused_topk   # vLLM's signatures
+    topk_weights, topk_ids = grouped_topk(hidden_states, router_logits, 8, True,
+                                          num_expert_group=8, topk_group=4,
+                                          scoring_func="sigmoid",
+                                          routed_scaling_factor=2.5,
+                                          e_score_correction_bias=bias)
 
-Tensors: ``sel`` int32 [n_pairs] and ``selw`` float32 [n_pairs] on one CUDA
-device, ``ptrs`` int64 [3 * n_pairs] (the uint64 pointer bits) and ``scl``
-float32 [3 * n_pairs] on the same device, all contiguous; ``planes`` a CPU
-float32 tensor [3, n_expert] (gate, up, down macro scales) or None; ``bases``
-and ``strides`` three ints each in [0, 2^63).
+    import memra.torch as mt                             # routing and the tables, fused
+    mt.route_prepare_layer(layer, macros, device)        # once per layer, before capture
+    ids, weights, ptrs, scl = mt.route_tables(logits, 8, layer, bases, strides, ...)
+
+Operators (torch.ops.memra.*, each with a CUDA implementation, one launch on
+the current stream, and a CPU one, the host arm, bit-identical):
+
+- ``grouped_topk`` and ``fused_topk``: vLLM's functions of the same names,
+  argument for argument (names, order, defaults) and output for output
+  (``topk_weights`` float32 [T, topk], ``topk_ids`` int32 [T, topk]; fused_topk
+  also ``token_expert_indices``): swap the import, nothing else.
+- ``route_tables``: router logits to ``ids`` int32 [T, K], ``weights`` float32
+  [T, K] and the tables ``ptrs`` int64 [3, T, K] (the uint64 pointer bits)
+  and ``scl`` float32 [3, T, K] (gate, up, down), K = top_k + n_shared.
+- ``vrows_tables_`` (in place) and ``vrows_tables``: the tables from a
+  selection made elsewhere (``sel`` int32, ``selw`` float32, any shape).
+
+Logits are float32, bfloat16 or float16; a bias (``e_score_correction_bias``)
+is float32 or bfloat16 on the logits' device, read in place; zero tokens
+give empty outputs. Group scoring follows vLLM unless given: the sum of a
+group's two best scores with a bias, its best score without.
+
+Layers: a layer's macro planes are given once, by ``route_prepare_layer``
+(routing) or ``prepare_layer`` (the table op), per device and model; every
+later call on the layer uses them (a layer never prepared has none). The
+ops themselves take only device tensors and numbers, so a step that calls
+them can be captured in a CUDA graph, by hand or by
+torch.compile(mode="reduce-overhead"): prepare every layer before
+capturing (None for a layer without planes), which also loads the kernels.
+
+Faults (out-of-range ids, non-finite values) are counted, not raised: read
+them with ``faults(device)``, on the current stream; for CPU tensors,
+``faults("cpu")``.
 
 Engines: one per (device, model), created once (a lock makes two threads'
-first calls share one). Layers are keyed by index per engine, so two models
-with the same layer indices (the draft and the target of speculative
-decoding) pass different ``model`` names. The table op and routing keep
-separate slots for one layer index, so both can use it in one graph.
+first calls share one). Two models with the same layer indices (the draft
+and the target of speculative decoding) pass different ``model`` names.
+
+Eager calls of the functions here skip the dispatcher when nothing needs it
+(no tracing, no compile, no mode, plain tensors) and call the
+implementation the operator would reach; the result is the operator's.
 """
-import ctypes
-import threading
 from typing import List, Optional
 
 import torch
 
-import memra
-from memra import InvalidArgError
+from . import _torch_ops as _ops
+from ._torch_engines import engine, faults
+from ._torch_planes import prepare_layer, route_prepare_layer
 
-__all__ = ["vrows_tables_", "vrows_tables", "prepare_layer", "engine", "route_tables",
-           "faults"]
+__all__ = ["fused_topk", "grouped_topk", "route_tables", "route_prepare_layer",
+           "vrows_tables_", "vrows_tables", "prepare_layer", "engine", "faults"]
 
-_engines = {}
-_engines_lock = threading.Lock()
-
-
-def engine(device, model: str = ""):
-    """The memra engine for a CUDA device and a model name (created once,
-    kept): a model's layers are its own, so a draft and a target model with
-    the same layer indices pass different names."""
-    device = torch.device(device)
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    key = (index, str(model))
-    eng = _engines.get(key)
-    if eng is None:
-        with _engines_lock:
-            eng = _engines.get(key)
-            if eng is None:
-                eng = _engines[key] = memra.Engine(index)
-    return eng
-
-
-def faults(device=None, reset: bool = False, model: str = ""):
-    """The engine's fault word, read after the work queued on the current
-    stream of `device` (where the ops launched), like a synchronous copy
-    there."""
-    device = torch.device(device if device is not None else "cuda")
-    eng = engine(device, model)
-    return eng.faults(stream=torch.cuda.current_stream(device).cuda_stream, reset=reset)
-
-
-_I63 = 1 << 63
-
-
-def _check_tensor(name, t, dtype, numel, device):
-    if not isinstance(t, torch.Tensor):
-        raise InvalidArgError(f"{name} must be a tensor, not {type(t).__name__}")
-    if t.device.type != "cuda":
-        raise InvalidArgError(f"{name} is on {t.device}, not a CUDA device")
-    if device is not None and t.device != device:
-        raise InvalidArgError(f"{name} is on {t.device}, but sel is on {device}")
-    if t.dtype != dtype:
-        raise InvalidArgError(f"{name} is {t.dtype}, want {dtype}")
-    if not t.is_contiguous():
-        raise InvalidArgError(f"{name} is not contiguous")
-    if numel is not None and t.numel() != numel:
-        raise InvalidArgError(f"{name} holds {t.numel()} elements, want {numel}")
-
-
-def _planes(macros, n_expert):
-    """A CPU float32 [3, n_expert] tensor as memra's three host planes."""
-    if macros is None:
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_is_compiling = torch.compiler.is_compiling
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._is_torch_function_mode_enabled
+_grad_enabled = torch.is_grad_enabled
+try:
+    _functorch = torch._C._functorch.peek_interpreter_stack
+except AttributeError:  # pragma: no cover
+    def _functorch():
         return None
-    if not isinstance(macros, torch.Tensor):
-        raise InvalidArgError("macros must be a CPU float32 tensor [3, n_expert] or None")
-    if macros.device.type != "cpu":
-        raise InvalidArgError(f"macros is on {macros.device}; memra mirrors host planes, pass "
-                              f"a CPU tensor")
-    if macros.dtype != torch.float32:
-        raise InvalidArgError(f"macros is {macros.dtype}, want torch.float32")
-    if tuple(macros.shape) != (3, n_expert):
-        raise InvalidArgError(f"macros has shape {tuple(macros.shape)}, want (3, {n_expert}) "
-                              f"for n_expert = {n_expert}")
-    if not macros.is_contiguous():
-        raise InvalidArgError("macros is not contiguous")
-    m = memra._lib.Macros()
-    base, row = macros.data_ptr(), n_expert * 4
-    m.plane[:] = [base, base + row, base + 2 * row]
-    return m
 
 
-def _slab(bases, strides):
-    for name, v in (("bases", bases), ("strides", strides)):
-        if len(v) != 3:
-            raise InvalidArgError(f"{name} must be three ints (gate, up, down)")
-    return memra.slabs([memra._int(f"bases[{k}]", b, 0, _I63) for k, b in enumerate(bases)],
-                       [memra._int(f"strides[{k}]", s, 0, _I63) for k, s in enumerate(strides)])
+def _direct(*tensors):
+    """Whether the dispatcher would hand these arguments straight to the
+    CPU or CUDA implementation: not compiling or tracing, no dispatch or
+    function mode, no functorch transform, plain tensors on the CPU or a
+    CUDA device, none that autograd would record."""
+    if _is_compiling() or _dispatch_modes() or _function_modes() or _functorch() is not None:
+        return False
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN or not (t.is_cuda or t.is_cpu) or
+                              t.requires_grad and _grad_enabled()):
+            return False
+    return True
 
 
-@torch.library.custom_op("memra::vrows_tables_", mutates_args=("ptrs", "scl"))
+_route_op = torch.ops.memra.route_tables.default
+_grouped_op = torch.ops.memra.grouped_topk.default
+_fused_op = torch.ops.memra.fused_topk.default
+_vrows_inplace_op = torch.ops.memra.vrows_tables_.default
+_vrows_op = torch.ops.memra.vrows_tables.default
+
+
+def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
+                 renormalize: bool, num_expert_group: int = 0, topk_group: int = 0,
+                 scoring_func: str = "softmax", routed_scaling_factor: float = 1.0,
+                 e_score_correction_bias: Optional[torch.Tensor] = None):
+    """vLLM's grouped_topk (DeepSeek-V2/V3 routing): (topk_weights float32
+    [T, topk], topk_ids int32 [T, topk]), experts listed best first."""
+    if _direct(hidden_states, gating_output, e_score_correction_bias):
+        return _ops.grouped_topk_impl(hidden_states, gating_output, topk, renormalize,
+                                      num_expert_group, topk_group, scoring_func,
+                                      routed_scaling_factor, e_score_correction_bias)
+    return _grouped_op(hidden_states, gating_output, topk, renormalize, num_expert_group,
+                       topk_group, scoring_func, routed_scaling_factor, e_score_correction_bias)
+
+
+def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
+               renormalize: bool, indices_type: Optional[torch.dtype] = None,
+               scoring_func: str = "softmax"):
+    """vLLM's fused_topk: (topk_weights float32 [T, topk], topk_ids
+    (indices_type, int32 by default) [T, topk], token_expert_indices int32
+    [T, topk])."""
+    if _direct(hidden_states, gating_output):
+        return _ops.fused_topk_impl(hidden_states, gating_output, topk, renormalize,
+                                    indices_type, scoring_func)
+    return _fused_op(hidden_states, gating_output, topk, renormalize, indices_type,
+                     scoring_func)
+
+
+def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] = (0, 0, 0),
+                 strides: List[int] = (0, 0, 0), scoring: str = "softmax", n_group: int = 1,
+                 topk_group: int = 1, renormalize: bool = False,
+                 routed_scaling_factor: float = 1.0, bias: Optional[torch.Tensor] = None,
+                 group_scoring: Optional[str] = None, expert_map: Optional[torch.Tensor] = None,
+                 n_local: int = 0, n_shared: int = 0, shared_weight: float = 1.0,
+                 model: str = ""):
+    """Router logits [T, n_expert] to (ids int32 [T, K], weights float32 [T,
+    K], ptrs int64 [3, T, K], scl float32 [3, T, K]), K = top_k + n_shared,
+    in one launch on the current stream (CUDA) or by the host arm (CPU).
+
+    layer: whose planes (route_prepare_layer) the tables use; no default, so
+    it never shares a layer index with the table op by accident. bases,
+    strides: the gate/up/down slabs (device addresses, bytes per expert).
+    group_scoring: "top2_sum", "max", or None for vLLM's rule. bias: float32
+    or bfloat16 [n_expert] on the logits' device. expert_map: int32
+    [n_expert] on the logits' device, global expert -> local slot or -1
+    (NULL pointers, +0 scales, counted in faults().not_local), with n_local
+    slots. n_shared fused shared experts (ids n_expert + i) follow the routed
+    ones with weight shared_weight."""
+    if _direct(logits, bias, expert_map):
+        return _ops.route(logits, top_k, layer, list(bases), list(strides), scoring, n_group,
+                          topk_group, renormalize, routed_scaling_factor, bias, group_scoring,
+                          expert_map, n_local, n_shared, shared_weight, model)
+    return _route_op(logits, top_k, layer, list(bases), list(strides), scoring, n_group,
+                     topk_group, renormalize, routed_scaling_factor, bias, group_scoring,
+                     expert_map, n_local, n_shared, shared_weight, model)
+
+
 def vrows_tables_(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor, scl: torch.Tensor,
-                  n_expert: int, layer: int, macros: Optional[torch.Tensor], bases: List[int],
-                  strides: List[int], model: str = "") -> None:
-    """Builds the verify-rows tables into ptrs and scl (one launch on the
-    current stream of sel's device; never synchronises)."""
-    _check_tensor("sel", sel, torch.int32, None, None)
-    n_pairs = memra._int("n_pairs (sel's length)", sel.numel(), 1, memra.MAX_PAIRS + 1)
-    _check_tensor("selw", selw, torch.float32, n_pairs, sel.device)
-    _check_tensor("ptrs", ptrs, torch.int64, 3 * n_pairs, sel.device)
-    _check_tensor("scl", scl, torch.float32, 3 * n_pairs, sel.device)
-    n_expert = memra._int("n_expert", n_expert, 1, 1 << 32)
-    layer = memra._int("layer", layer, 0, memra.MAX_LAYERS)
-    planes = _planes(macros, n_expert)
-    slab = _slab(bases, strides)
-    eng = engine(sel.device, model)
-    stream = torch.cuda.current_stream(sel.device).cuda_stream
-    eng.tables_from_sel(sel.data_ptr(), selw.data_ptr(), n_pairs, n_expert, layer, None, slab,
-                        ptrs.data_ptr(), scl.data_ptr(), stream=stream, _planes=planes)
-
-
-@vrows_tables_.register_fake
-def _(sel, selw, ptrs, scl, n_expert, layer, macros, bases, strides, model=""):
-    return None
+                  n_expert: int, layer: int, bases: List[int] = (0, 0, 0),
+                  strides: List[int] = (0, 0, 0), expert_map: Optional[torch.Tensor] = None,
+                  n_local: int = 0, n_shared: int = 0, model: str = "") -> None:
+    """Builds the tables of sel (int32) and selw (float32), any shape, n
+    pairs, into ptrs (int64, 3n) and scl (float32, 3n), plane-major (gate,
+    up, down), with layer `layer`'s planes (prepare_layer)."""
+    if _direct(sel, selw, ptrs, scl, expert_map):
+        return _ops.vrows(sel, selw, ptrs, scl, n_expert, layer, list(bases), list(strides),
+                          expert_map, n_local, n_shared, model)
+    return _vrows_inplace_op(sel, selw, ptrs, scl, n_expert, layer, list(bases), list(strides),
+                             expert_map, n_local, n_shared, model)
 
 
 def vrows_tables(sel: torch.Tensor, selw: torch.Tensor, n_expert: int, layer: int,
-                 macros: Optional[torch.Tensor], bases: List[int], strides: List[int],
+                 bases: List[int] = (0, 0, 0), strides: List[int] = (0, 0, 0),
+                 expert_map: Optional[torch.Tensor] = None, n_local: int = 0, n_shared: int = 0,
                  model: str = ""):
-    """Functional form: allocates and returns (ptrs int64 [3n], scl float32 [3n])."""
-    n = sel.numel()
-    ptrs = torch.empty(3 * n, dtype=torch.int64, device=sel.device)
-    scl = torch.empty(3 * n, dtype=torch.float32, device=sel.device)
-    torch.ops.memra.vrows_tables_(sel, selw, ptrs, scl, n_expert, layer, macros, bases, strides,
-                                  model)
-    return ptrs, scl
+    """Functional form: returns (ptrs int64 [3, *sel.shape], scl float32 [3,
+    *sel.shape])."""
+    if _direct(sel, selw, expert_map):
+        return _ops.vrows_tables_impl(sel, selw, n_expert, layer, list(bases), list(strides),
+                                      expert_map, n_local, n_shared, model)
+    return _vrows_op(sel, selw, n_expert, layer, list(bases), list(strides), expert_map,
+                     n_local, n_shared, model)
 
-
-def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_expert=None,
-                  model: str = ""):
-    """Mirrors layer `layer`'s planes to the device now, on the current stream
-    (and loads the kernel): call for every layer before capturing a graph."""
-    device = torch.device(device if device is not None else "cuda")
-    eng = engine(device, model)
-    stream = torch.cuda.current_stream(device).cuda_stream
-    if macros is None:
-        eng.warmup()
-        return
-    n_expert = macros.shape[-1] if n_expert is None else n_expert
-    eng.prepare_layer(layer, n_expert, None, stream=stream, _planes=_planes(macros, n_expert))
-
-
-def route_tables(logits: torch.Tensor, top_k: int, layer: int,
-                 macros: Optional[torch.Tensor] = None, bases=(0, 0, 0), strides=(0, 0, 0),
-                 scoring: str = "softmax", n_group: int = 1, topk_group: int = 1,
-                 renormalize: bool = False, routed_scaling_factor: float = 1.0,
-                 bias: Optional[torch.Tensor] = None, model: str = ""):
-    """Router logits ([n_tokens, n_expert], float32 or bfloat16, CUDA,
-    contiguous) to (sel int32, selw float32, ptrs int64, scl float32) in one
-    launch on the current stream: memra_moe_route_tables. bias: a CPU float32
-    tensor [n_expert] (the score-correction bias, for choosing only)."""
-    if not isinstance(logits, torch.Tensor) or logits.device.type != "cuda":
-        raise InvalidArgError("logits must be a CUDA tensor")
-    if logits.dtype not in (torch.float32, torch.bfloat16):
-        raise InvalidArgError(f"logits are {logits.dtype}, want float32 or bfloat16")
-    if logits.dim() != 2 or not logits.is_contiguous():
-        raise InvalidArgError("logits must be a contiguous [n_tokens, n_expert] tensor")
-    n_tokens, n_expert = logits.shape
-    if bias is not None:
-        if bias.device.type != "cpu" or bias.dtype != torch.float32 or \
-                tuple(bias.shape) != (n_expert,) or not bias.is_contiguous():
-            raise InvalidArgError(f"bias must be a contiguous CPU float32 tensor [{n_expert}]")
-    spec = memra.route_spec(n_expert, top_k, scoring, n_group, topk_group, renormalize,
-                            routed_scaling_factor,
-                            bias.data_ptr() if bias is not None else None,
-                            logits.dtype == torch.bfloat16)
-    n = memra._int("n_tokens", n_tokens, 1, 1 << 32) * spec.top_k
-    planes = _planes(macros, n_expert)
-    sel = torch.empty(n, dtype=torch.int32, device=logits.device)
-    selw = torch.empty(n, dtype=torch.float32, device=logits.device)
-    ptrs = torch.empty(3 * n, dtype=torch.int64, device=logits.device)
-    scl = torch.empty(3 * n, dtype=torch.float32, device=logits.device)
-    eng = engine(logits.device, model)
-    stream = torch.cuda.current_stream(logits.device).cuda_stream
-    memra.check(memra.lib().memra_moe_route_tables(
-        eng._ptr(), logits.data_ptr(), n_tokens, ctypes.byref(spec),
-        memra._int("layer", layer, 0, memra.MAX_LAYERS), ctypes.byref(planes) if planes else None,
-        ctypes.byref(_slab(bases, strides)), sel.data_ptr(), selw.data_ptr(), ptrs.data_ptr(),
-        scl.data_ptr(), memra._stream(stream)))
-    return sel, selw, ptrs, scl

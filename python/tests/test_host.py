@@ -69,8 +69,8 @@ def test_serving_strides_do_not_wrap():
 
 
 @pytest.mark.parametrize("call,cls,words", [
-    (lambda: memra.vrows_tables_host(np.array([], np.int32), np.array([], np.float32), 4),
-     memra.InvalidArgError, "n_pairs"),
+    (lambda: memra.vrows_tables_host(np.zeros((2, 2), np.int32), np.ones((2, 2), np.float32), 4),
+     memra.InvalidArgError, "1-D"),
     (lambda: memra.vrows_tables_host([0], np.ones(1, np.float64), 4),
      memra.InvalidArgError, "selw is float64"),
     (lambda: memra.vrows_tables_host(np.zeros(1, np.float32), np.ones(1, np.float32), 4),
@@ -199,14 +199,6 @@ def test_route_spec_takes_a_bias_array():
     assert want[0].tolist() == [7, 6]
 
 
-def test_torch_op_refuses_cpu_tensors():
-    torch = pytest.importorskip("torch")
-    import memra.torch as mt
-    sel = torch.zeros(4, dtype=torch.int32)
-    with pytest.raises(memra.InvalidArgError, match="sel is on cpu, not a CUDA device"):
-        mt.vrows_tables(sel, torch.ones(4), 8, 0, None, [0, 0, 0], [1, 1, 1])
-
-
 def test_route_host_deepseek_config():
     rng = np.random.default_rng(7)
     logits = rng.standard_normal((16, 256)).astype(np.float32)
@@ -231,3 +223,68 @@ def test_route_host_zero_tokens_is_empty():
     logits = np.zeros((0, 64), np.float32)
     sel, selw, ptrs, scl, f = memra.route_tables_host(logits, 8, BASES, STRIDES)
     assert sel.shape == (0,) and scl.shape == (0,) and f.nonfinite == 0
+
+
+def test_route_host_group_scoring_defaults_as_vllm():
+    """Without a bias a group scores its best expert (vLLM's grouped_topk,
+    DeepSeek-V2); with one, its two best (DeepSeek-V3); either may be asked
+    for."""
+    logits = np.full((1, 16), -4.0, np.float32)
+    logits[0, 0] = 4.0               # group 0: one strong expert
+    logits[0, 4:6] = 3.5             # group 1: two good ones
+    best = memra.route_tables_host(logits, 1, n_group=4, topk_group=1)[0]
+    top2 = memra.route_tables_host(logits, 1, n_group=4, topk_group=1,
+                                   group_scoring="top2_sum")[0]
+    assert best.tolist() == [0] and top2.tolist() == [4]
+    biased = memra.route_tables_host(logits, 1, n_group=4, topk_group=1,
+                                     bias=np.zeros(16, np.float32))[0]
+    assert biased.tolist() == [4]
+    assert memra.route_spec(16, 1).group_scoring == 1  # MEMRA_GROUP_MAX
+    assert memra.route_spec(16, 1, bias=np.zeros(16, np.float32)).group_scoring == 0
+    with pytest.raises(memra.InvalidArgError, match="group_scoring must be"):
+        memra.route_spec(16, 1, group_scoring="sum")
+
+
+def test_route_host_fp16_logits_and_shared_experts():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 32)).astype(np.float16)
+    sel, selw, ptrs, scl, f = memra.route_tables_host(x, 4, n_shared=2, shared_weight=0.25)
+    assert sel.shape == (30,)
+    ref = memra.route_tables_host(x.astype(np.float32), 4)[0].reshape(5, 4)  # fp16 -> f32 exact
+    assert np.array_equal(sel.reshape(5, 6)[:, :4], ref)
+    assert np.array_equal(sel.reshape(5, 6)[:, 4:], np.tile([32, 33], (5, 1)))
+    assert np.all(selw.reshape(5, 6)[:, 4:] == np.float32(0.25))
+
+
+def test_vrows_host_expert_map_and_zero_pairs():
+    sel = np.array([0, 1, 2, 3, 4], np.int32)
+    emap = np.array([1, -1, 0, -1], np.int32)
+    ptrs, scl, f = memra.vrows_tables_host(sel, np.ones(5, np.float32), 4, None, BASES, STRIDES,
+                                           expert_map=emap, n_local=2, n_shared=1)
+    assert f.not_local == 2 and f.bad_expert == 0 and f.first_pair == memra.NO_FAULT
+    gate = ptrs[:5].astype(object)
+    assert gate[0] == BASES[0] + STRIDES[0] and gate[2] == BASES[0]
+    assert gate[1] == 0 and gate[3] == 0                    # on another rank: NULL, +0
+    assert gate[4] == BASES[0] + 2 * STRIDES[0]             # the shared expert: slot n_local
+    assert scl.view(np.uint32)[[1, 3, 6, 8, 11, 13]].tolist() == [0] * 6
+    p0, s0, f0 = memra.vrows_tables_host(np.zeros(0, np.int32), np.zeros(0, np.float32), 4)
+    assert p0.shape == (0,) and s0.shape == (0,)
+    with pytest.raises(memra.InvalidArgError, match="n_local is 0 with an expert_map"):
+        memra.vrows_tables_host(sel, np.ones(5, np.float32), 4, expert_map=emap)
+
+
+def test_engine_table_call_takes_options_before_reaching_the_device():
+    """Engine.tables_from_sel's arguments are checked before the device
+    (an engine object without a device handle stands in)."""
+    import ctypes
+    eng = object.__new__(memra.Engine)
+    eng._h = ctypes.c_void_p()
+    sl = memra.slabs(BASES, STRIDES)
+    with pytest.raises(memra.InvalidArgError, match="the engine is closed"):
+        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000)
+    with pytest.raises(memra.InvalidArgError, match="the engine is closed"):
+        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
+                            expert_map=0x5000, n_local=8, n_shared=1)
+    with pytest.raises(memra.InvalidArgError, match="n_local is 0 with an expert_map"):
+        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
+                            expert_map=0x5000)

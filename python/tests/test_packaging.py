@@ -1,6 +1,8 @@
 """pip install . in a fresh venv: the wheel builds with the project's own
-meson.build, installs a `memra` package with the library inside, imports
-outside the source tree, and runs the host arm."""
+meson.build, is tagged for any CPython 3 (py3-none-<platform>: it holds no
+extension module), installs a `memra` package, the library and the `memra`
+tool (a console script), imports outside the source tree, and runs the host
+arm."""
 import os
 import subprocess
 import sys
@@ -23,13 +25,16 @@ def test_wheel_builds_installs_and_runs(tmp_path):
                        capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     (whl,) = list(wheels.glob("memra-*.whl"))
+    # any CPython 3, this platform only (the wheel holds a native library)
+    assert "-py3-none-" in whl.name and not whl.name.endswith("-any.whl"), whl.name
     r = subprocess.run([py, "-m", "pip", "install", "-q", str(whl), "numpy"],
                        capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     script = textwrap.dedent("""
         import os, numpy as np, memra
         assert "site-packages" in memra.__file__, memra.__file__
-        assert os.path.exists(os.path.join(os.path.dirname(memra.__file__), "libmemra.so"))
+        from memra import _lib
+        assert _lib._path().endswith(".memra.mesonpy.libs/libmemra.so"), _lib._path()
         assert memra.version() == memra.__version__
         ptrs, scl, f = memra.vrows_tables_host(np.array([0, 7, 3], np.int32),
                                                np.array([1, .5, .25], np.float32), 8,
@@ -43,3 +48,18 @@ def test_wheel_builds_installs_and_runs(tmp_path):
                        cwd=str(tmp_path), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "installed memra" in r.stdout
+    # the console script runs the C tool, linked to the package's library
+    for cmd in ([str(venv / "bin" / "memra"), "--version"], [py, "-m", "memra", "--version"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                           timeout=60)
+        assert r.returncode == 0 and r.stdout.startswith("memra "), (cmd, r.stdout, r.stderr)
+    r = subprocess.run([str(venv / "bin" / "memra"), "info", "--json"], capture_output=True,
+                       text=True, env=env, cwd=str(tmp_path), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    import json
+    info = json.loads(r.stdout)
+    assert info["memra"]["library"].endswith("libmemra.so"), info["memra"]
+    assert ".memra.mesonpy.libs" in info["memra"]["library"]
+    r = subprocess.run([str(venv / "bin" / "memra"), "nonsense"], capture_output=True,
+                       text=True, env=env, cwd=str(tmp_path), timeout=60)
+    assert r.returncode == 2 and r.stderr, (r.returncode, r.stderr)  # the tool's usage error

@@ -1,0 +1,146 @@
+"""A layer's macro planes, given once (prepare_layer, route_prepare_layer)
+and read by every later call of the ops on that layer.
+
+The ops take no host tensor: a CPU tensor argument keeps torch.compile's
+CUDA graphs (mode="reduce-overhead") from capturing the step, and comparing
+planes on every call costs time. Instead a layer's planes are prepared once
+per (device, model, kind, layer): copied here (later changes to the caller's
+tensor do nothing until prepared again), and on a CUDA device mirrored by
+the library at once, so the ops launch without an upload, also under
+capture. A layer never prepared has no planes. The table op ("vrows") and routing ("route") keep separate planes
+for one layer index, as the library keeps separate mirror slots."""
+import ctypes
+import threading
+from typing import NamedTuple, Optional
+
+import torch
+
+import memra
+from memra import _lib
+from memra._route import ROUTE_MAX_EXPERT, ROUTE_MAX_TOP_K
+
+from ._torch_engines import current_stream, engine_at
+
+
+class Prepared(NamedTuple):
+    n_slots: int            # the experts the planes hold; 0: the layer has no planes
+    macros: Optional[object]  # ctypes.byref(memra_vrows_macros) (keeps it alive), or None
+    keep: Optional[torch.Tensor]  # the planes' host copy, alive while referenced
+
+
+_prepared = {}
+_lock = threading.Lock()  # orders prepares of one key with their registration
+
+
+def device_key(device: torch.device) -> int:
+    """-1 for the host arm, else the CUDA device index."""
+    if device.type == "cpu":
+        return -1
+    if device.type != "cuda":
+        raise memra.InvalidArgError(f"device {device} is neither CPU nor CUDA")
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _host_planes(macros, n_slots):
+    """A private contiguous CPU float32 [3, n_slots] copy of the planes (a CPU
+    or CUDA tensor; no dtype conversion: no silent rounding)."""
+    if not isinstance(macros, torch.Tensor):
+        raise memra.InvalidArgError(f"macros must be a float32 tensor [3, n_slots] or None, not "
+                                    f"{type(macros).__name__}")
+    if macros.dtype != torch.float32:
+        raise memra.InvalidArgError(f"macros is {macros.dtype}, want torch.float32 (no silent "
+                                    f"rounding)")
+    if macros.dim() != 2 or macros.shape[0] != 3 or \
+            (n_slots is not None and macros.shape[1] != n_slots):
+        want = f"(3, {n_slots})" if n_slots is not None else "(3, n_slots)"
+        raise memra.InvalidArgError(f"macros has shape {tuple(macros.shape)}, want {want}")
+    if macros.device.type not in ("cpu", "cuda"):
+        raise memra.InvalidArgError(f"macros is on {macros.device}, not the CPU or a CUDA device")
+    host = macros.detach().to("cpu", copy=True).contiguous()
+    m = _lib.Macros()
+    base, row = host.data_ptr(), host.shape[1] * 4
+    m.plane[:] = [base, base + row, base + 2 * row]
+    return host, m
+
+
+NO_PLANES = Prepared(0, None, None)
+
+
+def lookup(key_dev: int, model: str, kind: str, layer: int) -> Prepared:
+    """The layer's prepared planes; a layer never prepared has none (scales
+    1, as the library's macros = NULL), and on a CUDA device its kernel
+    loads at its first eager call (under capture that is the library's
+    CaptureError: prepare every layer before capturing)."""
+    return _prepared.get((key_dev, model, kind, layer), NO_PLANES)
+
+
+def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_expert=None,
+                  model: str = "") -> None:
+    """Gives layer `layer` of `model` its macro planes for the table op
+    (vrows_tables_ / vrows_tables) on `device`: a float32 [3, n_slots] tensor
+    (gate, up, down; n_slots = n_expert, or n_local + n_shared with expert
+    parallelism) or None for none. On a CUDA device the planes are mirrored
+    now, on the current stream, and the kernel is loaded: call it for every
+    layer before capturing a graph, and again whenever the planes change."""
+    layer = memra._int("layer", layer, 0, memra.MAX_LAYERS)
+    model = str(model)
+    device = torch.device(device if device is not None else "cuda")
+    dev = device_key(device)
+    with _lock:
+        if macros is None:
+            entry = Prepared(0, None, None)
+        else:
+            host, m = _host_planes(macros, n_expert)
+            entry = Prepared(host.shape[1], ctypes.byref(m), host)
+        if dev >= 0:
+            eng = engine_at(dev, model)
+            if macros is None:
+                eng.warmup()
+            else:
+                memra.check(memra.lib().memra_vrows_prepare_layer(
+                    eng._ptr(), layer, entry.n_slots, entry.macros,
+                    memra._stream(current_stream(dev))))
+        _prepared[(dev, model, "vrows", layer)] = entry
+
+
+_ROUTE_MAX_SLOTS = ROUTE_MAX_EXPERT + ROUTE_MAX_TOP_K - 1  # 1024 routed + 31 shared
+
+
+def route_prepare_layer(layer: int, macros: Optional[torch.Tensor] = None, device=None,
+                        model: str = "") -> None:
+    """Gives layer `layer` of `model` its macro planes for routing
+    (route_tables) on `device`: a float32 [3, n_slots] tensor (n_slots =
+    n_expert + n_shared, or n_local + n_shared with an expert map) or None.
+    On a CUDA device the planes are mirrored now, on the current stream, and
+    the routing kernels are loaded: call it for every layer before capturing
+    a graph, and again whenever the planes change. The bias and the expert
+    map are device tensors read in place by each call: they need nothing
+    prepared."""
+    layer = memra._int("layer", layer, 0, memra.MAX_LAYERS)
+    model = str(model)
+    device = torch.device(device if device is not None else "cuda")
+    dev = device_key(device)
+    with _lock:
+        if macros is None:
+            entry = Prepared(0, None, None)
+            n_slots = 1
+        else:
+            host, m = _host_planes(macros, None)
+            n_slots = host.shape[1]
+            if not 1 <= n_slots <= _ROUTE_MAX_SLOTS:
+                raise memra.InvalidArgError(
+                    f"macros has {n_slots} slots: routing's planes hold 1 to {_ROUTE_MAX_SLOTS} "
+                    f"(n_expert + n_shared, at most {ROUTE_MAX_EXPERT} + "
+                    f"{ROUTE_MAX_TOP_K - 1})")
+            entry = Prepared(n_slots, ctypes.byref(m), host)
+        if dev >= 0:
+            # The mirror is sized by the planes alone: a spec whose slots are
+            # n_slots (routed, then shared) mirrors them for any launch spec
+            # with that many slots.
+            routed = min(n_slots, ROUTE_MAX_EXPERT)
+            spec = memra.route_spec(routed, 1, n_shared=n_slots - routed)
+            eng = engine_at(dev, model)
+            memra.check(memra.lib().memra_route_prepare_layer(
+                eng._ptr(), layer, ctypes.byref(spec), entry.macros,
+                memra._stream(current_stream(dev))))
+        _prepared[(dev, model, "route", layer)] = entry

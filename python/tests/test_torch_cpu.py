@@ -1,0 +1,505 @@
+"""memra.torch on CPU tensors (the host arm), in CI: every op against routers
+written the way vLLM and the models write them, for seven models' routing;
+a vLLM-style grouped_topk call site with memra's op imported instead, bit
+for bit against the host arm; expert parallelism and shared experts; zero
+tokens; bad arguments refused alike by the op and its fake; opcheck; and
+torch.compile(fullgraph=True). The same ops on CUDA tensors are
+test_torch_gpu.py's."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the memra.torch tests "
+                            "need it (tools/test.sh installs it where it can)")
+
+import memra  # noqa: E402
+import memra.torch as mt  # noqa: E402
+from memra.torch import fused_topk, grouped_topk  # noqa: E402
+
+from routing_reference import (MODELS, llama4_router64, route64, tables64,  # noqa: E402
+                               vllm_style_call_site)
+
+CPU = torch.device("cpu")
+BASES = [0x7F0000000000, 0x7F4000000000, 0x7F8000000000]
+STRIDES = [24 << 20, 24 << 20, 48 << 20]
+EPS32 = 2.0 ** -23
+
+
+def bits(t):
+    """A float32 tensor's bits, for comparing bit for bit."""
+    return t.contiguous().view(torch.int32)
+
+
+def logits_for(T, E, seed, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(T, E, generator=g) * 2.0).to(dtype)
+
+
+def bias_for(E, seed, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed + 1)
+    return (torch.randn(E, generator=g) * 0.05).to(dtype)
+
+
+def host_arm(logits, top_k, macros=None, bases=(0, 0, 0), strides=(0, 0, 0), **spec):
+    """memra's host arm on NumPy (memra.route_tables_host), outputs shaped
+    as the ops shape them."""
+    if logits.dtype == torch.bfloat16:
+        arr = logits.view(torch.int16).numpy().view(np.uint16)
+    else:
+        arr = logits.numpy()
+    bias = spec.pop("bias", None)
+    if bias is not None:
+        spec["bias"] = bias.float().numpy()  # bfloat16 -> float32 is exact
+    em = spec.pop("expert_map", None)
+    if em is not None:
+        spec["expert_map"] = em.numpy()
+    sel, selw, ptrs, scl, f = memra.route_tables_host(
+        arr, top_k, bases, strides, macros.numpy() if macros is not None else None, **spec)
+    T = logits.shape[0]
+    K = sel.size // T if T else top_k + spec.get("n_shared", 0)
+    return (torch.from_numpy(sel).view(T, K), torch.from_numpy(selw).view(T, K),
+            torch.from_numpy(ptrs.view(np.int64)).view(3, T, K),
+            torch.from_numpy(scl).view(3, T, K), f)
+
+
+def assert_close_to64(w32, w64, what):
+    """memra's binary32 weights against a float64 evaluation: within 8 ulp
+    (exp to 1 ulp, a sum, a division and a scaling, each rounded once)."""
+    err = (w32.double() - w64).abs() / w64.abs().clamp_min(1e-30)
+    assert err.max().item() <= 8 * EPS32, f"{what}: weights off by {err.max().item():.3g}"
+
+
+# ---- each model's routing against its PyTorch formulation -----------------
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_models_against_pytorch_references(model, dtype):
+    E, K, scoring, n_group, topk_group, renorm, rsf, has_bias = MODELS[model]
+    T = 512
+    logits = logits_for(T, E, hash(model) % 1000, dtype)
+    bias = bias_for(E, 7) if has_bias else None
+    hidden = torch.zeros(T, 4)
+    if model == "llama-4-scout":
+        w, ids, _ = fused_topk(hidden, logits, K, False, scoring_func="sigmoid")
+        want_w, want_ids = llama4_router64(logits.float(), K)
+        top = logits.double().sort(dim=-1, descending=True, stable=True)
+        want_ids = top.indices[:, :K]
+        gap = top.values[:, K - 1] - top.values[:, K]
+        clear = (gap == 0) | (gap > 1e-6)
+    elif n_group == 1 and bias is None:
+        w, ids, _ = fused_topk(hidden, logits, K, renorm, scoring_func=scoring)
+        want_w, want_ids, m = route64(logits.float(), K, scoring, renormalize=renorm)
+        clear = m > 1e-6
+    else:
+        w, ids = grouped_topk(hidden, logits, K, renorm, n_group, topk_group, scoring, rsf, bias)
+        want_w, want_ids, m = route64(logits.float(), K, scoring, n_group, topk_group, renorm,
+                                      rsf, bias)
+        clear = m > 1e-6
+    assert w.dtype == torch.float32 and ids.dtype == torch.int32
+    assert w.shape == (T, K) and ids.shape == (T, K)
+    assert clear.sum() > 0.9 * T, clear.sum()
+    assert torch.equal(ids[clear].long(), want_ids[clear]), model
+    assert_close_to64(w[clear], want_w[clear], model)
+    # and the host arm, bit for bit, on every token
+    spec = dict(scoring=scoring, n_group=n_group, topk_group=topk_group, renormalize=renorm,
+                routed_scaling_factor=rsf if (n_group > 1 or bias is not None) else 1.0,
+                bias=bias)
+    hs, hw, _, _, _ = host_arm(logits, K, **spec)
+    assert torch.equal(ids, hs) and torch.equal(bits(w), bits(hw)), model
+
+
+def test_grouped_topk_without_a_bias_scores_groups_by_their_best():
+    """vLLM's grouped_topk and DeepSeek-V2: without a bias a group scores
+    its best expert; with one, its two best. Tokens built so the two rules
+    choose different groups: memra follows vLLM in each case."""
+    T, E = 256, 64
+    logits = logits_for(T, E, 11) * 0.25
+    # group 0: one very strong expert; group 1: two good ones
+    logits[:, 0] = 4.0
+    logits[:, 8] = 3.5
+    logits[:, 9] = 3.5
+    logits[:, 1:8] = -4.0
+    hidden = torch.zeros(T, 1)
+    w, ids = grouped_topk(hidden, logits, 2, False, 8, 1, "softmax")
+    _, want, _ = route64(logits, 2, "softmax", 8, 1, group_scoring="max")
+    _, other, _ = route64(logits, 2, "softmax", 8, 1, group_scoring="top2_sum")
+    assert torch.equal(ids.long(), want)
+    assert not torch.equal(want, other)  # the rules do differ on these tokens
+    # the rule given explicitly wins over the default
+    mt.route_prepare_layer(0, None, device="cpu")
+    ids2 = mt.route_tables(logits, 2, 0, n_group=8, topk_group=1, group_scoring="top2_sum")[0]
+    assert torch.equal(ids2.long(), other)
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-v2", "kimi-k2", "glm-4.5"])
+def test_vllm_call_site_runs_unchanged_bit_for_bit(model):
+    """vLLM's call site with memra's grouped_topk imported in place of
+    vLLM's: runs as written, returns vLLM's dtypes and shapes, and is the
+    host arm bit for bit."""
+    E, K, scoring, n_group, topk_group, renorm, rsf, has_bias = MODELS[model]
+    T = 333
+    logits = logits_for(T, E, 5, torch.bfloat16)
+    bias = bias_for(E, 5) if has_bias else None
+    hidden = torch.randn(T, 64, dtype=torch.bfloat16)
+    w, ids = vllm_style_call_site(grouped_topk, hidden, logits, K, n_group, topk_group, renorm,
+                                  scoring, rsf, bias)
+    assert w.dtype == torch.float32 and ids.dtype == torch.int32 and w.shape == (T, K)
+    hs, hw, _, _, _ = host_arm(logits, K, scoring=scoring, n_group=n_group,
+                               topk_group=topk_group, renormalize=renorm,
+                               routed_scaling_factor=rsf, bias=bias)
+    assert torch.equal(ids, hs)
+    assert torch.equal(bits(w), bits(hw))
+
+
+def test_fused_topk_outputs_are_vllms():
+    T, E, K = 37, 64, 6
+    logits = logits_for(T, E, 3, torch.float16)
+    hidden = torch.zeros(T, 8)
+    w, ids, tei = fused_topk(hidden, logits, K, True)
+    assert (w.dtype, ids.dtype, tei.dtype) == (torch.float32, torch.int32, torch.int32)
+    assert tei.is_contiguous() and tei.shape == (T, K)
+    want = torch.arange(K).view(1, K) * T + torch.arange(T).view(T, 1)  # k * T + t
+    assert torch.equal(tei.long(), want)
+    w64, ids64, tei64 = fused_topk(hidden, logits, K, True, indices_type=torch.int64)
+    assert ids64.dtype == torch.int64 and torch.equal(ids64, ids.long())
+    _, idsu, _ = fused_topk(hidden, logits, K, True, indices_type=torch.uint32)  # pplx's
+    assert idsu.dtype == torch.uint32 and torch.equal(idsu.long(), ids.long())
+    assert torch.equal(bits(w64), bits(w))
+    hs, hw, _, _, _ = host_arm(logits, K, renormalize=True)
+    assert torch.equal(ids, hs) and torch.equal(bits(w), bits(hw))
+
+
+# ---- route_tables: the tables beside the choice -----------------------------
+
+def test_route_tables_matches_host_arm_and_pytorch_tables():
+    T, E, K = 100, 256, 8
+    logits = logits_for(T, E, 21, torch.bfloat16)
+    bias = bias_for(E, 21, torch.bfloat16)
+    planes = torch.rand(3, E, generator=torch.Generator().manual_seed(2)) + 0.5
+    mt.route_prepare_layer(3, planes, device="cpu")
+    kw = dict(scoring="sigmoid", n_group=8, topk_group=4, renormalize=True,
+              routed_scaling_factor=2.5)
+    ids, w, ptrs, scl = mt.route_tables(logits, K, 3, BASES, STRIDES, bias=bias, **kw)
+    assert ids.shape == (T, K) and ptrs.shape == (3, T, K) and scl.shape == (3, T, K)
+    assert ptrs.dtype == torch.int64 and scl.dtype == torch.float32
+    hs, hw, hp, hsc, _ = host_arm(logits, K, planes, BASES, STRIDES, bias=bias, **kw)
+    assert torch.equal(ids, hs) and torch.equal(bits(w), bits(hw))
+    assert torch.equal(ptrs, hp) and torch.equal(bits(scl), bits(hsc))
+    wp, ws = tables64(ids, w, planes, BASES, STRIDES)
+    assert torch.equal(ptrs, wp) and torch.equal(bits(scl), bits(ws))
+    # the same choice as grouped_topk (vLLM's default is top2_sum with a bias)
+    gw, gids = grouped_topk(torch.zeros(T, 1), logits, K, True, 8, 4, "sigmoid", 2.5, bias)
+    assert torch.equal(gids, ids) and torch.equal(bits(gw), bits(w))
+
+
+def test_planes_are_taken_when_prepared_not_later():
+    """prepare copies the planes: a later change of the caller's tensor
+    does nothing until the layer is prepared again."""
+    T, E, K = 16, 64, 4
+    logits = logits_for(T, E, 4)
+    planes = torch.ones(3, E)
+    mt.route_prepare_layer(5, planes, device="cpu", model="copy")
+    a = mt.route_tables(logits, K, 5, BASES, STRIDES, model="copy")[3]
+    planes.mul_(2.0)
+    b = mt.route_tables(logits, K, 5, BASES, STRIDES, model="copy")[3]
+    assert torch.equal(bits(a), bits(b))
+    mt.route_prepare_layer(5, planes, device="cpu", model="copy")
+    c = mt.route_tables(logits, K, 5, BASES, STRIDES, model="copy")[3]
+    assert torch.equal(c[0], a[0] * 2.0)
+
+
+def test_unprepared_layer_has_no_planes_and_wrong_planes_are_clear_errors():
+    logits = logits_for(4, 64, 1)
+    mt.route_prepare_layer(4320, None, device="cpu", model="nobody")
+    prepared = mt.route_tables(logits, 2, 4320, BASES, STRIDES, model="nobody")
+    never = mt.route_tables(logits, 2, 4321, BASES, STRIDES, model="nobody")
+    for a, b in zip(prepared, never):
+        assert torch.equal(a.view(torch.int32) if a.dtype == torch.float32 else a,
+                           b.view(torch.int32) if b.dtype == torch.float32 else b)
+    assert (never[3][:2] == 1.0).all()  # gate and up scales: no planes
+    mt.route_prepare_layer(6, torch.ones(3, 64), device="cpu", model="wrong")
+    with pytest.raises(memra.InvalidArgError, match="planes hold 64 experts, this call has 66"):
+        mt.route_tables(logits, 2, 6, n_shared=2, model="wrong")
+    mt.prepare_layer(6, torch.ones(3, 64), device="cpu", model="wrong")
+    with pytest.raises(memra.InvalidArgError, match="planes hold 64 experts, this call has 65"):
+        mt.vrows_tables(torch.zeros(4, dtype=torch.int32), torch.ones(4), 64, 6, n_shared=1,
+                        model="wrong")
+    with pytest.raises(memra.InvalidArgError, match="macros is torch.float64"):
+        mt.route_prepare_layer(6, torch.ones(3, 64, dtype=torch.float64), device="cpu")
+    with pytest.raises(memra.InvalidArgError, match=r"macros has shape \(2, 64\)"):
+        mt.prepare_layer(6, torch.ones(2, 64), device="cpu")
+
+
+# ---- expert parallelism and fused shared experts ----------------------------
+
+def test_expert_map_and_shared_experts_match_the_host_arm():
+    """Two ranks split 64 experts; each appends 2 shared experts. A rank's
+    tables hold NULL pointers and +0 scales for the other rank's experts,
+    counted in not_local, and both ranks agree on every choice."""
+    T, E, K, S = 64, 64, 6, 2
+    logits = logits_for(T, E, 31)
+    half = E // 2
+    per_rank = []
+    for rank in range(2):
+        emap = torch.full((E,), -1, dtype=torch.int32)
+        emap[rank * half:(rank + 1) * half] = torch.arange(half, dtype=torch.int32)
+        planes = torch.rand(3, half + S, generator=torch.Generator().manual_seed(rank)) + 0.5
+        mt.route_prepare_layer(9, planes, device="cpu", model=f"rank{rank}")
+        mt.faults("cpu", reset=True)
+        kw = dict(scoring="softmax", renormalize=True, expert_map=emap, n_local=half,
+                  n_shared=S, shared_weight=0.5)
+        ids, w, ptrs, scl = mt.route_tables(logits, K, 9, BASES, STRIDES, model=f"rank{rank}",
+                                            **kw)
+        f = mt.faults("cpu", reset=True)
+        assert ids.shape == (T, K + S)
+        assert torch.equal(ids[:, K:], torch.tensor([E, E + 1], dtype=torch.int32).expand(T, S))
+        assert torch.equal(w[:, K:], torch.full((T, S), 0.5))
+        remote = (ids < rank * half) | (ids >= (rank + 1) * half)
+        remote[:, K:] = False
+        assert f.not_local == int(remote.sum()) and f.bad_expert == 0
+        assert f.first_pair == memra.NO_FAULT  # not a fault
+        assert (ptrs[:, remote] == 0).all() and (bits(scl)[:, remote] == 0).all()
+        hs, hw, hp, hsc, hf = host_arm(logits, K, planes, BASES, STRIDES, **kw)
+        assert torch.equal(ids, hs) and torch.equal(bits(w), bits(hw))
+        assert torch.equal(ptrs, hp) and torch.equal(bits(scl), bits(hsc))
+        assert hf.not_local == f.not_local
+        # the table op on the same selection gives the same tables
+        mt.prepare_layer(9, planes, device="cpu", model=f"rank{rank}")
+        tp, ts = mt.vrows_tables(ids, w, E, 9, BASES, STRIDES, expert_map=emap, n_local=half,
+                                 n_shared=S, model=f"rank{rank}")
+        assert torch.equal(tp, ptrs) and torch.equal(bits(ts), bits(scl))
+        per_rank.append((ids, w))
+    assert torch.equal(per_rank[0][0], per_rank[1][0])
+    assert torch.equal(bits(per_rank[0][1]), bits(per_rank[1][1]))
+
+
+# ---- zero tokens, faults, bad arguments -------------------------------------
+
+def test_zero_tokens_give_empty_outputs():
+    z = torch.zeros(0, 64, dtype=torch.bfloat16)
+    w, ids = grouped_topk(torch.zeros(0, 8), z, 4, True, 8, 2)
+    assert w.shape == (0, 4) and ids.shape == (0, 4) and ids.dtype == torch.int32
+    w, ids, tei = fused_topk(torch.zeros(0, 8), z, 4, True)
+    assert tei.shape == (0, 4)
+    mt.route_prepare_layer(0, None, device="cpu")
+    out = mt.route_tables(z, 4, 0, n_shared=1)
+    assert [tuple(o.shape) for o in out] == [(0, 5), (0, 5), (3, 0, 5), (3, 0, 5)]
+    mt.prepare_layer(0, None, device="cpu")
+    p, s = mt.vrows_tables(torch.zeros(0, 5, dtype=torch.int32), torch.zeros(0, 5), 64, 0)
+    assert p.shape == (3, 0, 5) and s.shape == (3, 0, 5)
+
+
+def test_faults_on_cpu_are_counted_like_the_device_counts_them():
+    mt.faults("cpu", reset=True)
+    logits = logits_for(8, 32, 2)
+    logits[3, 5] = float("nan")
+    w, ids = grouped_topk(torch.zeros(8, 1), logits, 4, True, 4, 2)
+    assert torch.equal(ids[3], torch.arange(4, dtype=torch.int32))
+    assert (bits(w[3]) == 0).all()
+    mt.prepare_layer(1, None, device="cpu")
+    mt.vrows_tables(torch.tensor([0, 99, 1, -1], dtype=torch.int32), torch.ones(4), 32, 1)
+    f = mt.faults("cpu")
+    assert (f.nonfinite, f.bad_expert, f.first_pair) == (4, 2, 1)
+    assert mt.faults("cpu", reset=True).nonfinite == 4
+    assert mt.faults("cpu").nonfinite == 0
+
+
+def _fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    return FakeTensorMode()
+
+
+BAD_CALLS = [
+    # (op, args, error class, words)
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64, dtype=torch.float64), 2,
+                              True, 8, 2), memra.InvalidArgError, "gating_output is torch.float64"),
+    ("grouped_topk", lambda: (torch.zeros(3, 2), torch.zeros(4, 64), 2, True, 8, 2),
+     memra.InvalidArgError, "Number of tokens mismatch"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 0, 0),
+     memra.InvalidArgError, "num_expert_group = 0"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 7, 2),
+     memra.InvalidArgError, "num_expert_group = 7"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 40, True, 8, 2),
+     memra.InvalidArgError, "topk = 40"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 9),
+     memra.InvalidArgError, "topk_group = 9"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "relu"),
+     memra.InvalidArgError, "scoring_func must be"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "sigmoid",
+                              0.0), memra.InvalidArgError, "routed_scaling_factor = 0.0"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "sigmoid",
+                              1.0, torch.zeros(63)), memra.InvalidArgError,
+     "e_score_correction_bias has shape (63,)"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "sigmoid",
+                              1.0, torch.zeros(64, dtype=torch.float16)), memra.InvalidArgError,
+     "e_score_correction_bias is torch.float16"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 2048), 2, True, 8, 2),
+     memra.InvalidArgError, "n_expert = 2048"),
+    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 4, 64), 2, True, 8, 2),
+     memra.InvalidArgError, "gating_output must be [n_tokens, n_expert]"),
+    ("fused_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, torch.float32),
+     memra.InvalidArgError, "indices_type is torch.float32"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 70000), memra.InvalidArgError,
+     "layer = 70000"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0]), memra.InvalidArgError,
+     "bases must be three ints"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [-1, 0, 0]), memra.InvalidArgError,
+     "bases[0] = -1"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [(1 << 63) - 1, 0, 0], [1 << 62, 0, 0]),
+     memra.SlabOverflowError, "passes 2^64"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
+                              False, 1.0, None, "mean"), memra.InvalidArgError,
+     "group_scoring must be"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
+                              False, 1.0, None, None, torch.zeros(64, dtype=torch.int64), 4),
+     memra.InvalidArgError, "expert_map is torch.int64"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
+                              False, 1.0, None, None, torch.zeros(64, dtype=torch.int32), 0),
+     memra.InvalidArgError, "n_local = 0 must be in [1, 1024] with an expert_map"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
+                              False, 1.0, None, None, None, 3), memra.InvalidArgError,
+     "n_local = 3 without an expert_map"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 30, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
+                              False, 1.0, None, None, None, 0, 3), memra.InvalidArgError,
+     "n_shared = 3"),
+    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
+                              False, 1.0, None, None, None, 0, 1, float("inf")),
+     memra.InvalidArgError, "shared_weight = inf is not finite"),
+    ("vrows_tables", lambda: (torch.zeros(4, dtype=torch.int64), torch.ones(4), 8, 0),
+     memra.InvalidArgError, "sel is torch.int64"),
+    ("vrows_tables", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(3), 8, 0),
+     memra.InvalidArgError, "selw holds 3 elements, want 4"),
+    ("vrows_tables", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4), 0, 0),
+     memra.InvalidArgError, "n_expert = 0"),
+    ("vrows_tables_", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4),
+                               torch.empty(11, dtype=torch.int64), torch.empty(12), 8, 0),
+     memra.InvalidArgError, "ptrs holds 11 elements, want 12"),
+    ("vrows_tables_", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4),
+                               torch.empty(12, dtype=torch.int64), torch.empty(4, 3).t(), 8, 0),
+     memra.InvalidArgError, "scl is not contiguous"),
+    ("vrows_tables_", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4),
+                               torch.empty(12, dtype=torch.int32), torch.empty(12), 8, 0),
+     memra.InvalidArgError, "ptrs is torch.int32"),
+]
+
+
+@pytest.mark.parametrize("name,make,cls,words", BAD_CALLS,
+                         ids=[f"{c[0]}-{c[3][:24]}" for c in BAD_CALLS])
+def test_bad_arguments_are_refused_alike_by_op_and_fake(name, make, cls, words):
+    """The op on CPU tensors, the dispatcher-free function, and the fake
+    under FakeTensorMode refuse the same call with the same error."""
+    mt.route_prepare_layer(0, None, device="cpu")
+    mt.prepare_layer(0, None, device="cpu")
+    op = getattr(torch.ops.memra, name).default
+    with pytest.raises(cls) as e:
+        op(*make())
+    assert words in str(e.value), str(e.value)
+    with pytest.raises(cls) as e:
+        getattr(mt, name)(*make())
+    assert words in str(e.value), str(e.value)
+    mode = _fake_mode()
+    with mode:
+        args = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in make()]
+        with pytest.raises(Exception) as e:
+            op(*args)
+    err = e.value
+    while not isinstance(err, cls) and err.__cause__ is not None:
+        err = err.__cause__
+    assert isinstance(err, cls) and words in str(err), repr(e.value)
+
+
+# ---- opcheck and torch.compile ------------------------------------------------
+
+def _opcheck_cases():
+    T, E = 9, 64
+    h = torch.randn(T, 16)
+    x = logits_for(T, E, 8)
+    bias = bias_for(E, 8)
+    emap = torch.arange(E, dtype=torch.int32) % 40 - 8  # -8..-1 not local, then slots 0..31
+    sel = torch.randint(0, E, (T, 4), dtype=torch.int32)
+    selw = torch.rand(T, 4)
+    return [
+        ("grouped_topk", (h, x, 4, True, 8, 2, "sigmoid", 2.5, bias), {}),
+        ("grouped_topk", (h, x.bfloat16(), 4, False, 8, 2), {}),
+        ("grouped_topk", (h[:0], x[:0], 4, False, 8, 2), {}),
+        ("fused_topk", (h, x.half(), 3, True), {}),
+        ("fused_topk", (h, x, 3, False, torch.int64, "sigmoid"), {}),
+        ("route_tables", (x.bfloat16(), 4, 0, BASES, STRIDES),
+         {"scoring": "sigmoid", "bias": bias.bfloat16(), "n_group": 8, "topk_group": 4}),
+        ("route_tables", (x, 4, 2, BASES, STRIDES),
+         {"expert_map": emap, "n_local": 32, "n_shared": 1, "shared_weight": 1.0}),
+        ("vrows_tables", (sel, selw, E, 0, BASES, STRIDES), {}),
+        ("vrows_tables", (sel, selw, E, 2, BASES, STRIDES),
+         {"expert_map": emap, "n_local": 32}),
+        ("vrows_tables_", (sel.view(-1), selw.view(-1), torch.empty(3 * T * 4, dtype=torch.int64),
+                           torch.empty(3 * T * 4), E, 0, BASES, STRIDES), {}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(10))
+def test_opcheck_on_cpu(case):
+    mt.route_prepare_layer(0, torch.rand(3, 64) + 0.5, device="cpu")
+    mt.route_prepare_layer(2, torch.rand(3, 33) + 0.5, device="cpu")
+    mt.prepare_layer(0, torch.rand(3, 64) + 0.5, device="cpu")
+    mt.prepare_layer(2, None, device="cpu")
+    name, args, kw = _opcheck_cases()[case]
+    torch.library.opcheck(getattr(torch.ops.memra, name).default, args, kw)
+
+
+def test_compiled_fullgraph_equals_eager():
+    """torch.compile(fullgraph=True) through vLLM's signatures and the fused
+    op, token counts varying (dynamic shapes): the same bits as eager."""
+    mt.route_prepare_layer(4, torch.rand(3, 256) + 0.5, device="cpu")
+    bias = bias_for(256, 4)
+
+    def step(hidden, logits):
+        w, ids = grouped_topk(hidden, logits, 8, True, num_expert_group=8, topk_group=4,
+                              scoring_func="sigmoid", routed_scaling_factor=2.5,
+                              e_score_correction_bias=bias)
+        fw, fids, _ = fused_topk(hidden, logits, 2, True)
+        r = mt.route_tables(logits, 8, 4, BASES, STRIDES, scoring="sigmoid", n_group=8,
+                            topk_group=4, renormalize=True, routed_scaling_factor=2.5, bias=bias)
+        return w * 1.0, ids, fw, fids, r[2], r[3]
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager", dynamic=True)
+    for T in (1, 7, 64):
+        logits = logits_for(T, 256, T, torch.bfloat16)
+        hidden = torch.zeros(T, 4)
+        got, want = compiled(hidden, logits), step(hidden, logits)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert torch.equal(g.view(torch.int32) if g.dtype == torch.float32 else g,
+                               w.view(torch.int32) if w.dtype == torch.float32 else w)
+
+
+def test_the_dispatcher_is_skipped_only_in_plain_eager():
+    x = torch.zeros(2, 8)
+    assert mt._direct(x, None)
+    with _fake_mode() as m:
+        assert not mt._direct(m.from_tensor(x))
+    assert not mt._direct(torch.zeros(2, 8, device="meta"))
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert not mt._direct(x.as_subclass(Sub))
+    assert mt._direct(torch.nn.Parameter(x, requires_grad=False))
+    assert not mt._direct(torch.nn.Parameter(x))  # autograd records it: the dispatcher's call
+    with torch.inference_mode():  # as engines serve: a parameter's requires_grad is moot
+        assert mt._direct(torch.nn.Parameter(x))
+
+
+def test_gpu_file_runs_its_cpu_twins():
+    """test_torch_gpu.py (run on the GPU machine) with its tests that have a
+    CPU twin run on CPU tensors: the file itself is sound before a GPU sees
+    it."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, MEMRA_TORCH_TEST_DEVICE="cpu")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        os.path.join(here, "test_torch_gpu.py")], capture_output=True,
+                       text=True, env=env, cwd=here, timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
