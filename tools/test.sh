@@ -54,6 +54,10 @@ echo "== Python package: pytest python/tests (CPU; GPU tests skip without a GPU)
 venv="$PWD/$builddir/py-venv"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q pytest numpy
+# PyTorch for memra.torch's CPU tests (opcheck, compile, the vLLM call site):
+# about a minute and 1 GB from PyPI; where it cannot be had, those tests skip
+# and pytest's last line says why.
+python/tests/install_torch_cpu.sh "$venv"
 MEMRA_LIB="$PWD/$builddir/src/libmemra.so.0" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
   python/tests
 [ "${MEMRA_QUICK:-0}" = 1 ] && exit 0

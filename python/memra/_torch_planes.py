@@ -10,6 +10,7 @@ the library at once, so the ops launch without an upload, also under
 capture. A layer never prepared has no planes. The table op ("vrows") and routing ("route") keep separate planes
 for one layer index, as the library keeps separate mirror slots."""
 import ctypes
+import logging
 import threading
 from typing import NamedTuple, Optional
 
@@ -66,12 +67,28 @@ def _host_planes(macros, n_slots):
 NO_PLANES = Prepared(0, None, None)
 
 
+_warned = set()
+
+
 def lookup(key_dev: int, model: str, kind: str, layer: int) -> Prepared:
     """The layer's prepared planes; a layer never prepared has none (scales
-    1, as the library's macros = NULL), and on a CUDA device its kernel
-    loads at its first eager call (under capture that is the library's
-    CaptureError: prepare every layer before capturing)."""
-    return _prepared.get((key_dev, model, kind, layer), NO_PLANES)
+    1, as the library's macros = NULL), said once per layer as a warning on
+    the "memra" logger, since a forgotten prepare would otherwise scale
+    silently by 1 (prepare it with None to say it has no planes). On a CUDA
+    device its kernel loads at its first eager call (under capture that is
+    the library's CaptureError: prepare every layer before capturing)."""
+    key = (key_dev, model, kind, layer)
+    entry = _prepared.get(key)
+    if entry is not None:
+        return entry
+    if key not in _warned:
+        _warned.add(key)
+        logging.getLogger("memra").warning(
+            "layer %d of model %r was never prepared for %s: it has no macro planes (every "
+            "scale 1); call memra.torch.%s(%d, planes or None) to say which", layer, model,
+            "routing" if kind == "route" else "the table op",
+            "route_prepare_layer" if kind == "route" else "prepare_layer", layer)
+    return NO_PLANES
 
 
 def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_expert=None,

@@ -503,3 +503,20 @@ def test_gpu_file_runs_its_cpu_twins():
                        text=True, env=env, cwd=here, timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout and " failed" not in r.stdout, r.stdout[-2000:]
+
+
+def test_unprepared_layer_is_said_once(caplog):
+    """A layer used without prepare_layer has no planes, and the "memra"
+    logger says so once (a forgotten prepare must not scale silently)."""
+    import logging
+    sel = torch.arange(8, dtype=torch.int32)
+    selw = torch.ones(8)
+    with caplog.at_level(logging.WARNING, logger="memra"):
+        mt.vrows_tables(sel, selw, 16, 4321, [0, 0, 0], [0, 0, 0], model="unprepared")
+        mt.vrows_tables(sel, selw, 16, 4321, [0, 0, 0], [0, 0, 0], model="unprepared")
+    said = [r for r in caplog.records if "never prepared" in r.getMessage()]
+    assert len(said) == 1 and "4321" in said[0].getMessage()
+    mt.prepare_layer(4322, None, "cpu", model="unprepared")
+    with caplog.at_level(logging.WARNING, logger="memra"):
+        mt.vrows_tables(sel, selw, 16, 4322, [0, 0, 0], [0, 0, 0], model="unprepared")
+    assert not [r for r in caplog.records if "4322" in r.getMessage()]
