@@ -2,7 +2,7 @@
 
 The library is the one installed with this package (``libmemra.so`` in
 ``site-packages/.memra.mesonpy.libs``, where ``pip install`` puts it);
-``MEMRA_LIB`` names another (a build folder's ``libmemra.so.0``). It is
+``MEMRA_LIB`` names another (a build folder's ``libmemra.so.1``). It is
 opened once, RTLD_LOCAL, and its version is checked against this package's."""
 import atexit
 import ctypes
@@ -12,7 +12,7 @@ import sys
 
 from ._errors import LibraryError, error_for
 
-VERSION = "0.2.0"  # the C API this package is written for (memra_version())
+VERSION = "0.3.0"  # the C API this package is written for (memra_version())
 
 c_u32, c_u64, c_int, c_vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
 
@@ -162,7 +162,7 @@ def _path():
     if d is not None:
         return os.path.join(d, "libmemra.so")
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmemra.so")
-    return here if os.path.exists(here) else "libmemra.so.0"
+    return here if os.path.exists(here) else "libmemra.so.1"
 
 
 def lib():

@@ -115,9 +115,9 @@ extern "C" {
 pub const RTLD_NOW: c_int = 2;
 pub const RTLD_LOCAL: c_int = 0;
 
-/// The version of the C API this crate was written against: memra 0.2.
+/// The version of the C API this crate was written against: memra 0.3.
 pub const WRITTEN_FOR_MAJOR: u32 = 0;
-pub const WRITTEN_FOR_MINOR: u32 = 2;
+pub const WRITTEN_FOR_MINOR: u32 = 3;
 
 /// What `memra_set_log_callback` takes: level, message, user pointer.
 pub type LogFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
