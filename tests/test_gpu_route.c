@@ -44,8 +44,16 @@ static void test_route_param_layout(void **state)
     (void)state;
     if (!drv->cuFuncGetParamInfo)
         skip();
-    CUfunction fns[2] = {atomic_load(&eng->kernel[MEMRA_KERNEL_ROUTE]),
-                         atomic_load(&eng->kernel[MEMRA_KERNEL_ROUTE_BLOCK])};
+    /* Each routing kernel is in a module of its own, loaded at first use:
+     * load both now. */
+    CUfunction fns[2];
+    memra_call c;
+    assert_int_equal(memra_call_enter(eng, "test_route_param_layout", &c), MEMRA_OK);
+    assert_int_equal(memra_engine_kernel(&c, MEMRA_CAPTURE_NONE, MEMRA_KERNEL_ROUTE, &fns[0]),
+                     MEMRA_OK);
+    assert_int_equal(memra_engine_kernel(&c, MEMRA_CAPTURE_NONE, MEMRA_KERNEL_ROUTE_BLOCK, &fns[1]),
+                     MEMRA_OK);
+    memra_call_leave(&c);
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < MEMRA_ROUTE_NPARAMS; i++) {
             size_t o = 0, sz = 0;
