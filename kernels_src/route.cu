@@ -327,16 +327,6 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
-    /* The macro planes of the experts this block may write are fetched
-     * towards the SM before anything else, even before the wait for the
-     * kernel ahead: memra's mirror is written only by uploads, which the
-     * launch is fully ordered after, never by that kernel. (A map is the
-     * caller's and may be: it is not touched before the wait.) */
-    if ((flags & MEMRA_ROUTE_FLAG_NO_TABLES) == 0 && !map && mg && tid < E + n_shared) {
-        memra_prefetch_l1(mg + tid);
-        memra_prefetch_l1(mu + tid);
-        memra_prefetch_l1(md + tid);
-    }
     memra_grid_wait();
     memra_grid_launch_dependents();
     MEMRA_ROUTE_OUT_INIT(o);

@@ -36,16 +36,6 @@ typedef unsigned int memra_u32;
 #define memra_grid_launch_dependents() ((void)0)
 #endif
 
-/* A hint that a line is about to be read (no value, no effect on the
- * arithmetic): on a decode step the kernels are latency-bound, and a plane
- * read that waits for the pair's expert to be known is one more dependent
- * round trip to memory. */
-#if defined(__CUDACC_RTC__)
-#define memra_prefetch_l1(p) asm volatile("prefetch.global.L1 [%0];" ::"l"(p))
-#else
-#define memra_prefetch_l1(p) ((void)(p))
-#endif
-
 /* The canonical quiet NaN: NaN payloads are not portable (x86 propagates the
  * operand's, NVIDIA returns 0x7fffffff), so both arms write this one. */
 #define MEMRA_QNAN_BITS 0x7fc00000u
