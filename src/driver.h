@@ -43,6 +43,7 @@
     X(cuEventCreate, 2000, 1)                                                                      \
     X(cuEventRecord, 2000, 1)                                                                      \
     X(cuEventQuery, 2000, 1)                                                                       \
+    X(cuEventSynchronize, 2000, 1)                                                                 \
     X(cuEventDestroy, 4000, 1)                                                                     \
     X(cuMemAllocHost, 3020, 1)                                                                     \
     X(cuMemFreeHost, 2000, 1)                                                                      \
@@ -65,7 +66,6 @@
     X(cuGraphLaunch, 10000, 0)                                                                     \
     X(cuGraphDestroy, 10000, 0)                                                                    \
     X(cuGraphExecDestroy, 10000, 0)                                                                \
-    X(cuEventSynchronize, 2000, 0)                                                                 \
     X(cuEventElapsedTime, 2000, 0)                                                                 \
     X(cuFuncGetParamInfo, 12040, 0)                                                                \
     X(cuCtxGetId, 12000, 0)                                                                        \

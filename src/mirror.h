@@ -5,8 +5,9 @@
  * last upload issued, uploads of a slot are totally ordered (each waits for
  * the one before it, whatever stream either ran on), and a launch is
  * ordered after the upload of the content it reads — eagerly by an event
- * wait until the upload is seen finished, and in a captured graph by an
- * external event wait node on every replay. A slot's device buffer keeps its
+ * wait until the upload is seen finished; in a captured graph by an
+ * external event wait node while the upload may still run, and for every
+ * later upload by that upload finishing before its call returns. A slot's device buffer keeps its
  * address while its content fits (graphs bake addresses in); buffers it
  * outgrew and host shadows an in-flight upload still reads are retired and
  * freed on a later upload once their last upload has finished. */
@@ -52,7 +53,8 @@ typedef struct memra_slot {
     CUevent uploaded;                 /* recorded after each upload */
     unsigned long long upload_stream; /* cuStreamGetId of the last upload's stream */
     int upload_done;                  /* the last upload is known finished */
-    _Atomic uint64_t finished;        /* uploads known finished (each waited for the one before) */
+    int captured; /* a graph reads the slot: uploads into it finish before they return */
+    _Atomic uint64_t finished; /* uploads known finished (each waited for the one before) */
 } memra_slot;
 
 /* Buffers no longer a slot's own, freed once the slot's upload number

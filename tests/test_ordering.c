@@ -5,7 +5,7 @@
  *   1-3  synchronous copies behave like cuMemcpy (after the legacy stream,
  *        and so after blocking streams);
  *   5    the table kernel and routing keep separate slots of one layer;
- *   6    a replay waits for an upload made after capture;
+ *   6    a replay after a later upload reads it (with no node per launch);
  *   7    a reused stream handle is not the stream that uploaded;
  *   8    memra_sync on a capturing stream leaves the capture intact;
  *   9    fault readers on different streams do not wait for each other;
@@ -272,7 +272,16 @@ static void test_route_and_tables_share_a_layer(void **state)
 }
 
 /* Row 6: a graph captured, then new planes prepared on a busy stream: the
- * replay waits for that upload. */
+ * replay reads them. The graph holds no wait for a later upload (a node per
+ * launch would cost every replay), so the prepare finishes its upload
+ * before it returns: it waits here until the busy stream has run. */
+static void *open_gate_later(void *arg)
+{
+    usleep(20000);
+    atomic_store((_Atomic int *)arg, 1);
+    return NULL;
+}
+
 static void test_replay_waits_for_a_later_upload(void **state)
 {
     (void)state;
@@ -285,19 +294,25 @@ static void test_replay_waits_for_a_later_upload(void **state)
     assert_int_equal(memra_sync(eng, c), MEMRA_OK);
     CUgraph g;
     CUgraphExec x;
+    const int waits = mock.calls[MOCK_cuStreamWaitEvent];
     assert_int_equal(mock_table.cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
     assert_int_equal(launch(eng, &w, 1, c), MEMRA_OK);
     assert_int_equal(mock_table.cuStreamEndCapture(c, &g), CUDA_SUCCESS);
+    /* The upload was finished: no wait node in the graph. */
+    assert_int_equal(mock.calls[MOCK_cuStreamWaitEvent], waits);
     assert_int_equal(mock_table.cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
     _Atomic int open = 0;
     mock_gate(a, &open);
     for (int k = 0; k < 3; k++)
         for (int e = 0; e < E; e++)
             w.pl[k][e] += 100.0f;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, open_gate_later, &open), 0);
     assert_int_equal(memra_vrows_prepare_layer(eng, 1, E, &w.mac, a), MEMRA_OK);
+    assert_true(atomic_load(&open)); /* it returned only once the upload had run */
+    pthread_join(t, NULL);
     assert_int_equal(mock_table.cuGraphLaunch(x, c), CUDA_SUCCESS);
-    atomic_store(&open, 1);
     expect_tables(&w, (const float(*)[E])w.pl, c);
     mock_table.cuGraphExecDestroy(x), mock_table.cuGraphDestroy(g);
     work_free(eng, &w);
