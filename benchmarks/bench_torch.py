@@ -137,10 +137,10 @@ def eager_section(dev, row):
         if dev.type == "cuda":
             eng = mt.engine(dev)
             stream = torch.cuda.current_stream(dev).cuda_stream
-            fn, raw = L.memra_moe_route_tables, (eng._ptr(), logits.data_ptr(), T,
+            fn, raw = L.memra_route_tables, (eng._ptr(), logits.data_ptr(), T,
                                                  ctypes.byref(spec), 0, None,
                                                  ctypes.byref(slab), *ptrs, stream)
-            name = "memra_moe_route_tables"
+            name = "memra_route_tables"
         else:
             f = memra.Faults()
             fn, raw = L.memra_route_tables_host, (logits.data_ptr(), T, ctypes.byref(spec), None,

@@ -344,7 +344,7 @@ class Engine:
         o, n_slots, _ = vrows_options(n_expert, _int("expert_map", expert_map, 0, _U64) or None,
                                       n_local, n_shared)
         m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_slots)
-        check(lib().memra_moe_vrows_tables_ex(
+        check(lib().memra_vrows_tables_ex(
             self._ptr(), addrs[0], addrs[1], n_pairs, n_expert, layer,
             ctypes.byref(m) if m else None, ctypes.byref(slab), ctypes.byref(o) if o else None,
             addrs[2], addrs[3], _stream(stream)))

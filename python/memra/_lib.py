@@ -89,11 +89,11 @@ _SIGNATURES = {
     "memra_engine_self_check": (c_int, [c_vp, P(SelfCheckReport)]),
     "memra_engine_faults": (c_int, [c_vp, c_vp, P(Faults), c_int]),
     "memra_vrows_prepare_layer": (c_int, [c_vp, c_int, c_u32, P(Macros), c_vp]),
-    "memra_moe_vrows_tables_from_sel": (
+    "memra_vrows_tables": (
         c_int, [c_vp, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), c_u64, c_u64,
                 c_vp]),
     "memra_route_prepare_layer": (c_int, [c_vp, c_int, P(RouteSpec), P(Macros), c_vp]),
-    "memra_moe_route_tables": (
+    "memra_route_tables": (
         c_int, [c_vp, c_u64, c_u32, P(RouteSpec), c_int, P(Macros), P(Slabs), c_u64, c_u64, c_u64,
                 c_u64, c_vp]),
     "memra_route_tables_host": (
@@ -104,7 +104,7 @@ _SIGNATURES = {
     "memra_vrows_tables_host_ex": (
         c_int, [c_vp, c_vp, c_u32, c_u32, P(Macros), P(Slabs), P(VrowsOptions), c_vp, c_vp,
                 P(Faults)]),
-    "memra_moe_vrows_tables_ex": (
+    "memra_vrows_tables_ex": (
         c_int, [c_vp, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), P(VrowsOptions),
                 c_u64, c_u64, c_vp]),
     "memra_engine_set_pdl": (c_int, [c_vp, c_int, P(c_int)]),

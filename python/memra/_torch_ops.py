@@ -256,7 +256,7 @@ def route(logits, top_k, layer, bases, strides, scoring, n_group, topk_group, re
     logits = logits.contiguous()
     L = memra.lib()
     if cuda:
-        st = L.memra_moe_route_tables(engine_at(dev, model)._ptr(), logits.data_ptr(), T, spec,
+        st = L.memra_route_tables(engine_at(dev, model)._ptr(), logits.data_ptr(), T, spec,
                                       il, macros, slab, ids.data_ptr(), weights.data_ptr(),
                                       p_ptrs, p_scl, current_stream(dev))
         if st:
@@ -353,7 +353,7 @@ def vrows(sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_l
     L = memra.lib()
     if cuda:
         eng = engine_at(dev, model)
-        st = L.memra_moe_vrows_tables_ex(eng._ptr(), sel.data_ptr(), selw.data_ptr(), n,
+        st = L.memra_vrows_tables_ex(eng._ptr(), sel.data_ptr(), selw.data_ptr(), n,
                                          n_expert, layer, entry.macros, slab, opts,
                                          ptrs.data_ptr(), scl.data_ptr(), current_stream(dev))
         if st:
