@@ -60,6 +60,30 @@ MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
 #endif
 #define MEMRA_ROUTE_NO_INDEX 0x7fffffff
 
+/* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
+ * thread 0 of block 0 of the block kernel records the SM clock at each mark
+ * (and the global timer at the first and last, to turn cycles into ns);
+ * shipped, the marks are nothing. The "memory" clobber keeps each mark after
+ * the stores and loads the source puts before it. */
+#if defined(MEMRA_ROUTE_PROBE) && defined(__CUDACC_RTC__)
+#define MEMRA_PROBE_LAST 8
+__device__ memra_u64 memra_route_probe_clk[16];
+#define MEMRA_PROBE(i)                                                                             \
+    do {                                                                                           \
+        if (threadIdx.x == 0 && blockIdx.x == 0) {                                                 \
+            memra_u64 c_;                                                                          \
+            asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_)::"memory");                           \
+            memra_route_probe_clk[i] = c_;                                                         \
+            if ((i) == 0 || (i) == MEMRA_PROBE_LAST) {                                             \
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(c_)::"memory");                   \
+                memra_route_probe_clk[(i) == 0 ? 14 : 15] = c_;                                    \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+#else
+#define MEMRA_PROBE(i) ((void)0)
+#endif
+
 /* Launch flags: abi.h's MEMRA_ROUTE_FLAG_*. */
 
 /* The larger of two values under a total order (equal values: the one with
@@ -327,6 +351,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
+    MEMRA_PROBE(0);
     memra_grid_wait();
     memra_grid_launch_dependents();
     MEMRA_ROUTE_OUT_INIT(o);
@@ -347,6 +372,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             memra_route_emit_bad(&o, t, tid, top_k);
         return; /* the whole block */
     }
+    MEMRA_PROBE(1);
 
     /* 2. Scores. The softmax max is a maximum under a total order, the same
      *    in any order; the sum is the fixed one: warp 0's lane l adds
@@ -387,6 +413,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const float c = bias ? memra_add_rn(s, b) : s;
     if (tid < E)
         sh_s[tid] = s;
+    MEMRA_PROBE(2);
 
     /* 3. Groups. Each group's two best choice scores come from partial
      *    top-2s (a warp's, a run of lanes', or single experts'), merged by
@@ -441,6 +468,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         memra_block_sync();
         allowed = sh_allowed;
     }
+    MEMRA_PROBE(3);
 
     /* 4. The experts. A key per expert (0 out of play); each expert's rank in
      *    its warp by counting; a warp's top_k-th best bounds the token's
@@ -460,6 +488,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     if (r == top_k - 1u)
         sh_thr[wid] = me;
     memra_block_sync();
+    MEMRA_PROBE(4);
     if (r < top_k) {
         memra_u64 tau = 0;
         for (memra_u32 i = 0; i < nw; i++)
@@ -468,6 +497,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             sh_cand[atomicAdd(&sh_n, 1u)] = me;
     }
     memra_block_sync();
+    MEMRA_PROBE(5);
     const memra_u32 n = sh_n;
     if (tid < n) {
         const memra_u64 p = sh_cand[tid];
@@ -481,6 +511,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         }
     }
     memra_block_sync();
+    MEMRA_PROBE(6);
 
     /* 5. Weights as the warp kernel's, then 6. the pairs. */
     if (tid < o.K) {
@@ -501,7 +532,9 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             e = (int)(n_expert + (tid - top_k));
             w = shared_weight;
         }
+        MEMRA_PROBE(7);
         memra_route_emit(&o, t, tid, e, w);
+        MEMRA_PROBE(8);
     }
 }
 

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Where a decode step's routing time goes: the block kernel's phase probe.
+
+Compiles the block-per-token routing kernel from kernels_src/ with NVRTC
+(memra's own options) twice: once with -DMEMRA_ROUTE_PROBE, where thread 0
+of block 0 records the SM clock at each phase boundary (the MEMRA_PROBE
+marks in route.cu), and once as shipped. For each configuration it prints
+the clock at every mark (cycles and ns from the kernel's first
+instruction), and the per-node time of a 32-node CUDA graph of the shipped
+kernel with and without the tables, beside an empty kernel's. It needs only
+the driver and NVRTC (ctypes), not the library, so a variant of the source
+(--src DIR, a copy of kernels_src/ with one change) is measured against
+the shipped one in the same process:
+
+    python3 benchmarks/route_probe.py [--src DIR ...] [--json FILE]
+
+The numbers are a probe, not the benchmark of record (memra bench --route).
+"""
+import argparse
+import ctypes
+import glob
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
+BLOCK_FILES = ["abi.h", "vrows_pair.cuh", "route_math.cuh", "route.cu"]
+MARKS = ["entry", "logits in (bad check)", "scores", "groups", "rank in warp",
+         "candidates", "rank", "weights", "pairs written"]
+
+# abi.h's launch flags.
+F_SIGMOID, F_RENORM, F_NO_TABLES = 1, 4, 64
+
+CONFIGS = [  # name, n_expert, n_group, topk_group, top_k, sigmoid+bias, renorm, scale
+    ("DeepSeek-V3", 256, 8, 4, 8, True, True, 2.5),
+    ("Kimi-K2", 384, 1, 1, 8, True, True, 2.827),
+    ("GLM-4.5", 160, 1, 1, 8, True, True, 2.5),
+    ("Qwen3-MoE", 128, 1, 1, 8, False, True, 1.0),
+    ("Qwen3-Next", 512, 1, 1, 10, False, True, 1.0),
+    ("Mixtral", 8, 1, 1, 2, False, True, 1.0),
+]
+
+cu = ctypes.CDLL("libcuda.so.1")
+
+
+def ck(r, what):
+    if r != 0:
+        s = ctypes.c_char_p()
+        cu.cuGetErrorString(r, ctypes.byref(s))
+        raise RuntimeError("%s: %d %s" % (what, r, s.value))
+
+
+def load_nvrtc():
+    names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    for n in names:
+        try:
+            return ctypes.CDLL(n)
+        except OSError:
+            pass
+    for pat in ["/usr/local/cuda*/lib64/libnvrtc.so*", "/usr/lib/x86_64-linux-gnu/libnvrtc.so*"]:
+        for p in sorted(glob.glob(pat)):
+            try:
+                return ctypes.CDLL(p)
+            except OSError:
+                pass
+    try:
+        import nvidia.cuda_nvrtc  # noqa: F401  (PyTorch's wheel)
+        for p in glob.glob(os.path.join(os.path.dirname(nvidia.cuda_nvrtc.__file__), "lib", "libnvrtc.so*")):
+            return ctypes.CDLL(p)
+    except ImportError:
+        pass
+    raise RuntimeError("no NVRTC found")
+
+
+nvrtc = load_nvrtc()
+
+
+def compile_block(src_dir, arch, defines):
+    src = "#define MEMRA_ROUTE_ONLY_BLOCK\n" + "".join(
+        "#define %s\n" % d for d in defines) + "".join(
+        open(os.path.join(src_dir, f)).read() + "\n" for f in BLOCK_FILES)
+    src += 'extern "C" __global__ void memra_probe_empty_kernel() {}\n'
+    prog = ctypes.c_void_p()
+    assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"route.cu", 0, None, None) == 0
+    opts = [o.encode() for o in JIT_OPTIONS + ["--gpu-architecture=sm_%d" % arch]]
+    r = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+    n = ctypes.c_size_t()
+    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value)
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    if r != 0:
+        raise RuntimeError("NVRTC: " + log.value.decode())
+    nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(n))
+    cubin = ctypes.create_string_buffer(n.value)
+    nvrtc.nvrtcGetCUBIN(prog, cubin)
+    mod = ctypes.c_void_p()
+    ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
+    fn, empty = ctypes.c_void_p(), ctypes.c_void_p()
+    ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"memra_route_block_kernel"), "get kernel")
+    ck(cu.cuModuleGetFunction(ctypes.byref(empty), mod, b"memra_probe_empty_kernel"), "get empty")
+    return mod, fn, empty
+
+
+def alloc(nbytes, data=None):
+    p = ctypes.c_uint64()
+    ck(cu.cuMemAlloc_v2(ctypes.byref(p), max(nbytes, 4)), "cuMemAlloc")
+    if data is not None:
+        ck(cu.cuMemcpyHtoD_v2(p, data, nbytes), "cuMemcpyHtoD")
+    else:
+        ck(cu.cuMemsetD8_v2(p, 0, max(nbytes, 4)), "cuMemsetD8")
+    return p.value
+
+
+class Layer:
+    """One configuration's device buffers and parameter block (src/route_abi.h)."""
+
+    def __init__(self, cfg, seed):
+        name, E, G, TG, K, sig, renorm, scale = cfg
+        import random
+        rnd = random.Random(seed)
+        f32 = lambda vals: struct.pack("<%df" % len(vals), *vals)
+        self.E, self.K = E, K
+        self.logits = alloc(4 * E, f32([rnd.uniform(-4, 4) for _ in range(E)]))
+        self.bias = alloc(4 * E, f32([rnd.uniform(-0.1, 0.1) for _ in range(E)])) if sig else 0
+        self.planes = alloc(12 * E, f32([rnd.uniform(0.5, 2) for _ in range(3 * E)]))
+        self.sel, self.selw = alloc(4 * K), alloc(4 * K)
+        self.ptrs, self.scl = alloc(24 * K), alloc(12 * K)
+        self.faults = alloc(16)
+        self.flags = (F_SIGMOID if sig else 0) | (F_RENORM if renorm else 0)
+        self.n_group, self.topk_group, self.scale = G, TG, scale
+
+    def params(self, tables):
+        flags = self.flags | (0 if tables else F_NO_TABLES)
+        E4 = 4 * self.E
+        b = struct.pack("<17Q", self.logits, self.bias, self.planes, self.planes + E4,
+                        self.planes + 2 * E4, 1 << 40, 2 << 40, 3 << 40, 5 << 32, 5 << 32, 5 << 32,
+                        self.sel, self.selw, self.ptrs, self.scl, self.faults, 0)
+        b += struct.pack("<8I2f", 1, self.E, self.K, self.n_group, self.topk_group, flags, 0, 0,
+                         self.scale, 0.0)
+        assert len(b) == 176
+        return ctypes.create_string_buffer(b, 176)
+
+
+def launch(fn, threads, stream, param_buf):
+    size = ctypes.c_size_t(176)
+    extra = (ctypes.c_void_p * 5)(1, ctypes.cast(param_buf, ctypes.c_void_p),
+                                  2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
+    ck(cu.cuLaunchKernel(fn, 1, 1, 1, threads, 1, 1, 0, stream, None, extra), "cuLaunchKernel")
+
+
+def launch_empty(fn, stream):
+    ck(cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, None, None), "cuLaunchKernel empty")
+
+
+def graph_node_us(stream, body, nodes=32, reps=15, per=10):
+    g, ge = ctypes.c_void_p(), ctypes.c_void_p()
+    ck(cu.cuStreamBeginCapture_v2(stream, 0), "begin capture")
+    for _ in range(nodes):
+        body()
+    ck(cu.cuStreamEndCapture(stream, ctypes.byref(g)), "end capture")
+    ck(cu.cuGraphInstantiateWithFlags(ctypes.byref(ge), g, ctypes.c_uint64(0)), "instantiate")
+    e0, e1 = ctypes.c_void_p(), ctypes.c_void_p()
+    ck(cu.cuEventCreate(ctypes.byref(e0), 0), "event")
+    ck(cu.cuEventCreate(ctypes.byref(e1), 0), "event")
+    for _ in range(10):
+        ck(cu.cuGraphLaunch(ge, stream), "graph launch")
+    v = []
+    for _ in range(reps):
+        ck(cu.cuEventRecord(e0, stream), "record")
+        for _ in range(per):
+            ck(cu.cuGraphLaunch(ge, stream), "graph launch")
+        ck(cu.cuEventRecord(e1, stream), "record")
+        ck(cu.cuEventSynchronize(e1), "sync")
+        ms = ctypes.c_float()
+        ck(cu.cuEventElapsedTime_v2(ctypes.byref(ms), e0, e1), "elapsed")
+        v.append(ms.value * 1e3 / per / nodes)
+    cu.cuGraphExecDestroy(ge)
+    cu.cuGraphDestroy(g)
+    return sorted(v)[len(v) // 2]
+
+
+def probe(mod, fn, layer, stream, tables):
+    clk = ctypes.c_uint64()
+    size = ctypes.c_size_t()
+    ck(cu.cuModuleGetGlobal_v2(ctypes.byref(clk), ctypes.byref(size), mod, b"memra_route_probe_clk"),
+       "probe buffer")
+    buf = layer.params(tables)
+    best = None
+    for _ in range(20):  # the fastest of 20: a warm, uncontended run
+        ck(cu.cuMemsetD8_v2(clk, 0, size.value), "clear probe")
+        launch(fn, (layer.E + 31) // 32 * 32, stream, buf)
+        ck(cu.cuStreamSynchronize(stream), "sync")
+        raw = (ctypes.c_uint64 * (size.value // 8))()
+        ck(cu.cuMemcpyDtoH_v2(raw, clk, size.value), "read probe")
+        t = list(raw)
+        if best is None or t[len(MARKS) - 1] - t[0] < best[len(MARKS) - 1] - best[0]:
+            best = t
+    # slots 14, 15: the global timer (ns) at the first and last mark
+    ns_per_cycle = (best[15] - best[14]) / max(1, best[len(MARKS) - 1] - best[0])
+    return [(MARKS[i], best[i] - best[0], (best[i] - best[0]) * ns_per_cycle)
+            for i in range(len(MARKS)) if best[i]], ns_per_cycle
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", action="append", default=[], help="a kernels_src variant to compare")
+    ap.add_argument("--json", help="write the results here")
+    a = ap.parse_args()
+    ck(cu.cuInit(0), "cuInit")
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    ck(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+    ck(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "retain")
+    ck(cu.cuCtxSetCurrent(ctx), "set current")
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    cu.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)
+    cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)
+    arch = major.value * 10 + minor.value
+    name = ctypes.create_string_buffer(128)
+    cu.cuDeviceGetName(name, 128, dev)
+    print("device: %s, sm_%d" % (name.value.decode(), arch))
+    stream = ctypes.c_void_p()
+    ck(cu.cuStreamCreate(ctypes.byref(stream), 1), "stream")
+    srcs = [os.path.join(ROOT, "kernels_src")] + a.src
+    layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS)]
+    results = {}
+    for src in srcs:
+        tag = os.path.relpath(src, ROOT)
+        pmod, pfn, _ = compile_block(src, arch, ["MEMRA_ROUTE_PROBE"])
+        mod, fn, empty = compile_block(src, arch, [])
+        res = results[tag] = {}
+        print("\n== %s" % tag)
+        e_us = graph_node_us(stream, lambda: launch_empty(empty, stream))
+        print("  empty kernel: %.3f us per node (32-node graph)" % e_us)
+        res["empty_us"] = e_us
+        for cfg, layer in zip(CONFIGS, layers):
+            threads = (layer.E + 31) // 32 * 32
+            bufs = {t: layer.params(t) for t in (False, True)}
+            router = graph_node_us(stream, lambda: launch(fn, threads, stream, bufs[False]))
+            fused = graph_node_us(stream, lambda: launch(fn, threads, stream, bufs[True]))
+            marks, npc = probe(pmod, pfn, layer, stream, True)
+            res[cfg[0]] = {"router_us": router, "fused_us": fused, "ns_per_cycle": npc,
+                           "marks": [[m, c, n] for m, c, n in marks]}
+            print("  %-12s router %.3f us, fused %.3f us per node; fused probe (thread 0): %s"
+                  % (cfg[0], router, fused,
+                     ", ".join("%s %d cy/%.0f ns" % (m, c, n) for m, c, n in marks[1:])))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
