@@ -212,37 +212,48 @@ static memra_status upload(memra_call *c, memra_slot *m, uint32_t n_expert,
 /* Orders the launch about to follow on `s` after the slot's last upload.
  * Eagerly nothing is needed once the upload is seen finished, or on its own
  * stream; otherwise the stream waits for the upload's event. Under capture
- * a wait node is recorded (CU_EVENT_WAIT_EXTERNAL, evaluated at each graph
- * launch) only while the upload may still be running; the slot is marked
- * captured, and every later upload into it is finished before it returns
- * (memra_mirror_get), so a replay launched after it reads the new planes
- * with no node in the graph: a wait node on every captured launch cost
- * 0.67 us per node per replay on the H200. */
+ * nothing may be asked of the event: a query, even in relaxed thread mode,
+ * invalidates the caller's own capture (driver 580 on the H200). A launch
+ * captured after its upload is known finished -- the prepare calls finish
+ * theirs before returning (memra_mirror_get's `settle`) -- has no wait in
+ * the graph; otherwise a wait node is recorded (CU_EVENT_WAIT_EXTERNAL,
+ * evaluated at each graph launch). The slot is marked captured, and every
+ * later upload into it is finished before its call returns, so a replay
+ * launched after it reads the new planes: a wait node on every captured
+ * launch cost 0.67 us per node per replay on the H200. */
 static memra_status order_launch(memra_call *c, memra_slot *m, memra_capture cap, CUstream s)
 {
     const memra_driver *d = c->d;
     CUresult r;
-    if (cap == MEMRA_CAPTURE_ACTIVE)
+    if (!m->upload_done && m->version && atomic_load(&m->finished) >= m->version)
+        m->upload_done = 1;
+    if (cap == MEMRA_CAPTURE_ACTIVE) {
         m->captured = 1;
-    if ((cap != MEMRA_CAPTURE_NONE && cap != MEMRA_CAPTURE_ACTIVE) || m->upload_done)
+        if (m->upload_done)
+            return MEMRA_OK;
+        if ((r = d->cuStreamWaitEvent(s, m->uploaded, CU_EVENT_WAIT_EXTERNAL)) != CUDA_SUCCESS)
+            return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn,
+                                 "cuStreamWaitEvent(plane upload, external)");
+        return MEMRA_OK;
+    }
+    if (cap != MEMRA_CAPTURE_NONE || m->upload_done)
         return MEMRA_OK;
     const unsigned long long id = memra_stream_id(d, s);
-    if (cap == MEMRA_CAPTURE_NONE && id && id == m->upload_stream)
+    if (id && id == m->upload_stream)
         return MEMRA_OK;
-    memra_call_relax(c); /* an event query is unsafe under a global-mode capture */
+    memra_call_relax(c); /* an event query is unsafe under another's global capture */
     int in_flight;
     memra_status st = upload_in_flight(c, m, &in_flight);
     if (st || !in_flight)
         return st;
-    const unsigned flags = cap == MEMRA_CAPTURE_ACTIVE ? CU_EVENT_WAIT_EXTERNAL : 0;
-    if ((r = d->cuStreamWaitEvent(s, m->uploaded, flags)) != CUDA_SUCCESS)
+    if ((r = d->cuStreamWaitEvent(s, m->uploaded, 0)) != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "cuStreamWaitEvent(plane upload)");
     return MEMRA_OK;
 }
 
 memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mirror_kind kind,
                               uint32_t n_expert, const float *const *planes, int n_planes,
-                              CUstream s, CUdeviceptr *dev)
+                              CUstream s, int settle, CUdeviceptr *dev)
 {
     memra_slot *m = slot_of(c->eng, il, kind);
     if (!m)
@@ -252,7 +263,8 @@ memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mi
     memra_status st = MEMRA_OK;
     int uploaded = 0;
     if (slot_matches(m, n_expert, planes, n_planes)) {
-        st = order_launch(c, m, cap, s);
+        if (!settle)
+            st = order_launch(c, m, cap, s);
     } else if (cap != MEMRA_CAPTURE_NONE) {
         st = memra_refuse_capture(c, s, "upload the layer's planes",
                                   kind == MEMRA_MIRROR_ROUTE
@@ -264,19 +276,24 @@ memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mi
         uploaded = 1;
     }
     *dev = m->dev;
-    /* A slot a graph reads: the upload is finished before the call returns,
-     * since the graph holds no wait for it (order_launch). */
-    const int finish = uploaded && !st && m->captured;
+    /* The upload is finished before the call returns where a graph may read
+     * the slot with no wait for it (order_launch): a slot a graph already
+     * reads, and a prepared one, which the next capture will read. */
+    const int finish = !st && m->version && !m->upload_done && (settle || (uploaded && m->captured));
     const CUevent ev = m->uploaded;
     const uint64_t version = m->version;
     pthread_mutex_unlock(&m->lock);
     if (finish) {
+        memra_call_relax(c); /* unsafe under another thread's global capture */
         const CUresult r = c->d->cuEventSynchronize(ev);
-        if (r != CUDA_SUCCESS)
+        if (r != CUDA_SUCCESS) {
             st = memra_cu_fail(c->d, r, MEMRA_ERR_DRIVER, c->fn,
-                               "cuEventSynchronize(upload into a captured layer)");
-        else if (atomic_load(&m->finished) < version)
-            atomic_store(&m->finished, version);
+                               "cuEventSynchronize(upload into a captured or prepared layer)");
+        } else {
+            uint64_t f = atomic_load(&m->finished);
+            while (f < version && !atomic_compare_exchange_weak(&m->finished, &f, version)) {
+            }
+        }
     }
     if (uploaded)
         reclaim(c);

@@ -68,13 +68,16 @@ typedef struct memra_retired {
 } memra_retired;
 
 /* The device address of (il, kind)'s planes, uploaded on `s` when missing or
- * changed, and the launch about to follow on `s` ordered after the upload.
- * `cap` is what work on `s` meets (memra_capture_of). Under capture a miss is MEMRA_ERR_CAPTURE
- * (nothing is allocated or copied) and a hit adds an external event wait node. Caller holds the
- * call (context) and has checked il. */
+ * changed. `cap` is what work on `s` meets (memra_capture_of). For a launch
+ * (`settle` 0) the launch about to follow on `s` is ordered after the
+ * upload: under capture a miss is MEMRA_ERR_CAPTURE (nothing is allocated or
+ * copied) and a hit whose upload is not known finished adds an external
+ * event wait node. For a prepare call (`settle` 1) the upload is finished
+ * before the call returns, so a graph captured next needs no wait. Caller
+ * holds the call (context) and has checked il. */
 memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mirror_kind kind,
                               uint32_t n_expert, const float *const *planes, int n_planes,
-                              CUstream s, CUdeviceptr *dev);
+                              CUstream s, int settle, CUdeviceptr *dev);
 
 /* Plane k of a mirror of n_expert-float planes. */
 static inline CUdeviceptr memra_mirror_plane(CUdeviceptr dev, uint32_t n_expert, int k)

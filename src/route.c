@@ -50,7 +50,7 @@ static memra_status route_mirror(memra_call *c, memra_capture cap, int il, int s
         return MEMRA_OK;
     CUdeviceptr dev;
     memra_status st = memra_mirror_get(
-        c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch), len, planes, n, s, &dev);
+        c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch), len, planes, n, s, !a, &dev);
     if (st || !a)
         return st;
     if (have_macros) {

@@ -43,7 +43,8 @@ memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_exp
                                     "prepare every layer before capture")) &&
         present) {
         CUdeviceptr dev;
-        st = memra_mirror_get(&c, cap, il, MEMRA_MIRROR_VROWS, n_expert, macros->plane, 3, s, &dev);
+        st = memra_mirror_get(&c, cap, il, MEMRA_MIRROR_VROWS, n_expert, macros->plane, 3, s, 1,
+                              &dev);
     }
     memra_call_leave(&c);
     return st;
@@ -88,7 +89,7 @@ static memra_status tables(memra_engine *eng, const char *fn, memra_devptr sel, 
     if (present) {
         CUdeviceptr planes;
         if ((st = memra_mirror_get(&c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_VROWS, scratch),
-                                   n_slots, macros->plane, 3, s, &planes)))
+                                   n_slots, macros->plane, 3, s, 0, &planes)))
             goto done;
         a.mg = memra_mirror_plane(planes, n_slots, 0);
         a.mu = memra_mirror_plane(planes, n_slots, 1);

@@ -401,9 +401,10 @@ MEMRA_API memra_status memra_vrows_tables(
     memra_devptr scl, memra_stream stream);
 
 /* Mirrors layer il's macro planes to the device (upload on `stream` if missing
- * or changed; the device buffer keeps its address while n_expert fits, so
- * captured graphs see the new contents, and each replay waits for the
- * upload) and compiles the kernel if needed. Not allowed under capture. */
+ * or changed, after the work queued there, finished before the call
+ * returns; the device buffer keeps its address while n_expert fits, so
+ * captured graphs see the new contents) and compiles the kernel if needed.
+ * Not allowed under capture. */
 MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_expert,
                                                  const memra_vrows_macros *macros,
                                                  memra_stream stream);
@@ -530,7 +531,8 @@ MEMRA_API memra_status memra_route_tables(memra_engine *eng, memra_devptr logits
                                               memra_devptr scl, memra_stream stream);
 
 /* Mirrors layer il's macro planes and bias for routing (and loads the
- * kernel) now: call before capturing a graph. */
+ * kernel) now, the upload finished before the call returns: call before
+ * capturing a graph. */
 MEMRA_API memra_status memra_route_prepare_layer(memra_engine *eng, int il,
                                                  const memra_route_spec *spec,
                                                  const memra_vrows_macros *macros,

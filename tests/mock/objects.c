@@ -110,11 +110,14 @@ int mock_is_pinned(const void *p, size_t n)
 }
 
 /* ---- capture rules ----------------------------------------------------------
- * The driver's: in global mode a thread may not make potentially unsafe
- * calls while it captures (unless that capture is relaxed) or while any
- * other thread captures in global mode; in thread-local mode only its own
- * capture counts; in relaxed mode nothing does. Such a call fails and
- * invalidates the capture it would have broken. */
+ * The driver's: a thread may not make potentially unsafe calls while it
+ * captures itself, unless that capture began in relaxed mode -- whatever
+ * mode the thread has exchanged to since (driver 580 on the H200: an event
+ * query made in relaxed thread mode invalidated the thread's own global
+ * capture); in global thread mode it may not while any other thread
+ * captures in global mode either; thread-local and relaxed thread modes
+ * ignore other threads' captures. Such a call fails and invalidates the
+ * capture it would have broken. */
 fstream *all_streams(fstream *it)
 {
     return it == NULL ? &legacy : it == &legacy ? live : it->next;
@@ -122,7 +125,7 @@ fstream *all_streams(fstream *it)
 
 int forbidden_by(const fstream *s)
 {
-    if (!s->capturing || thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+    if (!s->capturing)
         return 0;
     if (pthread_equal(s->owner, pthread_self()))
         return s->mode != CU_STREAM_CAPTURE_MODE_RELAXED;
