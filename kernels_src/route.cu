@@ -154,6 +154,19 @@ MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_
     }
 }
 
+/* memra_route_emit with the pair's slot and plane values read ahead. */
+MEMRA_DEVICE void memra_route_emit_at(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+                                      float w, int slot, float m0, float m1, float m2)
+{
+    const memra_u32 p = t * o->K + j;
+    o->sel[p] = e;
+    o->selw[p] = w;
+    if (o->tables) {
+        const memra_vrows_out v = memra_vrows_pair_at(slot, w, p, &o->c, o->faults, m0, m1, m2);
+        memra_vrows_store(v, p, o->n_pairs, o->ptrs, o->scl);
+    }
+}
+
 /* A token with a non-finite logit or bias: experts 0..top_k-1, then its
  * shared experts, all with weight +0, every pair counted. */
 MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, memra_u32 j,
@@ -348,6 +361,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     MEMRA_SHARED float sh_sum;
     MEMRA_SHARED int sh_sel[32];
     MEMRA_SHARED float sh_w[32];
+    MEMRA_SHARED int sh_slot[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* each expert's slot and planes, */
+    MEMRA_SHARED float sh_m[3][MEMRA_ABI_ROUTE_MAX_EXPERT]; /* read while experts are chosen */
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
@@ -373,6 +388,27 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         return; /* the whole block */
     }
     MEMRA_PROBE(1);
+    /* The tables' inputs for every expert that may be chosen, and for the
+     * shared experts their threads will write, asked for now: they arrive
+     * while the experts are chosen (parked in shared memory before the
+     * barrier of step 4) instead of after, when a decode step would wait a
+     * whole memory round trip for them. */
+    int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD; /* expert tid's; pair tid's */
+    float m0 = 1.0f, m1 = 1.0f, m2 = 1.0f, q0 = 1.0f, q1 = 1.0f, q2 = 1.0f;
+    if (o.tables) {
+        if (tid < E) {
+            my_slot = memra_vrows_slot((int)tid, &o.c);
+            m0 = MEMRA_PLANE_AT(mg, my_slot);
+            m1 = MEMRA_PLANE_AT(mu, my_slot);
+            m2 = MEMRA_PLANE_AT(md, my_slot);
+        }
+        if (tid >= top_k && tid < o.K) { /* a shared expert's pair */
+            pair_slot = memra_vrows_slot((int)(n_expert + (tid - top_k)), &o.c);
+            q0 = MEMRA_PLANE_AT(mg, pair_slot);
+            q1 = MEMRA_PLANE_AT(mu, pair_slot);
+            q2 = MEMRA_PLANE_AT(md, pair_slot);
+        }
+    }
 
     /* 2. Scores. The softmax max is a maximum under a total order, the same
      *    in any order; the sum is the fixed one: warp 0's lane l adds
@@ -487,6 +523,10 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const memra_u64 me = ((memra_u64)ke << 32) | (memra_u64)(~tid);
     if (r == top_k - 1u)
         sh_thr[wid] = me;
+    if (o.tables && tid < E) {
+        sh_slot[tid] = my_slot;
+        sh_m[0][tid] = m0, sh_m[1][tid] = m1, sh_m[2][tid] = m2;
+    }
     memra_block_sync();
     MEMRA_PROBE(4);
     if (r < top_k) {
@@ -520,6 +560,10 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         if (tid < top_k) {
             e = sh_sel[tid];
             w = sh_w[tid];
+            if (o.tables) {
+                pair_slot = sh_slot[e];
+                q0 = sh_m[0][e], q1 = sh_m[1][e], q2 = sh_m[2][e];
+            }
             if (flags & MEMRA_ROUTE_FLAG_RENORM) {
                 float sum = 0.0f;
                 for (memra_u32 j = 0; j < top_k; j++)
@@ -533,7 +577,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             w = shared_weight;
         }
         MEMRA_PROBE(7);
-        memra_route_emit(&o, t, tid, e, w);
+        memra_route_emit_at(&o, t, tid, e, w, pair_slot, q0, q1, q2);
         MEMRA_PROBE(8);
     }
 }

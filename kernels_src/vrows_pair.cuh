@@ -78,14 +78,17 @@ MEMRA_DEVICE int memra_vrows_slot(int ex, const memra_vrows_ctx *c)
     return MEMRA_SLOT_BAD;
 }
 
-MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p,
-                                              const memra_vrows_ctx *c, memra_u32 *faults)
+/* One pair's tables given its slot (memra_vrows_slot) and the slot's three
+ * macro-plane values (1.0f for a plane not given): the routing kernel reads
+ * them ahead, while the experts are still being chosen. */
+MEMRA_DEVICE memra_vrows_out memra_vrows_pair_at(int slot, float w, memra_u32 p,
+                                                 const memra_vrows_ctx *c, memra_u32 *faults,
+                                                 float m0, float m1, float m2)
 {
     memra_vrows_out o;
     o.g = c->pg, o.u = c->pu, o.d = c->pd;
     o.s0 = 0.0f, o.s1 = 0.0f, o.s2 = 0.0f;
 
-    const int slot = memra_vrows_slot(ex, c);
     /* Another rank's expert: nothing to read here, and a NULL pointer says
      * so to the GEMM; counted apart from faults. */
     if (slot == MEMRA_SLOT_NOT_LOCAL) {
@@ -108,9 +111,8 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p,
     o.g = c->pg + e * c->sg;
     o.u = c->pu + e * c->su;
     o.d = c->pd + e * c->sd;
-    const float m2 = c->md ? c->md[slot] : 1.0f;
-    o.s0 = c->mg ? c->mg[slot] : 1.0f;
-    o.s1 = c->mu ? c->mu[slot] : 1.0f;
+    o.s0 = m0;
+    o.s1 = m1;
     o.s2 = memra_mul_rn(w, m2);
 
     const memra_u32 b0 = memra_as_bits(o.s0), b1 = memra_as_bits(o.s1), b2 = memra_as_bits(o.s2);
@@ -126,6 +128,18 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p,
             o.s2 = memra_from_bits(MEMRA_QNAN_BITS);
     }
     return o;
+}
+
+/* Slot `slot`'s value in macro plane `m` (1.0f without the plane or the slot). */
+#define MEMRA_PLANE_AT(m, slot) ((m) && (slot) >= 0 ? (m)[(slot)] : 1.0f)
+
+/* Pair p (expert ex, weight w): its slot, the planes read, the tables. */
+MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p,
+                                              const memra_vrows_ctx *c, memra_u32 *faults)
+{
+    const int slot = memra_vrows_slot(ex, c);
+    return memra_vrows_pair_at(slot, w, p, c, faults, MEMRA_PLANE_AT(c->mg, slot),
+                               MEMRA_PLANE_AT(c->mu, slot), MEMRA_PLANE_AT(c->md, slot));
 }
 
 /* The tables are written once per step and read once by the GEMV: stream
