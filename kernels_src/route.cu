@@ -460,9 +460,12 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         const memra_u32 kc = tid < E ? memra_route_key(c) : 0u;
         memra_u32 parts;
         if (G % 32u == 0) { /* whole warps per group */
+            /* The second best: the best again if two lanes hold it, else the
+             * best of the rest (both asked at once, not one after the other). */
             const memra_u32 k1 = memra_warp_max_u32(kc);
-            const memra_u32 l1 = memra_warp_min_u32(kc == k1 ? lane : 32u);
-            const memra_u32 k2 = memra_warp_max_u32(lane == l1 ? 0u : kc);
+            const memra_u32 held = memra_warp_ballot(kc == k1);
+            const memra_u32 rest = memra_warp_max_u32(kc == k1 ? 0u : kc);
+            const memra_u32 k2 = (held & (held - 1u)) ? k1 : rest;
             if (lane == 0)
                 sh_p1[wid] = k1, sh_p2[wid] = k2;
             parts = G / 32u;

@@ -38,47 +38,51 @@ MEMRA_DEVICE float memra_expf(float x)
     const float invln2 = memra_from_bits(0x3fb8aa3bu);
     const float p1 = memra_from_bits(0x3e2aaa8fu);  /* 1.6666625440e-1 */
     const float p2 = memra_from_bits(0xbb355215u);  /* -2.7667332906e-3 */
-    if (hx > 0x7f800000u)
-        return memra_add_rn(x, x); /* NaN */
-    if (hx == 0x7f800000u)
-        return xsb ? 0.0f : x;
-    if (!xsb && hx > 0x42b17217u) /* above ln(FLT_MAX): overflow */
-        return memra_from_bits(0x7f800000u);
-    if (xsb && hx > 0x42cff1b5u) /* below -103.972084: underflow */
-        return 0.0f;
-    float hi = 0.0f, lo = 0.0f, r = x;
-    int k = 0;
-    if (hx > 0x3eb17218u) { /* |x| > 0.5 ln2 */
-        if (hx < 0x3f851592u) { /* and |x| < 1.5 ln2 */
-            hi = xsb ? memra_add_rn(x, ln2hi) : memra_sub_rn(x, ln2hi);
-            lo = xsb ? -ln2lo : ln2lo;
-            k = xsb ? -1 : 1;
-        } else {
-            const float kf = memra_add_rn(memra_mul_rn(invln2, x), xsb ? -0.5f : 0.5f);
-            k = (int)kf; /* towards zero, as C and cvt.rzi do */
-            const float t = (float)k;
-            hi = memra_sub_rn(x, memra_mul_rn(t, ln2hi)); /* t*ln2hi is exact */
-            lo = memra_mul_rn(t, ln2lo);
-        }
-        r = memra_sub_rn(hi, lo);
-    } else if (hx < 0x39000000u) { /* |x| < 2^-14 */
-        return memra_add_rn(one, x);
-    }
+    /* One path for every input, its cases chosen by selects: written with a
+     * branch per range, a warp whose lanes hold logits of mixed ranges ran
+     * every branch in turn. Each case's result is still the same sequence
+     * of operations as FreeBSD's branch for it (test_routing compares the
+     * two on every 61st float and around every range boundary). */
+    const int is_nan = hx > 0x7f800000u, is_inf = hx == 0x7f800000u;
+    const int over = !xsb && hx > 0x42b17217u;  /* above ln(FLT_MAX) */
+    const int under = xsb && hx > 0x42cff1b5u;  /* below -103.972084 (-inf too) */
+    const int reduce = hx > 0x3eb17218u;        /* |x| > 0.5 ln2 */
+    const int near = hx < 0x3f851592u;          /* and |x| < 1.5 ln2 */
+    const int tiny = hx < 0x39000000u;          /* |x| < 2^-14 */
+    const float xs = is_nan || is_inf || over || under ? 0.0f : x; /* keeps k in range */
+    /* |x| in (0.5 ln2, 1.5 ln2): k = +-1; x - ln2hi is x + (-ln2hi) exactly. */
+    const float hi_near = memra_add_rn(xs, xsb ? ln2hi : -ln2hi);
+    /* |x| >= 1.5 ln2: k = round(x / ln2); k * ln2hi is exact. */
+    const float kf = memra_add_rn(memra_mul_rn(invln2, xs), xsb ? -0.5f : 0.5f);
+    const int k_far = (int)kf; /* towards zero, as C and cvt.rzi do */
+    const float t_far = (float)k_far;
+    const float hi_far = memra_sub_rn(xs, memra_mul_rn(t_far, ln2hi));
+    const float lo_far = memra_mul_rn(t_far, ln2lo);
+    const float hi = !reduce ? 0.0f : near ? hi_near : hi_far;
+    const float lo = !reduce ? 0.0f : near ? (xsb ? -ln2lo : ln2lo) : lo_far;
+    const int k = !reduce ? 0 : near ? (xsb ? -1 : 1) : k_far;
+    const float r = reduce ? memra_sub_rn(hi, lo) : xs;
     const float t = memra_mul_rn(r, r);
     const float c = memra_sub_rn(r, memra_mul_rn(t, memra_add_rn(p1, memra_mul_rn(t, p2))));
-    if (k == 0)
-        return memra_sub_rn(
-            one, memra_sub_rn(memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(c, two)), r));
-    const float y = memra_sub_rn(
-        one, memra_sub_rn(memra_sub_rn(lo, memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(two, c))),
-                          hi));
-    if (k >= -125) {
-        if (k == 128)
-            return memra_mul_rn(memra_mul_rn(y, 2.0f), memra_from_bits(0x7f000000u));
-        return memra_mul_rn(y, memra_from_bits((memra_u32)(0x7f + k) << 23));
-    }
-    return memra_mul_rn(memra_mul_rn(y, memra_from_bits((memra_u32)(0x7f + k + 100) << 23)),
-                        memra_from_bits(0x0d800000u)); /* 2^-100 */
+    const float q =
+        memra_div_rn(memra_mul_rn(r, c), k == 0 ? memra_sub_rn(c, two) : memra_sub_rn(two, c));
+    const float y = k == 0 ? memra_sub_rn(one, memra_sub_rn(q, r))
+                           : memra_sub_rn(one, memra_sub_rn(memra_sub_rn(lo, q), hi));
+    /* y * 2^k: in two steps at k = 128 and below 2^-125 (so a subnormal
+     * result is rounded once), else in one. */
+    const int k_big = k == 128, k_small = k < -125;
+    const memra_u32 e1 = (memra_u32)(0x7f + (k_small ? k + 100 : k_big ? 1 : k)) << 23;
+    const float y1 = memra_mul_rn(y, memra_from_bits(e1));
+    const float scaled =
+        k_big     ? memra_mul_rn(y1, memra_from_bits(0x7f000000u)) /* 2^127 */
+        : k_small ? memra_mul_rn(y1, memra_from_bits(0x0d800000u)) /* 2^-100 */
+                  : y1;
+    return is_nan   ? memra_add_rn(x, x)
+           : is_inf ? (xsb ? 0.0f : x)
+           : over   ? memra_from_bits(0x7f800000u)
+           : under  ? 0.0f
+           : tiny   ? memra_add_rn(one, x)
+                    : scaled;
 }
 
 /* The expert order: higher choice score first, the lower index on a tie.
