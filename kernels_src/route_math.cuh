@@ -38,11 +38,68 @@ MEMRA_DEVICE float memra_expf(float x)
     const float invln2 = memra_from_bits(0x3fb8aa3bu);
     const float p1 = memra_from_bits(0x3e2aaa8fu);  /* 1.6666625440e-1 */
     const float p2 = memra_from_bits(0xbb355215u);  /* -2.7667332906e-3 */
-    /* One path for every input, its cases chosen by selects: written with a
-     * branch per range, a warp whose lanes hold logits of mixed ranges ran
-     * every branch in turn. Each case's result is still the same sequence
-     * of operations as FreeBSD's branch for it (test_routing compares the
-     * two on every 61st float and around every range boundary). */
+    if (hx > 0x7f800000u)
+        return memra_add_rn(x, x); /* NaN */
+    if (hx == 0x7f800000u)
+        return xsb ? 0.0f : x;
+    if (!xsb && hx > 0x42b17217u) /* above ln(FLT_MAX): overflow */
+        return memra_from_bits(0x7f800000u);
+    if (xsb && hx > 0x42cff1b5u) /* below -103.972084: underflow */
+        return 0.0f;
+    float hi = 0.0f, lo = 0.0f, r = x;
+    int k = 0;
+    if (hx > 0x3eb17218u) { /* |x| > 0.5 ln2 */
+        if (hx < 0x3f851592u) { /* and |x| < 1.5 ln2 */
+            hi = xsb ? memra_add_rn(x, ln2hi) : memra_sub_rn(x, ln2hi);
+            lo = xsb ? -ln2lo : ln2lo;
+            k = xsb ? -1 : 1;
+        } else {
+            const float kf = memra_add_rn(memra_mul_rn(invln2, x), xsb ? -0.5f : 0.5f);
+            k = (int)kf; /* towards zero, as C and cvt.rzi do */
+            const float t = (float)k;
+            hi = memra_sub_rn(x, memra_mul_rn(t, ln2hi)); /* t*ln2hi is exact */
+            lo = memra_mul_rn(t, ln2lo);
+        }
+        r = memra_sub_rn(hi, lo);
+    } else if (hx < 0x39000000u) { /* |x| < 2^-14 */
+        return memra_add_rn(one, x);
+    }
+    const float t = memra_mul_rn(r, r);
+    const float c = memra_sub_rn(r, memra_mul_rn(t, memra_add_rn(p1, memra_mul_rn(t, p2))));
+    if (k == 0)
+        return memra_sub_rn(
+            one, memra_sub_rn(memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(c, two)), r));
+    const float y = memra_sub_rn(
+        one, memra_sub_rn(memra_sub_rn(lo, memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(two, c))),
+                          hi));
+    if (k >= -125) {
+        if (k == 128)
+            return memra_mul_rn(memra_mul_rn(y, 2.0f), memra_from_bits(0x7f000000u));
+        return memra_mul_rn(y, memra_from_bits((memra_u32)(0x7f + k) << 23));
+    }
+    return memra_mul_rn(memra_mul_rn(y, memra_from_bits((memra_u32)(0x7f + k + 100) << 23)),
+                        memra_from_bits(0x0d800000u)); /* 2^-100 */
+}
+
+/* memra_expf with one path for every input, its cases chosen by selects,
+ * each case's result the same sequence of operations as memra_expf's branch
+ * for it (test_routing compares the two on every 61st float and around every
+ * range boundary: bit for bit). Sigmoid takes exp(-x) of logits of both
+ * signs, where a warp ran the branches one after another: on the H200 the
+ * scores of a DeepSeek-V3 decode step took 865 cycles this way against
+ * 1129. Softmax's exp(x - max) is faster with the branches (2000 against
+ * 2283 cycles for Qwen3-MoE), so it keeps them. */
+MEMRA_DEVICE float memra_expf_flat(float x)
+{
+    const memra_u32 bits = memra_as_bits(x);
+    const memra_u32 hx = bits & 0x7fffffffu;
+    const int xsb = (int)(bits >> 31);
+    const float one = 1.0f, two = 2.0f;
+    const float ln2hi = memra_from_bits(0x3f317200u); /* 6.9314575195e-01 */
+    const float ln2lo = memra_from_bits(0x35bfbe8eu); /* 1.4286067653e-06 */
+    const float invln2 = memra_from_bits(0x3fb8aa3bu);
+    const float p1 = memra_from_bits(0x3e2aaa8fu);  /* 1.6666625440e-1 */
+    const float p2 = memra_from_bits(0xbb355215u);  /* -2.7667332906e-3 */
     const int is_nan = hx > 0x7f800000u, is_inf = hx == 0x7f800000u;
     const int over = !xsb && hx > 0x42b17217u;  /* above ln(FLT_MAX) */
     const int under = xsb && hx > 0x42cff1b5u;  /* below -103.972084 (-inf too) */
@@ -97,7 +154,7 @@ MEMRA_DEVICE int memra_route_better(float a, int ia, float b, int ib)
  * sigmoid 1 / (1 + exp(-x)). */
 MEMRA_DEVICE float memra_route_sigmoid(float x)
 {
-    return memra_div_rn(1.0f, memra_add_rn(1.0f, memra_expf(-x)));
+    return memra_div_rn(1.0f, memra_add_rn(1.0f, memra_expf_flat(-x)));
 }
 
 /* float16 bits to binary32, exactly: every half is a float. A subnormal
