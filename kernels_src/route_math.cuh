@@ -21,6 +21,18 @@
 /* Scores are in (0, 1], so no expert scores -inf: it marks "nothing". */
 #define MEMRA_NEG_INF_BITS 0xff800000u
 
+/* The input's parts and FreeBSD's constants, as both forms of exp begin. */
+#define MEMRA_EXPF_PROLOGUE(x)                                                                     \
+    const memra_u32 bits = memra_as_bits(x);                                                       \
+    const memra_u32 hx = bits & 0x7fffffffu;                                                       \
+    const int xsb = (int)(bits >> 31);                                                             \
+    const float one = 1.0f, two = 2.0f;                                                            \
+    const float ln2hi = memra_from_bits(0x3f317200u); /* 6.9314575195e-01 */                       \
+    const float ln2lo = memra_from_bits(0x35bfbe8eu); /* 1.4286067653e-06 */                       \
+    const float invln2 = memra_from_bits(0x3fb8aa3bu);                                             \
+    const float p1 = memra_from_bits(0x3e2aaa8fu); /* 1.6666625440e-1 */                           \
+    const float p2 = memra_from_bits(0xbb355215u)  /* -2.7667332906e-3 */
+
 /* exp(x) in binary32: FreeBSD's e_expf.c (Sun's algorithm, error below one
  * ulp), written with explicit roundings and integer bit tricks so that the
  * device and the host compute it the same way. Range reduction
@@ -29,15 +41,7 @@
  * 2^-125 so a subnormal result is rounded once. NaN in, NaN out. */
 MEMRA_DEVICE float memra_expf(float x)
 {
-    const memra_u32 bits = memra_as_bits(x);
-    const memra_u32 hx = bits & 0x7fffffffu;
-    const int xsb = (int)(bits >> 31);
-    const float one = 1.0f, two = 2.0f;
-    const float ln2hi = memra_from_bits(0x3f317200u); /* 6.9314575195e-01 */
-    const float ln2lo = memra_from_bits(0x35bfbe8eu); /* 1.4286067653e-06 */
-    const float invln2 = memra_from_bits(0x3fb8aa3bu);
-    const float p1 = memra_from_bits(0x3e2aaa8fu);  /* 1.6666625440e-1 */
-    const float p2 = memra_from_bits(0xbb355215u);  /* -2.7667332906e-3 */
+    MEMRA_EXPF_PROLOGUE(x);
     if (hx > 0x7f800000u)
         return memra_add_rn(x, x); /* NaN */
     if (hx == 0x7f800000u)
@@ -91,15 +95,7 @@ MEMRA_DEVICE float memra_expf(float x)
  * 2283 cycles for Qwen3-MoE), so it keeps them. */
 MEMRA_DEVICE float memra_expf_flat(float x)
 {
-    const memra_u32 bits = memra_as_bits(x);
-    const memra_u32 hx = bits & 0x7fffffffu;
-    const int xsb = (int)(bits >> 31);
-    const float one = 1.0f, two = 2.0f;
-    const float ln2hi = memra_from_bits(0x3f317200u); /* 6.9314575195e-01 */
-    const float ln2lo = memra_from_bits(0x35bfbe8eu); /* 1.4286067653e-06 */
-    const float invln2 = memra_from_bits(0x3fb8aa3bu);
-    const float p1 = memra_from_bits(0x3e2aaa8fu);  /* 1.6666625440e-1 */
-    const float p2 = memra_from_bits(0xbb355215u);  /* -2.7667332906e-3 */
+    MEMRA_EXPF_PROLOGUE(x);
     const int is_nan = hx > 0x7f800000u, is_inf = hx == 0x7f800000u;
     const int over = !xsb && hx > 0x42b17217u;  /* above ln(FLT_MAX) */
     const int under = xsb && hx > 0x42cff1b5u;  /* below -103.972084 (-inf too) */
