@@ -321,7 +321,8 @@ static void test_replay_waits_for_a_later_upload(void **state)
 }
 
 /* Row 7: the upload's stream is destroyed with the upload still queued and
- * its handle goes to a new stream: a launch there still waits. */
+ * its handle goes to a new stream: a launch there still waits. The upload
+ * comes from a launch (a prepare call would finish it before returning). */
 static void test_reused_stream_handle_still_waits(void **state)
 {
     (void)state;
@@ -331,7 +332,9 @@ static void test_reused_stream_handle_still_waits(void **state)
     work_init(eng, &w, 1.0f, 19);
     _Atomic int open = 0;
     mock_gate(s, &open);
-    assert_int_equal(memra_vrows_prepare_layer(eng, 2, E, &w.mac, s), MEMRA_OK);
+    upload_inputs(&w, s);
+    assert_int_equal(launch(eng, &w, 2, s), MEMRA_OK); /* the layer's upload, queued */
+    assert_true(mock_pending(s) > 0);
     assert_int_equal(mock_table.cuStreamDestroy(s), CUDA_SUCCESS);
     CUstream t = make_stream();
     assert_ptr_equal(t, s); /* the driver may hand the handle out again */
@@ -413,15 +416,17 @@ static void test_fault_readers_do_not_wait_for_each_other(void **state)
     memra_engine_destroy(eng);
 }
 
-/* Row 10: planes B uploaded on a busy stream, then C on an idle one: C is
- * what the layer holds once both have run, as memra believes. */
+/* Row 10: planes B uploaded on a busy stream (by a launch there), then C
+ * prepared on an idle one: C lands after B, the prepare returns once it
+ * has, and C is what the layer holds, as memra believes. */
 static void test_uploads_land_in_issue_order(void **state)
 {
     (void)state;
     memra_engine *eng = mock_engine();
     CUstream a = make_stream(), b = make_stream();
-    work w;
+    work w, wb;
     work_init(eng, &w, 1.0f, 20);
+    work_init(eng, &wb, 1.0f, 20);
     _Atomic int open = 0;
     mock_gate(a, &open);
     float planes_b[3][E];
@@ -429,11 +434,17 @@ static void test_uploads_land_in_issue_order(void **state)
         for (int e = 0; e < E; e++)
             planes_b[k][e] = w.pl[k][e] + 50.0f;
     memra_vrows_macros mac_b = {{planes_b[0], planes_b[1], planes_b[2]}};
-    assert_int_equal(memra_vrows_prepare_layer(eng, 3, E, &mac_b, a), MEMRA_OK);
+    upload_inputs(&wb, a);
+    assert_int_equal(memra_vrows_tables(eng, wb.dsel, wb.dselw, N, E, 3, &mac_b, &wb.sl, wb.dptrs,
+                                        wb.dscl, a),
+                     MEMRA_OK); /* B's upload, queued behind the gate */
+    pthread_t opener;
+    assert_int_equal(pthread_create(&opener, NULL, open_gate_later, &open), 0);
     assert_int_equal(memra_vrows_prepare_layer(eng, 3, E, &w.mac, b), MEMRA_OK); /* C */
+    assert_true(atomic_load(&open)); /* C's upload waited for B's */
+    pthread_join(opener, NULL);
     upload_inputs(&w, b);
     assert_int_equal(launch(eng, &w, 3, b), MEMRA_OK);
-    atomic_store(&open, 1);
     expect_tables(&w, (const float(*)[E])w.pl, b);
     mock_drain();
     /* Both uploads have run: a later launch on any stream still reads C. */
@@ -441,7 +452,7 @@ static void test_uploads_land_in_issue_order(void **state)
     upload_inputs(&w, c);
     assert_int_equal(launch(eng, &w, 3, c), MEMRA_OK);
     expect_tables(&w, (const float(*)[E])w.pl, c);
-    work_free(eng, &w);
+    work_free(eng, &w), work_free(eng, &wb);
     mock_table.cuStreamDestroy(a), mock_table.cuStreamDestroy(b), mock_table.cuStreamDestroy(c);
     memra_engine_destroy(eng);
 }
