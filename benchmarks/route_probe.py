@@ -78,8 +78,8 @@ def load_nvrtc():
 nvrtc = load_nvrtc()
 
 
-def compile_block(src_dir, arch, defines):
-    src = "#define MEMRA_ROUTE_ONLY_BLOCK\n" + "".join(
+def compile_block(src_dir, arch, defines, kernel="block"):
+    src = "#define MEMRA_ROUTE_ONLY_%s\n" % kernel.upper() + "".join(
         "#define %s\n" % d for d in defines) + "".join(
         open(os.path.join(src_dir, f)).read() + "\n" for f in BLOCK_FILES)
     src += 'extern "C" __global__ void memra_probe_empty_kernel() {}\n'
@@ -99,35 +99,45 @@ def compile_block(src_dir, arch, defines):
     mod = ctypes.c_void_p()
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
     fn, empty = ctypes.c_void_p(), ctypes.c_void_p()
-    ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"memra_route_block_kernel"), "get kernel")
+    name = ("memra_route_%s_kernel" % kernel).encode()
+    ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name), "get kernel")
     ck(cu.cuModuleGetFunction(ctypes.byref(empty), mod, b"memra_probe_empty_kernel"), "get empty")
     return mod, fn, empty
 
 
 def alloc(nbytes, data=None):
     p = ctypes.c_uint64()
-    ck(cu.cuMemAlloc_v2(ctypes.byref(p), max(nbytes, 4)), "cuMemAlloc")
+    ck(cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(max(nbytes, 4))), "cuMemAlloc")
     if data is not None:
-        ck(cu.cuMemcpyHtoD_v2(p, data, nbytes), "cuMemcpyHtoD")
+        ck(cu.cuMemcpyHtoD_v2(p, data, ctypes.c_size_t(nbytes)), "cuMemcpyHtoD")
     else:
-        ck(cu.cuMemsetD8_v2(p, 0, max(nbytes, 4)), "cuMemsetD8")
+        ck(cu.cuMemsetD8_v2(p, ctypes.c_ubyte(0), ctypes.c_size_t(max(nbytes, 4))), "cuMemsetD8")
     return p.value
 
 
 class Layer:
     """One configuration's device buffers and parameter block (src/route_abi.h)."""
 
-    def __init__(self, cfg, seed):
+    def __init__(self, cfg, seed, n_tokens=1):
         name, E, G, TG, K, sig, renorm, scale = cfg
         import random
         rnd = random.Random(seed)
         f32 = lambda vals: struct.pack("<%df" % len(vals), *vals)
-        self.E, self.K = E, K
-        self.logits = alloc(4 * E, f32([rnd.uniform(-4, 4) for _ in range(E)]))
+        self.E, self.K, self.T = E, K, n_tokens
+        if n_tokens == 1:
+            self.logits = alloc(4 * E, f32([rnd.uniform(-4, 4) for _ in range(E)]))
+        else:  # random logits in [-4, 4): one token's worth, repeated with a shift
+            import array
+            one = [rnd.uniform(-4, 4) for _ in range(E + 64)]
+            v = array.array("f")
+            for t in range(n_tokens):
+                v.extend(one[t % 64:t % 64 + E])
+            data = (ctypes.c_char * (len(v) * 4)).from_buffer(v)
+            self.logits = alloc(len(v) * 4, data)
         self.bias = alloc(4 * E, f32([rnd.uniform(-0.1, 0.1) for _ in range(E)])) if sig else 0
         self.planes = alloc(12 * E, f32([rnd.uniform(0.5, 2) for _ in range(3 * E)]))
-        self.sel, self.selw = alloc(4 * K), alloc(4 * K)
-        self.ptrs, self.scl = alloc(24 * K), alloc(12 * K)
+        self.sel, self.selw = alloc(4 * K * n_tokens), alloc(4 * K * n_tokens)
+        self.ptrs, self.scl = alloc(24 * K * n_tokens), alloc(12 * K * n_tokens)
         self.faults = alloc(16)
         self.flags = (F_SIGMOID if sig else 0) | (F_RENORM if renorm else 0)
         self.n_group, self.topk_group, self.scale = G, TG, scale
@@ -138,7 +148,7 @@ class Layer:
         b = struct.pack("<17Q", self.logits, self.bias, self.planes, self.planes + E4,
                         self.planes + 2 * E4, 1 << 40, 2 << 40, 3 << 40, 5 << 32, 5 << 32, 5 << 32,
                         self.sel, self.selw, self.ptrs, self.scl, self.faults, 0)
-        b += struct.pack("<8I2f", 1, self.E, self.K, self.n_group, self.topk_group, flags, 0, 0,
+        b += struct.pack("<8I2f", self.T, self.E, self.K, self.n_group, self.topk_group, flags, 0, 0,
                          self.scale, 0.0)
         assert len(b) == 176
         return ctypes.create_string_buffer(b, 176)
@@ -190,7 +200,7 @@ def probe(mod, fn, layer, stream, tables):
     buf = layer.params(tables)
     best = None
     for _ in range(20):  # the fastest of 20: a warm, uncontended run
-        ck(cu.cuMemsetD8_v2(clk, 0, size.value), "clear probe")
+        ck(cu.cuMemsetD8_v2(clk, ctypes.c_ubyte(0), size), "clear probe")
         launch(fn, (layer.E + 31) // 32 * 32, stream, buf)
         ck(cu.cuStreamSynchronize(stream), "sync")
         raw = (ctypes.c_uint64 * (size.value // 8))()
@@ -204,10 +214,40 @@ def probe(mod, fn, layer, stream, tables):
             for i in range(len(MARKS)) if best[i]], ns_per_cycle
 
 
+def prefill(arch, stream, n_tokens, results):
+    """The warp-per-token kernel (memra's prefill choice) over n_tokens, one
+    launch per configuration, timed with events: the launches an `ncu
+    --kernel-name memra_route_warp_kernel` run reads its counters from."""
+    src = os.path.join(ROOT, "kernels_src")
+    _, fn, _ = compile_block(src, arch, [], "warp")
+    e0, e1 = ctypes.c_void_p(), ctypes.c_void_p()
+    ck(cu.cuEventCreate(ctypes.byref(e0), 0), "event")
+    ck(cu.cuEventCreate(ctypes.byref(e1), 0), "event")
+    for i, cfg in enumerate(CONFIGS):
+        layer = Layer(cfg, 7 + i, n_tokens)
+        buf = layer.params(True)
+        grid = (n_tokens + 3) // 4
+        size = ctypes.c_size_t(176)
+        extra = (ctypes.c_void_p * 5)(1, ctypes.cast(buf, ctypes.c_void_p),
+                                      2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
+        ck(cu.cuEventRecord(e0, stream), "record")
+        ck(cu.cuLaunchKernel(fn, grid, 1, 1, 128, 1, 1, 0, stream, None, extra), "launch")
+        ck(cu.cuEventRecord(e1, stream), "record")
+        ck(cu.cuEventSynchronize(e1), "sync")
+        ms = ctypes.c_float()
+        ck(cu.cuEventElapsedTime_v2(ctypes.byref(ms), e0, e1), "elapsed")
+        gbs = n_tokens * layer.E * 4 / (ms.value * 1e-3) / 1e9
+        results[cfg[0]] = {"us": ms.value * 1e3, "logits_GBps": gbs}
+        print("  prefill %-12s %d tokens, warp kernel: %.1f us, logits at %.0f GB/s"
+              % (cfg[0], n_tokens, ms.value * 1e3, gbs))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", action="append", default=[], help="a kernels_src variant to compare")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--prefill", type=int, metavar="N",
+                    help="instead: one launch of the warp kernel over N tokens per configuration")
     a = ap.parse_args()
     ck(cu.cuInit(0), "cuInit")
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
@@ -223,6 +263,13 @@ def main():
     print("device: %s, sm_%d" % (name.value.decode(), arch))
     stream = ctypes.c_void_p()
     ck(cu.cuStreamCreate(ctypes.byref(stream), 1), "stream")
+    if a.prefill:
+        results = {}
+        prefill(arch, stream, a.prefill, results)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"prefill": results}, f, indent=1)
+        return 0
     srcs = [os.path.join(ROOT, "kernels_src")] + a.src
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS)]
     results = {}
