@@ -52,18 +52,8 @@ def timed(fn, reps=7):
 
 def main():
     ck = rp.ck
-    ck(cu.cuInit(0), "cuInit")
-    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-    ck(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
-    ck(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "retain")
-    ck(cu.cuCtxSetCurrent(ctx), "set current")
-    major, minor = ctypes.c_int(), ctypes.c_int()
-    cu.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)
-    cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)
-    arch = major.value * 10 + minor.value
+    arch, stream = rp.open_device()
     cubin, size = cubin_of_vrows(arch)
-    stream = ctypes.c_void_p()
-    ck(cu.cuStreamCreate(ctypes.byref(stream), 1), "stream")
     print("table module CUBIN: %d bytes, sm_%d" % (size, arch))
 
     def load_unload():

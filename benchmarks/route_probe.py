@@ -242,13 +242,9 @@ def prefill(arch, stream, n_tokens, results):
               % (cfg[0], n_tokens, ms.value * 1e3, gbs))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", action="append", default=[], help="a kernels_src variant to compare")
-    ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--prefill", type=int, metavar="N",
-                    help="instead: one launch of the warp kernel over N tokens per configuration")
-    a = ap.parse_args()
+def open_device():
+    """Device 0's primary context made current; its sm number and a
+    non-blocking stream. Prints the device."""
     ck(cu.cuInit(0), "cuInit")
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
     ck(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
@@ -263,6 +259,17 @@ def main():
     print("device: %s, sm_%d" % (name.value.decode(), arch))
     stream = ctypes.c_void_p()
     ck(cu.cuStreamCreate(ctypes.byref(stream), 1), "stream")
+    return arch, stream
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", action="append", default=[], help="a kernels_src variant to compare")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--prefill", type=int, metavar="N",
+                    help="instead: one launch of the warp kernel over N tokens per configuration")
+    a = ap.parse_args()
+    arch, stream = open_device()
     if a.prefill:
         results = {}
         prefill(arch, stream, a.prefill, results)
