@@ -100,17 +100,31 @@ static void reclaim(memra_call *c)
     pthread_mutex_unlock(&eng->state_lock);
 }
 
+/* Records that the slot's upload number `version` (and so every one
+ * before it) has finished; callers may race, so the count only grows. */
+static void note_finished(memra_slot *m, uint64_t version)
+{
+    uint64_t f = atomic_load(&m->finished);
+    while (f < version && !atomic_compare_exchange_weak(&m->finished, &f, version)) {
+    }
+}
+
+/* The slot's last upload is known finished (or there was none). */
+static int upload_known_done(memra_slot *m)
+{
+    return atomic_load(&m->finished) >= m->version;
+}
+
 /* Whether the slot's last upload may still be running (learning that it
  * finished when the driver says so). */
 static memra_status upload_in_flight(memra_call *c, memra_slot *m, int *in_flight)
 {
     *in_flight = 0;
-    if (!m->version || m->upload_done)
+    if (upload_known_done(m))
         return MEMRA_OK;
     const CUresult r = c->d->cuEventQuery(m->uploaded);
     if (r == CUDA_SUCCESS) {
-        m->upload_done = 1;
-        atomic_store(&m->finished, m->version);
+        note_finished(m, m->version);
         return MEMRA_OK;
     }
     if (r != CUDA_ERROR_NOT_READY)
@@ -201,7 +215,6 @@ static memra_status upload(memra_call *c, memra_slot *m, uint32_t n_expert,
     if ((r = d->cuEventRecord(m->uploaded, s)) != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "cuEventRecord(plane upload)");
     m->upload_stream = memra_stream_id(d, s);
-    m->upload_done = 0;
     m->n_expert = n_expert;
     m->n_planes = n_planes;
     m->version++;
@@ -225,18 +238,17 @@ static memra_status order_launch(memra_call *c, memra_slot *m, memra_capture cap
 {
     const memra_driver *d = c->d;
     CUresult r;
-    if (!m->upload_done && m->version && atomic_load(&m->finished) >= m->version)
-        m->upload_done = 1;
+    const int done = upload_known_done(m);
     if (cap == MEMRA_CAPTURE_ACTIVE) {
         m->captured = 1;
-        if (m->upload_done)
+        if (done)
             return MEMRA_OK;
         if ((r = d->cuStreamWaitEvent(s, m->uploaded, CU_EVENT_WAIT_EXTERNAL)) != CUDA_SUCCESS)
             return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn,
                                  "cuStreamWaitEvent(plane upload, external)");
         return MEMRA_OK;
     }
-    if (cap != MEMRA_CAPTURE_NONE || m->upload_done)
+    if (cap != MEMRA_CAPTURE_NONE || done)
         return MEMRA_OK;
     const unsigned long long id = memra_stream_id(d, s);
     if (id && id == m->upload_stream)
@@ -279,7 +291,7 @@ memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mi
     /* The upload is finished before the call returns where a graph may read
      * the slot with no wait for it (order_launch): a slot a graph already
      * reads, and a prepared one, which the next capture will read. */
-    const int finish = !st && m->version && !m->upload_done && (settle || (uploaded && m->captured));
+    const int finish = !st && !upload_known_done(m) && (settle || (uploaded && m->captured));
     const CUevent ev = m->uploaded;
     const uint64_t version = m->version;
     pthread_mutex_unlock(&m->lock);
@@ -290,9 +302,7 @@ memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mi
             st = memra_cu_fail(c->d, r, MEMRA_ERR_DRIVER, c->fn,
                                "cuEventSynchronize(upload into a captured or prepared layer)");
         } else {
-            uint64_t f = atomic_load(&m->finished);
-            while (f < version && !atomic_compare_exchange_weak(&m->finished, &f, version)) {
-            }
+            note_finished(m, version);
         }
     }
     if (uploaded)

@@ -52,7 +52,6 @@ typedef struct memra_slot {
     CUdeviceptr dev;                  /* the planes back to back */
     CUevent uploaded;                 /* recorded after each upload */
     unsigned long long upload_stream; /* cuStreamGetId of the last upload's stream */
-    int upload_done;                  /* the last upload is known finished */
     int captured; /* a graph reads the slot: uploads into it finish before they return */
     _Atomic uint64_t finished; /* uploads known finished (each waited for the one before) */
 } memra_slot;
