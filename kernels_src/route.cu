@@ -141,30 +141,26 @@ typedef struct memra_route_out {
 } memra_route_out;
 
 /* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_kernel
- * builds them from that sel and selw. */
-MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
-                                          float w)
+ * builds them from that sel and selw, given the pair's slot and macro
+ * values (read ahead by the block kernel). */
+MEMRA_DEVICE void memra_route_emit_at(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+                                      float w, int slot, memra_vrows_macro m)
 {
     const memra_u32 p = t * o->K + j;
     o->sel[p] = e;
     o->selw[p] = w;
     if (o->tables) {
-        const memra_vrows_out v = memra_vrows_pair(e, w, p, &o->c, o->faults);
+        const memra_vrows_out v = memra_vrows_pair_at(slot, w, p, &o->c, o->faults, m);
         memra_vrows_store(v, p, o->n_pairs, o->ptrs, o->scl);
     }
 }
 
-/* memra_route_emit with the pair's slot and plane values read ahead. */
-MEMRA_DEVICE void memra_route_emit_at(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
-                                      float w, int slot, float m0, float m1, float m2)
+/* The same, reading the slot and macro values now. */
+MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+                                   float w)
 {
-    const memra_u32 p = t * o->K + j;
-    o->sel[p] = e;
-    o->selw[p] = w;
-    if (o->tables) {
-        const memra_vrows_out v = memra_vrows_pair_at(slot, w, p, &o->c, o->faults, m0, m1, m2);
-        memra_vrows_store(v, p, o->n_pairs, o->ptrs, o->scl);
-    }
+    const int slot = o->tables ? memra_vrows_slot(e, &o->c) : MEMRA_SLOT_BAD;
+    memra_route_emit_at(o, t, j, e, w, slot, memra_vrows_macro_at(&o->c, slot));
 }
 
 /* A token with a non-finite logit or bias: experts 0..top_k-1, then its
@@ -181,13 +177,15 @@ MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, me
     memra_route_out o;                                                                             \
     o.sel = sel, o.selw = selw, o.ptrs = ptrs, o.scl = scl, o.faults = faults;                     \
     o.K = top_k + n_shared, o.n_pairs = n_tokens * o.K;                                            \
-    o.tables = (flags & MEMRA_ROUTE_FLAG_NO_TABLES) == 0;                                                  \
+    o.tables = (flags & MEMRA_ROUTE_FLAG_NO_TABLES) == 0;                                          \
     o.c.mg = mg, o.c.mu = mu, o.c.md = md, o.c.pg = pg, o.c.pu = pu, o.c.pd = pd;                  \
     o.c.sg = sg, o.c.su = su, o.c.sd = sd, o.c.map = map, o.c.n_expert = n_expert;                 \
     o.c.n_local = n_local, o.c.n_shared = n_shared
 
 #define MEMRA_ROUTE_DTYPE(flags)                                                                   \
-    ((flags)&MEMRA_ROUTE_FLAG_BF16 ? MEMRA_DT_BF16 : (flags)&MEMRA_ROUTE_FLAG_F16 ? MEMRA_DT_F16 : MEMRA_DT_F32)
+    ((flags)&MEMRA_ROUTE_FLAG_BF16  ? MEMRA_DT_BF16                                                \
+     : (flags)&MEMRA_ROUTE_FLAG_F16 ? MEMRA_DT_F16                                                 \
+                                    : MEMRA_DT_F32)
 
 /* A module builds one kernel alone (-DMEMRA_ROUTE_ONLY_BLOCK or _WARP);
  * the host tests take both. */
@@ -361,8 +359,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     MEMRA_SHARED float sh_sum;
     MEMRA_SHARED int sh_sel[32];
     MEMRA_SHARED float sh_w[32];
-    MEMRA_SHARED int sh_slot[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* each expert's slot and planes, */
-    MEMRA_SHARED float sh_m[3][MEMRA_ABI_ROUTE_MAX_EXPERT]; /* read while experts are chosen */
+    MEMRA_SHARED int sh_slot[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* each expert's slot and macro */
+    MEMRA_SHARED memra_vrows_macro sh_mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* values, read ahead */
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
@@ -394,21 +392,12 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      * barrier of step 4) instead of after, when a decode step would wait a
      * whole memory round trip for them. */
     int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD; /* expert tid's; pair tid's */
-    float m0 = 1.0f, m1 = 1.0f, m2 = 1.0f, q0 = 1.0f, q1 = 1.0f, q2 = 1.0f;
-    if (o.tables) {
-        if (tid < E) {
-            my_slot = memra_vrows_slot((int)tid, &o.c);
-            m0 = MEMRA_PLANE_AT(mg, my_slot);
-            m1 = MEMRA_PLANE_AT(mu, my_slot);
-            m2 = MEMRA_PLANE_AT(md, my_slot);
-        }
-        if (tid >= top_k && tid < o.K) { /* a shared expert's pair */
-            pair_slot = memra_vrows_slot((int)(n_expert + (tid - top_k)), &o.c);
-            q0 = MEMRA_PLANE_AT(mg, pair_slot);
-            q1 = MEMRA_PLANE_AT(mu, pair_slot);
-            q2 = MEMRA_PLANE_AT(md, pair_slot);
-        }
-    }
+    if (o.tables && tid < E)
+        my_slot = memra_vrows_slot((int)tid, &o.c);
+    if (o.tables && tid >= top_k && tid < o.K) /* a shared expert's pair */
+        pair_slot = memra_vrows_slot((int)(n_expert + (tid - top_k)), &o.c);
+    const memra_vrows_macro mine = memra_vrows_macro_at(&o.c, my_slot);
+    memra_vrows_macro pair = memra_vrows_macro_at(&o.c, pair_slot);
 
     /* 2. Scores. The softmax max is a maximum under a total order, the same
      *    in any order; the sum is the fixed one: warp 0's lane l adds
@@ -526,10 +515,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const memra_u64 me = ((memra_u64)ke << 32) | (memra_u64)(~tid);
     if (r == top_k - 1u)
         sh_thr[wid] = me;
-    if (o.tables && tid < E) {
-        sh_slot[tid] = my_slot;
-        sh_m[0][tid] = m0, sh_m[1][tid] = m1, sh_m[2][tid] = m2;
-    }
+    if (o.tables && tid < E)
+        sh_slot[tid] = my_slot, sh_mac[tid] = mine;
     memra_block_sync();
     MEMRA_PROBE(4);
     if (r < top_k) {
@@ -563,10 +550,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         if (tid < top_k) {
             e = sh_sel[tid];
             w = sh_w[tid];
-            if (o.tables) {
-                pair_slot = sh_slot[e];
-                q0 = sh_m[0][e], q1 = sh_m[1][e], q2 = sh_m[2][e];
-            }
+            if (o.tables)
+                pair_slot = sh_slot[e], pair = sh_mac[e];
             if (flags & MEMRA_ROUTE_FLAG_RENORM) {
                 float sum = 0.0f;
                 for (memra_u32 j = 0; j < top_k; j++)
@@ -580,7 +565,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             w = shared_weight;
         }
         MEMRA_PROBE(7);
-        memra_route_emit_at(&o, t, tid, e, w, pair_slot, q0, q1, q2);
+        memra_route_emit_at(&o, t, tid, e, w, pair_slot, pair);
         MEMRA_PROBE(8);
     }
 }

@@ -52,7 +52,7 @@ MEMRA_DEVICE float memra_expf(float x)
         return 0.0f;
     float hi = 0.0f, lo = 0.0f, r = x;
     int k = 0;
-    if (hx > 0x3eb17218u) { /* |x| > 0.5 ln2 */
+    if (hx > 0x3eb17218u) {     /* |x| > 0.5 ln2 */
         if (hx < 0x3f851592u) { /* and |x| < 1.5 ln2 */
             hi = xsb ? memra_add_rn(x, ln2hi) : memra_sub_rn(x, ln2hi);
             lo = xsb ? -ln2lo : ln2lo;
@@ -74,8 +74,8 @@ MEMRA_DEVICE float memra_expf(float x)
         return memra_sub_rn(
             one, memra_sub_rn(memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(c, two)), r));
     const float y = memra_sub_rn(
-        one, memra_sub_rn(memra_sub_rn(lo, memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(two, c))),
-                          hi));
+        one,
+        memra_sub_rn(memra_sub_rn(lo, memra_div_rn(memra_mul_rn(r, c), memra_sub_rn(two, c))), hi));
     if (k >= -125) {
         if (k == 128)
             return memra_mul_rn(memra_mul_rn(y, 2.0f), memra_from_bits(0x7f000000u));
@@ -97,11 +97,11 @@ MEMRA_DEVICE float memra_expf_flat(float x)
 {
     MEMRA_EXPF_PROLOGUE(x);
     const int is_nan = hx > 0x7f800000u, is_inf = hx == 0x7f800000u;
-    const int over = !xsb && hx > 0x42b17217u;  /* above ln(FLT_MAX) */
-    const int under = xsb && hx > 0x42cff1b5u;  /* below -103.972084 (-inf too) */
-    const int reduce = hx > 0x3eb17218u;        /* |x| > 0.5 ln2 */
-    const int near = hx < 0x3f851592u;          /* and |x| < 1.5 ln2 */
-    const int tiny = hx < 0x39000000u;          /* |x| < 2^-14 */
+    const int over = !xsb && hx > 0x42b17217u; /* above ln(FLT_MAX) */
+    const int under = xsb && hx > 0x42cff1b5u; /* below -103.972084 (-inf too) */
+    const int reduce = hx > 0x3eb17218u;       /* |x| > 0.5 ln2 */
+    const int near = hx < 0x3f851592u;         /* and |x| < 1.5 ln2 */
+    const int tiny = hx < 0x39000000u;         /* |x| < 2^-14 */
     const float xs = is_nan || is_inf || over || under ? 0.0f : x; /* keeps k in range */
     /* |x| in (0.5 ln2, 1.5 ln2): k = +-1; x - ln2hi is x + (-ln2hi) exactly. */
     const float hi_near = memra_add_rn(xs, xsb ? ln2hi : -ln2hi);
@@ -126,10 +126,9 @@ MEMRA_DEVICE float memra_expf_flat(float x)
     const int k_big = k == 128, k_small = k < -125;
     const memra_u32 e1 = (memra_u32)(0x7f + (k_small ? k + 100 : k_big ? 1 : k)) << 23;
     const float y1 = memra_mul_rn(y, memra_from_bits(e1));
-    const float scaled =
-        k_big     ? memra_mul_rn(y1, memra_from_bits(0x7f000000u)) /* 2^127 */
-        : k_small ? memra_mul_rn(y1, memra_from_bits(0x0d800000u)) /* 2^-100 */
-                  : y1;
+    const float scaled = k_big     ? memra_mul_rn(y1, memra_from_bits(0x7f000000u)) /* 2^127 */
+                         : k_small ? memra_mul_rn(y1, memra_from_bits(0x0d800000u)) /* 2^-100 */
+                                   : y1;
     return is_nan   ? memra_add_rn(x, x)
            : is_inf ? (xsb ? 0.0f : x)
            : over   ? memra_from_bits(0x7f800000u)

@@ -78,12 +78,27 @@ MEMRA_DEVICE int memra_vrows_slot(int ex, const memra_vrows_ctx *c)
     return MEMRA_SLOT_BAD;
 }
 
-/* One pair's tables given its slot (memra_vrows_slot) and the slot's three
- * macro-plane values (1.0f for a plane not given): the routing kernel reads
- * them ahead, while the experts are still being chosen. */
+/* A slot's three macro-plane values: 1.0f for a plane not given, and for
+ * no slot (another rank's expert, a bad id), where nothing is read. */
+typedef struct memra_vrows_macro {
+    float g, u, d;
+} memra_vrows_macro;
+
+MEMRA_DEVICE memra_vrows_macro memra_vrows_macro_at(const memra_vrows_ctx *c, int slot)
+{
+    memra_vrows_macro m;
+    m.g = c->mg && slot >= 0 ? c->mg[slot] : 1.0f;
+    m.u = c->mu && slot >= 0 ? c->mu[slot] : 1.0f;
+    m.d = c->md && slot >= 0 ? c->md[slot] : 1.0f;
+    return m;
+}
+
+/* One pair's tables given its slot (memra_vrows_slot) and the slot's macro
+ * values: the routing kernel reads them ahead, while the experts are still
+ * being chosen. */
 MEMRA_DEVICE memra_vrows_out memra_vrows_pair_at(int slot, float w, memra_u32 p,
                                                  const memra_vrows_ctx *c, memra_u32 *faults,
-                                                 float m0, float m1, float m2)
+                                                 memra_vrows_macro m)
 {
     memra_vrows_out o;
     o.g = c->pg, o.u = c->pu, o.d = c->pd;
@@ -111,9 +126,9 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair_at(int slot, float w, memra_u32 p,
     o.g = c->pg + e * c->sg;
     o.u = c->pu + e * c->su;
     o.d = c->pd + e * c->sd;
-    o.s0 = m0;
-    o.s1 = m1;
-    o.s2 = memra_mul_rn(w, m2);
+    o.s0 = m.g;
+    o.s1 = m.u;
+    o.s2 = memra_mul_rn(w, m.d);
 
     const memra_u32 b0 = memra_as_bits(o.s0), b1 = memra_as_bits(o.s1), b2 = memra_as_bits(o.s2);
     if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK || (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
@@ -130,16 +145,12 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair_at(int slot, float w, memra_u32 p,
     return o;
 }
 
-/* Slot `slot`'s value in macro plane `m` (1.0f without the plane or the slot). */
-#define MEMRA_PLANE_AT(m, slot) ((m) && (slot) >= 0 ? (m)[(slot)] : 1.0f)
-
 /* Pair p (expert ex, weight w): its slot, the planes read, the tables. */
 MEMRA_DEVICE memra_vrows_out memra_vrows_pair(int ex, float w, memra_u32 p,
                                               const memra_vrows_ctx *c, memra_u32 *faults)
 {
     const int slot = memra_vrows_slot(ex, c);
-    return memra_vrows_pair_at(slot, w, p, c, faults, MEMRA_PLANE_AT(c->mg, slot),
-                               MEMRA_PLANE_AT(c->mu, slot), MEMRA_PLANE_AT(c->md, slot));
+    return memra_vrows_pair_at(slot, w, p, c, faults, memra_vrows_macro_at(c, slot));
 }
 
 /* The tables are written once per step and read once by the GEMV: stream

@@ -435,9 +435,9 @@ static void test_uploads_land_in_issue_order(void **state)
             planes_b[k][e] = w.pl[k][e] + 50.0f;
     memra_vrows_macros mac_b = {{planes_b[0], planes_b[1], planes_b[2]}};
     upload_inputs(&wb, a);
-    assert_int_equal(memra_vrows_tables(eng, wb.dsel, wb.dselw, N, E, 3, &mac_b, &wb.sl, wb.dptrs,
-                                        wb.dscl, a),
-                     MEMRA_OK); /* B's upload, queued behind the gate */
+    assert_int_equal(
+        memra_vrows_tables(eng, wb.dsel, wb.dselw, N, E, 3, &mac_b, &wb.sl, wb.dptrs, wb.dscl, a),
+        MEMRA_OK); /* B's upload, queued behind the gate */
     pthread_t opener;
     assert_int_equal(pthread_create(&opener, NULL, open_gate_later, &open), 0);
     assert_int_equal(memra_vrows_prepare_layer(eng, 3, E, &w.mac, b), MEMRA_OK); /* C */

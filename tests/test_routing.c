@@ -87,7 +87,7 @@ static void test_expf_selects_equal_branches(void **state)
     uint32_t first_bad = 0;
 #define EXPF_CHECK(b)                                                                              \
     do {                                                                                           \
-        const float x_ = u2f(b), a_ = memra_expf_flat(x_), r_ = memra_expf(x_);                      \
+        const float x_ = u2f(b), a_ = memra_expf_flat(x_), r_ = memra_expf(x_);                    \
         n++;                                                                                       \
         if (f2u(a_) != f2u(r_) && !(isnan(a_) && isnan(r_)) && !bad++)                             \
             first_bad = (b);                                                                       \
