@@ -55,12 +55,14 @@ int memra_jit_target(const memra_nvrtc *nv, int sm, int driver_version, int is_p
     return 1;
 }
 
-/* The plan over the candidates listed so far, from the first-th on. */
+/* The plan over the candidates listed so far, from the first-th on; *seen
+ * becomes how many were listed. */
 static int plan_listed(const memra_driver *d, int sm, int driver_version, int force_ptx, int first,
-                       memra_jit_choice *plan, int max, char *why, size_t n)
+                       memra_jit_choice *plan, int max, char *why, size_t n, int *seen)
 {
     const memra_nvrtc *list;
     const int n_c = memra_nvrtc_candidates(d, &list);
+    *seen = n_c;
     int k = 0, cubins = 0;
     size_t used = strlen(why);
     for (int pass = force_ptx ? 1 : 0; pass < 2; pass++) {
@@ -93,31 +95,33 @@ static int plan_listed(const memra_driver *d, int sm, int driver_version, int fo
 }
 
 int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_ptx,
-                   memra_jit_choice *plan, int max, char *why, size_t n)
+                   memra_jit_choice *plan, int max, char *why, size_t n, int *seen)
 {
     /* Candidates are opened one at a time until one serves this device and
      * driver: a CUBIN for its SM (PTX with force_ptx). With none that can,
-     * every candidate ends up opened and the plan is whatever they offer. */
+     * every candidate ends up opened and the plan is whatever they offer.
+     * Other threads open candidates too: when none is left to open, the list
+     * is read once more, since some may have been opened after the last
+     * reading. */
     const size_t base = strlen(why);
-    for (;;) {
+    for (int more = 1;; more = memra_nvrtc_open_next(d)) {
         why[base] = 0;
-        const int k = plan_listed(d, sm, driver_version, force_ptx, 0, plan, max, why, n);
-        if ((k > 0 && (force_ptx || !plan[0].is_ptx)) || !memra_nvrtc_open_next(d))
+        const int k = plan_listed(d, sm, driver_version, force_ptx, 0, plan, max, why, n, seen);
+        if ((k > 0 && (force_ptx || !plan[0].is_ptx)) || !more)
             return k;
     }
 }
 
 int memra_jit_plan_more(const memra_driver *d, int sm, int driver_version, int force_ptx,
-                        memra_jit_choice *plan, int max, char *why, size_t n)
+                        memra_jit_choice *plan, int max, char *why, size_t n, int *seen)
 {
-    const memra_nvrtc *list;
-    const int listed = memra_nvrtc_candidates(d, &list);
-    while (memra_nvrtc_open_next(d)) {
-        const int k = plan_listed(d, sm, driver_version, force_ptx, listed, plan, max, why, n);
-        if (k > 0)
+    /* From the first candidate the caller has not seen, whoever opened it. */
+    for (;;) {
+        const int more = memra_nvrtc_open_next(d);
+        const int k = plan_listed(d, sm, driver_version, force_ptx, *seen, plan, max, why, n, seen);
+        if (k > 0 || !more)
             return k;
     }
-    return 0;
 }
 
 memra_status memra_jit_compile_src(const memra_nvrtc *nv, const char *src, const char *file,

@@ -44,17 +44,19 @@ typedef struct memra_jit_choice {
  * candidates in discovery order, then PTX. With force_ptx only PTX. Opens
  * candidates not tried yet, one at a time, only while none serves (a CUBIN
  * for the SM; PTX with force_ptx). Each refusal is appended to `why` as a
- * line naming the candidate. */
+ * line naming the candidate. *seen is how many candidates the plan looked
+ * at, for memra_jit_plan_more. */
 int memra_jit_plan(const memra_driver *d, int sm, int driver_version, int force_ptx,
-                   memra_jit_choice *plan, int max, char *why, size_t n);
+                   memra_jit_choice *plan, int max, char *why, size_t n, int *seen);
 
 /* After every choice of memra_jit_plan failed (a compile error, an image
- * the driver refused): opens candidates not tried yet, one at a time, until
- * they offer a choice for the device, and returns only those new choices
- * (0 when no candidate is left). For the engine's load to fall through to
- * libraries it did not load on speculation. */
+ * the driver refused): the choices of candidates past the *seen the caller
+ * has looked at -- opened by another thread meanwhile, or opened here one at
+ * a time until they offer one -- and *seen moves past them (0 choices when
+ * no candidate is left). For the engine's load to fall through to libraries
+ * it did not load on speculation. */
 int memra_jit_plan_more(const memra_driver *d, int sm, int driver_version, int force_ptx,
-                        memra_jit_choice *plan, int max, char *why, size_t n);
+                        memra_jit_choice *plan, int max, char *why, size_t n, int *seen);
 
 /* Compiles `src` for one arch (CUBIN for sm_arch, or PTX for compute_arch)
  * with `options` (NULL-terminated, without the arch option); a compile error

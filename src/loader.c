@@ -118,8 +118,9 @@ static memra_status load_module(memra_engine *eng, const char *fn, memra_module_
     const int force_ptx = memra_env_flag("MEMRA_FORCE_PTX", 0);
     attempts a = {{0}, 0, 0};
     memra_jit_choice plan[2 * MEMRA_NVRTC_MAX];
-    const int n =
-        memra_jit_plan(d, sm, drv, force_ptx, plan, 2 * MEMRA_NVRTC_MAX, a.why, sizeof a.why);
+    int seen = 0;
+    const int n = memra_jit_plan(d, sm, drv, force_ptx, plan, 2 * MEMRA_NVRTC_MAX, a.why,
+                                 sizeof a.why, &seen);
     a.used = strlen(a.why);
     CUmodule mod = NULL;
     memra_kernel_origin o = {0};
@@ -141,7 +142,7 @@ static memra_status load_module(memra_engine *eng, const char *fn, memra_module_
         if (loaded || st)
             break;
         m = memra_jit_plan_more(d, sm, drv, force_ptx, plan, 2 * MEMRA_NVRTC_MAX, a.why + a.used,
-                                sizeof a.why - a.used);
+                                sizeof a.why - a.used, &seen);
         a.used = strlen(a.why);
     }
     /* No NVRTC could serve: an entry any NVRTC built for this device and
