@@ -128,13 +128,12 @@ static void consume(setup *su, layer *l, int pdl)
 /* The router without tables: the kernel memra would pick, or the forced one. */
 static void router(setup *su, layer *l)
 {
-    const int block = memra_route_use_block(su->T);
-    MK(memra_launch(
-        su->eng, "bench",
-        atomic_load(&su->eng->kernel[block ? MEMRA_KERNEL_ROUTE_BLOCK : MEMRA_KERNEL_ROUTE]),
-        block ? su->T : memra_route_grid(su->T),
-        block ? memra_route_block_threads(su->spec.n_expert) : MEMRA_ROUTE_BLOCK, &l->router,
-        MEMRA_ROUTE_PARAM_BYTES, su->s));
+    const uint32_t E = su->spec.n_expert;
+    const int block = memra_route_use_block(su->T, E);
+    MK(memra_launch(su->eng, "bench", atomic_load(&su->eng->kernel[memra_route_kernel(block, E)]),
+                    block ? su->T : memra_route_team_grid(su->T, E),
+                    block ? memra_route_block_threads(E) : MEMRA_ROUTE_TEAM_THREADS, &l->router,
+                    MEMRA_ROUTE_PARAM_BYTES, su->s));
 }
 
 static void step(setup *su, int arm, int pdl)
@@ -267,7 +266,7 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
 {
     static setup su;
     setup_init(&su, eng, c, T, consume_fn, s);
-    const char *kname = memra_route_use_block(T) ? "block" : "warp";
+    const char *kname = memra_route_use_block(T, c->spec.n_expert) ? "block" : "team";
     for (int pdl = 0; pdl <= pdl_ok; pdl++) {
         const char *p = pdl ? ", PDL" : "";
         char what[240];

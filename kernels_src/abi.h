@@ -5,16 +5,18 @@
 #ifndef MEMRA_ABI_H
 #define MEMRA_ABI_H
 
-/* The engine's fault word, 4 x u32, and each readback area behind it:
+/* The engine's fault word, 5 x u32, and each readback area behind it:
  * bad-expert count, non-finite count, lowest faulting pair (atomicMin, so
- * the result is the same whatever order the threads run in), and the
- * not-local count (expert parallelism: not a fault, so it never touches
- * the lowest pair). */
-#define MEMRA_FAULT_WORDS 4
+ * the result is the same whatever order the threads run in), the
+ * not-local count (expert parallelism) and the padded count (a padded
+ * batch's padding rows): those two are not faults, so they never touch the
+ * lowest pair. */
+#define MEMRA_FAULT_WORDS 5
 #define MEMRA_FAULT_BAD_EXPERT 0
 #define MEMRA_FAULT_NONFINITE 1
 #define MEMRA_FAULT_FIRST_PAIR 2
 #define MEMRA_FAULT_NOT_LOCAL 3
+#define MEMRA_FAULT_PADDED 4
 
 /* The routing kernels' launch flags (memra_route_args.flags). */
 #define MEMRA_ROUTE_FLAG_SIGMOID 1u
@@ -24,6 +26,11 @@
 #define MEMRA_ROUTE_FLAG_BIAS_BF16 16u
 #define MEMRA_ROUTE_FLAG_GROUP_MAX 32u
 #define MEMRA_ROUTE_FLAG_NO_TABLES 64u
+#define MEMRA_ROUTE_FLAG_SHARED_SUM 128u /* shared_weight carries SGLang's divisor */
+#define MEMRA_ROUTE_FLAG_NREAL_I64 256u  /* n_real points at an int64 */
+/* The benchmark and the tests only: the team kernels compute every score
+ * exactly instead of screening sigmoid scores first (same results). */
+#define MEMRA_ROUTE_FLAG_NO_SCREEN 512u
 
 /* The most experts a routing kernel holds per token (its shared arrays);
  * memra.h's MEMRA_ROUTE_MAX_EXPERT is held to it at compile time

@@ -222,3 +222,25 @@ MEMRA_DEVICE float memra_route_group_score(memra_u32 k1, memra_u32 k2, int by_ma
     const float b1 = memra_route_unkey(k1);
     return by_max || size == 1 ? b1 : memra_add_rn(b1, memra_route_unkey(k2));
 }
+
+/* A routed weight from its unbiased score s, given the token's routed
+ * scores' sum W (taken in rank order, left to right): divided by W when
+ * renormalizing (not when W is 0), then scaled. Under SGLang's shared rule
+ * (MEMRA_SHARED_ROUTED_SUM) a shared expert's weight is this of
+ * s = W / divisor. */
+MEMRA_DEVICE float memra_route_finish(float s, float W, int renorm, float scale)
+{
+    const float w = renorm && W > 0.0f ? memra_div_rn(s, W) : s;
+    return memra_mul_rn(w, scale);
+}
+
+/* How many leading rows of a batch are real tokens: the integer at n_real
+ * (int32, or int64 with i64), clamped to [0, n_tokens]; all of them without
+ * one. */
+MEMRA_DEVICE memra_u32 memra_route_n_real(const void *n_real, int i64, memra_u32 n_tokens)
+{
+    if (!n_real)
+        return n_tokens;
+    const long long v = i64 ? *(const long long *)n_real : (long long)*(const int *)n_real;
+    return v <= 0 ? 0u : v >= (long long)n_tokens ? n_tokens : (memra_u32)v;
+}

@@ -72,6 +72,7 @@ MEMRA_KERNEL memra_faults_take_kernel(memra_u32 *faults, memra_u32 *out)
     out[MEMRA_FAULT_NONFINITE] = atomicExch(&faults[MEMRA_FAULT_NONFINITE], 0u);
     out[MEMRA_FAULT_FIRST_PAIR] = atomicExch(&faults[MEMRA_FAULT_FIRST_PAIR], 0xffffffffu);
     out[MEMRA_FAULT_NOT_LOCAL] = atomicExch(&faults[MEMRA_FAULT_NOT_LOCAL], 0u);
+    out[MEMRA_FAULT_PADDED] = atomicExch(&faults[MEMRA_FAULT_PADDED], 0u);
 }
 
 #ifdef MEMRA_VROWS_VARIANT /* the benchmark's sweep compiles other widths */

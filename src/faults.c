@@ -101,6 +101,7 @@ memra_status memra_engine_faults(memra_engine *eng, memra_stream stream, memra_f
         out->nonfinite = w[MEMRA_FAULT_NONFINITE];
         out->first_pair = w[MEMRA_FAULT_FIRST_PAIR];
         out->not_local = w[MEMRA_FAULT_NOT_LOCAL];
+        out->padded = w[MEMRA_FAULT_PADDED];
     }
     memra_call_leave(&c);
     return st;

@@ -16,14 +16,22 @@
 #define MEMRA_MODULES(X)                                                                           \
     X(VROWS, vrows)                                                                                \
     X(ROUTE_BLOCK, route_block)                                                                    \
-    X(ROUTE_WARP, route_warp)
+    X(ROUTE_WARP1, route_warp1)                                                                    \
+    X(ROUTE_WARP4, route_warp4)                                                                    \
+    X(ROUTE_WARP8, route_warp8)                                                                    \
+    X(ROUTE_WARP16, route_warp16)                                                                  \
+    X(ROUTE_WARP32, route_warp32)
 
 /* X(id, entry point name, module id) */
 #define MEMRA_KERNELS(X)                                                                           \
     X(VROWS, MEMRA_VROWS_KERNEL, VROWS)                                                            \
     X(FAULTS_TAKE, MEMRA_TAKE_KERNEL, VROWS)                                                       \
-    X(ROUTE, MEMRA_ROUTE_KERNEL, ROUTE_WARP)                                                       \
-    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK)
+    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK)                                          \
+    X(ROUTE_WARP1, MEMRA_ROUTE_WARP_KERNEL(1), ROUTE_WARP1)                                        \
+    X(ROUTE_WARP4, MEMRA_ROUTE_WARP_KERNEL(4), ROUTE_WARP4)                                        \
+    X(ROUTE_WARP8, MEMRA_ROUTE_WARP_KERNEL(8), ROUTE_WARP8)                                        \
+    X(ROUTE_WARP16, MEMRA_ROUTE_WARP_KERNEL(16), ROUTE_WARP16)                                     \
+    X(ROUTE_WARP32, MEMRA_ROUTE_WARP_KERNEL(32), ROUTE_WARP32)
 
 typedef enum memra_module_id {
 #define MEMRA_X(id, sym) MEMRA_MODULE_##id,

@@ -214,8 +214,9 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
                           "kernels; call %s (or memra_engine_warmup()) before capture. The "
                           "capture is untouched.",
                           c->fn,
-                          k == MEMRA_KERNEL_ROUTE ? "memra_route_prepare_layer()"
-                                                  : "memra_vrows_prepare_layer()");
+                          k == MEMRA_KERNEL_VROWS || k == MEMRA_KERNEL_FAULTS_TAKE
+                              ? "memra_vrows_prepare_layer()"
+                              : "memra_route_prepare_layer()");
     pthread_mutex_lock(&eng->load_lock);
     memra_status st = MEMRA_OK;
     if (!atomic_load_explicit(&eng->kernel[k], memory_order_relaxed)) {

@@ -11,12 +11,30 @@
 #include "route_spec.h"
 #include "vrows_spec.h"
 
-/* memra_moe_route_tables picks the block kernel (a block per token) up to
- * this many tokens and the warp kernel (a warp per token) above: a first
- * choice, not yet measured (memra bench --route times both at every size).
- * The tests and the benchmark force either (memra_route_variant). */
-#define ROUTE_BLOCK_MAX_TOKENS 512u
+/* memra_route_tables takes the block kernel (a block per token, latency
+ * first) up to this many tokens and the team kernel (throughput first)
+ * above, and the team kernel at every size for 32 experts or fewer, where a
+ * token is a few lanes' work (BENCHMARKS.md has the sweep behind the
+ * number). The tests and the benchmark force either (memra_route_variant). */
+#define ROUTE_BLOCK_MAX_TOKENS 1024u
 int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+
+/* The team kernel for n_expert (route_abi.h's memra_route_team_m). */
+static memra_kernel_id team_kernel(uint32_t n_expert)
+{
+    switch (memra_route_team_m(n_expert)) {
+    case 1:
+        return MEMRA_KERNEL_ROUTE_WARP1;
+    case 4:
+        return MEMRA_KERNEL_ROUTE_WARP4;
+    case 8:
+        return MEMRA_KERNEL_ROUTE_WARP8;
+    case 16:
+        return MEMRA_KERNEL_ROUTE_WARP16;
+    default:
+        return MEMRA_KERNEL_ROUTE_WARP32;
+    }
+}
 
 /* After the arguments are checked: the layer index where the layer mirrors
  * anything, the context, what the stream meets (refused where the launch
@@ -77,7 +95,10 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE, &c, &cap, &f)) &&
+    /* Both kernels a call may take for this spec: the block kernel for
+     * decode batches, the team kernel for its expert count. */
+    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, team_kernel(spec->n_expert), &c, &cap,
+                     &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
         !(st = memra_engine_kernel(&c, cap, MEMRA_KERNEL_ROUTE_BLOCK, &f)))
@@ -95,18 +116,27 @@ uint32_t memra_route_flags(const memra_route_spec *spec)
            (!spec->bias && spec->bias_ptr && spec->bias_dtype == MEMRA_BIAS_BF16
                 ? MEMRA_ROUTE_FLAG_BIAS_BF16
                 : 0u) |
-           (spec->group_scoring == MEMRA_GROUP_MAX ? MEMRA_ROUTE_FLAG_GROUP_MAX : 0u);
+           (memra_route_group_max(spec) ? MEMRA_ROUTE_FLAG_GROUP_MAX : 0u) |
+           (spec->shared_rule == MEMRA_SHARED_ROUTED_SUM ? MEMRA_ROUTE_FLAG_SHARED_SUM : 0u) |
+           (spec->n_real && spec->n_real_dtype == MEMRA_COUNT_I64 ? MEMRA_ROUTE_FLAG_NREAL_I64
+                                                                  : 0u);
 }
 
-static int use_block(int variant, uint32_t n_tokens)
+static int use_block(int variant, uint32_t n_tokens, uint32_t n_expert)
 {
     return variant == MEMRA_ROUTE_VARIANT_BLOCK ||
-           (variant == MEMRA_ROUTE_VARIANT_AUTO && n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
+           (variant == MEMRA_ROUTE_VARIANT_AUTO && n_expert > 32u &&
+            n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
 }
 
-int memra_route_use_block(uint32_t n_tokens)
+int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
 {
-    return use_block(memra_route_variant, n_tokens);
+    return use_block(memra_route_variant, n_tokens, n_expert);
+}
+
+memra_kernel_id memra_route_kernel(int block, uint32_t n_expert)
+{
+    return block ? MEMRA_KERNEL_ROUTE_BLOCK : team_kernel(n_expert);
 }
 
 memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
@@ -146,12 +176,12 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     if (st || n_tokens == 0)
         return st;
     CUstream s = (CUstream)stream;
-    const int block = use_block(variant, n_tokens);
+    const int block = use_block(variant, n_tokens, spec->n_expert);
     memra_call c;
     memra_capture cap;
     CUfunction f;
     if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
-                    block ? MEMRA_KERNEL_ROUTE_BLOCK : MEMRA_KERNEL_ROUTE, &c, &cap, &f)))
+                    memra_route_kernel(block, spec->n_expert), &c, &cap, &f)))
         goto done;
 
     memra_route_args a = {
@@ -169,6 +199,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .scl = scl,
         .faults = eng->faults,
         .map = spec->expert_map,
+        .n_real = spec->n_real,
         .n_tokens = n_tokens,
         .n_expert = spec->n_expert,
         .top_k = spec->top_k,
@@ -178,15 +209,16 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .n_local = spec->n_local,
         .n_shared = spec->n_shared,
         .scale = spec->routed_scaling_factor,
-        .shared_weight = spec->shared_weight,
+        .shared_weight = spec->shared_rule == MEMRA_SHARED_ROUTED_SUM ? spec->shared_divisor
+                                                                      : spec->shared_weight,
     };
     if (!(st = route_mirror(&c, cap, il, scratch, spec, macros, have_macros, s, &a))) {
         if (block)
             st = memra_launch(eng, fn, f, n_tokens, memra_route_block_threads(spec->n_expert), &a,
                               MEMRA_ROUTE_PARAM_BYTES, s);
         else
-            st = memra_launch(eng, fn, f, memra_route_grid(n_tokens), MEMRA_ROUTE_BLOCK, &a,
-                              MEMRA_ROUTE_PARAM_BYTES, s);
+            st = memra_launch(eng, fn, f, memra_route_team_grid(n_tokens, spec->n_expert),
+                              MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
     }
 done:
     memra_call_leave(&c);

@@ -7,9 +7,11 @@
 
 #include <memra/memra.h>
 
-/* Which routing kernel memra_route_tables launches: by n_tokens (AUTO),
- * or always the block-per-token or the warp-per-token kernel. Not exported:
- * the mock tests and the benchmark set it to compare the two. */
+#include "kernels.h"
+
+/* Which routing kernel memra_route_tables launches: by n_tokens and
+ * n_expert (AUTO), or always the block-per-token or the team kernel. Not
+ * exported: the mock tests and the benchmark set it to compare the two. */
 enum { MEMRA_ROUTE_VARIANT_AUTO = 0, MEMRA_ROUTE_VARIANT_BLOCK = 1, MEMRA_ROUTE_VARIANT_WARP = 2 };
 extern int memra_route_variant;
 
@@ -24,9 +26,10 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                                 memra_devptr ptrs, memra_devptr scl, memra_stream stream,
                                 int variant);
 
-/* Whether a launch of n_tokens takes the block kernel (memra_route_variant
- * honoured). */
-int memra_route_use_block(uint32_t n_tokens);
+/* Whether a launch of n_tokens over n_expert takes the block kernel
+ * (memra_route_variant honoured), and the kernel either way. */
+int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
+memra_kernel_id memra_route_kernel(int block, uint32_t n_expert);
 
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);

@@ -1,6 +1,7 @@
 /* The routing kernels' parameter block, byte for byte as NVRTC lays out the
- * parameters of memra_route_warp_kernel / memra_route_block_kernel
- * (kernels_src/route.cu): each at its natural alignment, in order. */
+ * parameters of memra_route_block_kernel and memra_route_warp<M>_kernel
+ * (kernels_src/route_common.cuh's MEMRA_ROUTE_PARAMS): each at its natural
+ * alignment, in order. */
 #ifndef MEMRA_ROUTE_ABI_H
 #define MEMRA_ROUTE_ABI_H
 
@@ -12,29 +13,48 @@
 typedef struct memra_route_args {
     uint64_t logits, bias, mg, mu, md;
     uint64_t pg, pu, pd, sg, su, sd;
-    uint64_t sel, selw, ptrs, scl, faults, map;
+    uint64_t sel, selw, ptrs, scl, faults, map, n_real;
     uint32_t n_tokens, n_expert, top_k, n_group, topk_group, flags, n_local, n_shared;
-    float scale, shared_weight;
+    float scale, shared_weight; /* shared_weight: SGLang's divisor under FLAG_SHARED_SUM */
 } memra_route_args;
 
-_Static_assert(sizeof(memra_route_args) == 176, "route parameter block is 176 bytes");
-_Static_assert(offsetof(memra_route_args, n_tokens) == 136, "n_tokens at 136");
-_Static_assert(offsetof(memra_route_args, scale) == 168, "scale at 168");
+_Static_assert(sizeof(memra_route_args) == 184, "route parameter block is 184 bytes");
+_Static_assert(offsetof(memra_route_args, n_tokens) == 144, "n_tokens at 144");
+_Static_assert(offsetof(memra_route_args, scale) == 176, "scale at 176");
 
-#define MEMRA_ROUTE_PARAM_BYTES 176u
-#define MEMRA_ROUTE_NPARAMS 27
-/* One warp per token, four tokens per block of 128 threads (prefill). */
-#define MEMRA_ROUTE_KERNEL "memra_route_warp_kernel"
-#define MEMRA_ROUTE_BLOCK 128u
-#define MEMRA_ROUTE_TOKENS_PER_BLOCK 4u
+#define MEMRA_ROUTE_PARAM_BYTES 184u
+#define MEMRA_ROUTE_NPARAMS 28
 /* One block per token, one thread per expert (decode). */
 #define MEMRA_ROUTE_BLOCK_KERNEL "memra_route_block_kernel"
+/* Teams of lanes (kernels_src/route_warp.cu), one kernel per M, the most
+ * experts a lane holds: M = 1 for up to 32 experts, a team of the power of
+ * two at or above n_expert lanes per token; else a warp per token. Blocks of
+ * MEMRA_ROUTE_TEAM_THREADS. */
+#define MEMRA_ROUTE_TEAM_THREADS 128u
+#define MEMRA_ROUTE_WARP_KERNEL(M) "memra_route_warp" #M "_kernel"
 
 /* The flags are abi.h's MEMRA_ROUTE_FLAG_*. */
 
-static inline unsigned memra_route_grid(uint32_t n_tokens)
+/* The most experts a lane of the team kernel for n_expert holds. */
+static inline uint32_t memra_route_team_m(uint32_t n_expert)
 {
-    return (unsigned)((n_tokens + MEMRA_ROUTE_TOKENS_PER_BLOCK - 1) / MEMRA_ROUTE_TOKENS_PER_BLOCK);
+    const uint32_t per = (n_expert + 31u) / 32u;
+    return per <= 1u ? 1u : per <= 4u ? 4u : per <= 8u ? 8u : per <= 16u ? 16u : 32u;
+}
+
+/* Lanes per token of the team kernel. */
+static inline uint32_t memra_route_team_lanes(uint32_t n_expert)
+{
+    uint32_t p = 1;
+    while (p < n_expert && p < 32u)
+        p <<= 1;
+    return n_expert > 32u ? 32u : p;
+}
+
+static inline unsigned memra_route_team_grid(uint32_t n_tokens, uint32_t n_expert)
+{
+    const uint64_t lanes = (uint64_t)n_tokens * memra_route_team_lanes(n_expert);
+    return (unsigned)((lanes + MEMRA_ROUTE_TEAM_THREADS - 1) / MEMRA_ROUTE_TEAM_THREADS);
 }
 
 /* The block kernel's block: a thread per expert, in whole warps. */

@@ -22,6 +22,8 @@ typedef struct route_case {
     int bias;        /* ROUTE_BIAS_*: spec.bias (mirrored) or spec.bias_ptr (read in place) */
     int with_macros; /* macro planes of n_slots floats */
     int ep_ranks;    /* > 1: an expert map for rank 1 of ep_ranks (expert e on rank e % ranks) */
+    int padded;      /* a padded batch: n_real is an int32 (1) or int64 (2) count of
+                      * route_case_real(n_tokens) real rows */
 } route_case;
 
 #define ROUTE_SPEC(E, K, NG, TG, SCORING, DTYPE, RENORM, SCALE)                                    \
@@ -33,82 +35,121 @@ static const route_case route_cases[] = {
      {ROUTE_SPEC(64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 1.0f)},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0},
     {"softmax top-8 of 64, renormalized",
      {ROUTE_SPEC(64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
      ROUTE_BIAS_NONE,
+     0,
      0,
      0},
     {"DeepSeek-V3: 256 experts, 8 groups, top-4 groups, top-8, sigmoid, bias, x2.5",
      {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
      ROUTE_BIAS_HOST,
      1,
+     0,
      0},
     {"GLM-4.5: 160 experts, top-8, sigmoid, bias, x2.5",
      {ROUTE_SPEC(160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
      ROUTE_BIAS_HOST,
      1,
+     0,
      0},
-    {"bf16 softmax top-6 of 1024, 32 groups of 32, top-4 groups",
-     {ROUTE_SPEC(1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f)},
+    {"bf16 softmax top-6 of 1024, 32 groups of 32 by their top-2 sum, top-4 groups",
+     {ROUTE_SPEC(1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f),
+      .group_scoring = MEMRA_GROUP_TOP2_SUM},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0},
     {"DeepSeek-V2: 160 experts, 8 groups of 20 scored by max, top-3 groups, top-6, f16, x16",
      {ROUTE_SPEC(160, 6, 8, 3, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 0, 16.0f),
       .group_scoring = MEMRA_GROUP_MAX},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0},
     {"Kimi-K2: 384 experts, top-8, sigmoid, device f32 bias, x2.827",
      {ROUTE_SPEC(384, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.827f),
       .bias_dtype = MEMRA_BIAS_F32},
      ROUTE_BIAS_IN_PLACE,
      1,
+     0,
      0},
     {"Qwen3-MoE: 128 experts, softmax top-8, bf16",
      {ROUTE_SPEC(128, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f)},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0},
     {"Qwen3-Next: 512 experts, softmax top-10",
      {ROUTE_SPEC(512, 10, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
      ROUTE_BIAS_NONE,
+     0,
      0,
      0},
     {"Mixtral: 8 experts, softmax top-2, f16",
      {ROUTE_SPEC(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 1, 1.0f)},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0},
     {"DeepSeek-V3, rank 1 of 8 (expert map), bf16 device bias, 1 fused shared expert, bf16",
      {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 1, 2.5f),
       .bias_dtype = MEMRA_BIAS_BF16, .n_shared = 1, .shared_weight = 1.0f},
      ROUTE_BIAS_IN_PLACE,
      1,
-     8},
+     8,
+     0},
     {"64 experts, 8 groups of 8 by max, top-2 groups, top-4, sigmoid, 2 shared, rank 1 of 4",
      {ROUTE_SPEC(64, 4, 8, 2, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.5f),
       .group_scoring = MEMRA_GROUP_MAX, .n_shared = 2, .shared_weight = 0.375f},
      ROUTE_BIAS_HOST,
      1,
-     4},
+     4,
+     0},
     {"128 experts, 2 groups of 64, top-1 group, top-8, softmax, f16",
      {ROUTE_SPEC(128, 8, 2, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 0, 1.0f)},
      ROUTE_BIAS_NONE,
+     0,
      0,
      0},
     {"Llama-4 Maverick: 128 experts, sigmoid top-1",
      {ROUTE_SPEC(128, 1, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 0, 1.0f)},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0},
+    {"SGLang DeepSeek-V3: 1 fused shared expert by SGLang's rule (W / 2.5), x2.5 on output, "
+     "padded batch (int32 count)",
+     {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f),
+      .bias_dtype = MEMRA_BIAS_F32, .n_shared = 1, .shared_rule = MEMRA_SHARED_ROUTED_SUM,
+      .shared_divisor = 2.5f},
+     ROUTE_BIAS_IN_PLACE,
+     1,
+     0,
+     1},
+    {"SGLang GLM-4.5 without renormalizing: shared expert W / 2.5, padded batch (int64 count)",
+     {ROUTE_SPEC(160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 0, 1.0f), .n_shared = 1,
+      .shared_rule = MEMRA_SHARED_ROUTED_SUM, .shared_divisor = 2.5f},
+     ROUTE_BIAS_HOST,
+     0,
+     0,
+     2},
+    {"DeepSeek-V2 from a zero-initialised spec (vLLM's rule: groups by their best), padded "
+     "Mixtral-sized teams: 32 experts, 4 groups, top-2 groups, top-6",
+     {ROUTE_SPEC(32, 6, 4, 2, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 16.0f)},
+     ROUTE_BIAS_NONE,
+     1,
+     0,
+     1},
 };
 #define N_ROUTE_CASES (sizeof route_cases / sizeof route_cases[0])
 
 /* A case's host inputs beside its logits: the bias in both element types,
  * the map and the macro planes. */
 typedef struct route_inputs {
+    int64_t n_real; /* the padded cases' count (an int32 in its first 4 bytes: little-endian) */
     float bias[MEMRA_ROUTE_MAX_EXPERT];
     uint16_t bias16[MEMRA_ROUTE_MAX_EXPERT]; /* bfloat16 of bias: its top half */
     int32_t map[MEMRA_ROUTE_MAX_EXPERT];
@@ -170,6 +211,32 @@ static inline memra_route_spec route_case_inputs(const route_case *rc, route_inp
     in->mac = (memra_vrows_macros){
         {in->planes, in->planes + in->n_slots, in->planes + 2 * (size_t)in->n_slots}};
     return s;
+}
+
+/* A padded case's real rows of n_tokens: about three quarters. */
+static inline uint32_t route_case_real(uint32_t n_tokens)
+{
+    return n_tokens - n_tokens / 4;
+}
+
+/* Sets a padded case's count for a batch of n_tokens in `in` and its HOST
+ * address in s->n_real (a device caller uploads it and puts the device
+ * address there); nothing for the others. */
+static inline void route_case_padding(const route_case *rc, route_inputs *in, memra_route_spec *s,
+                                      uint32_t n_tokens)
+{
+    if (!rc->padded)
+        return;
+    const uint32_t real = route_case_real(n_tokens);
+    if (rc->padded == 2) {
+        in->n_real = real;
+        s->n_real_dtype = MEMRA_COUNT_I64;
+    } else {
+        const int32_t r32 = (int32_t)real;
+        memcpy(&in->n_real, &r32, 4);
+        s->n_real_dtype = MEMRA_COUNT_I32;
+    }
+    s->n_real = (uint64_t)(uintptr_t)&in->n_real;
 }
 
 /* Bytes of one logit. */

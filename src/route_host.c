@@ -106,13 +106,13 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
         bad |= (memra_as_bits(s[e]) & 0x7f800000u) == 0x7f800000u;
         bad |= (memra_as_bits(c[e]) & 0x7f800000u) == 0x7f800000u;
     }
-    for (uint32_t j = 0; j < sp->n_shared; j++) {
+    for (uint32_t j = 0; j < sp->n_shared; j++)
         sel[K + j] = (int32_t)(E + j);
-        w[K + j] = bad ? 0.0f : sp->shared_weight;
-    }
     if (bad) {
+        for (uint32_t j = 0; j < K + sp->n_shared; j++)
+            w[j] = 0.0f;
         for (uint32_t j = 0; j < K; j++)
-            sel[j] = (int32_t)j, w[j] = 0.0f;
+            sel[j] = (int32_t)j;
         return 1;
     }
     if (sp->scoring == MEMRA_ROUTE_SIGMOID) {
@@ -132,6 +132,7 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
     const uint32_t G = E / sp->n_group;
     uint32_t allowed = 0xffffffffu;
     if (sp->n_group > 1) {
+        const int by_max = memra_route_group_max(sp);
         float gs[MEMRA_ROUTE_MAX_GROUPS];
         for (uint32_t g = 0; g < sp->n_group; g++) {
             float b1 = memra_from_bits(MEMRA_NEG_INF_BITS), b2 = b1;
@@ -144,7 +145,7 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
                     b2 = c[e], i2 = (int)e;
                 }
             }
-            gs[g] = sp->group_scoring == MEMRA_GROUP_MAX || G == 1 ? b1 : memra_add_rn(b1, b2);
+            gs[g] = by_max || G == 1 ? b1 : memra_add_rn(b1, b2);
         }
         allowed = 0;
         for (uint32_t r = 0; r < sp->topk_group; r++) {
@@ -169,16 +170,17 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
         sel[j] = best;
         w[j] = s[best];
     }
-    if (sp->renormalize) {
-        float sum = 0.0f;
-        for (uint32_t j = 0; j < K; j++)
-            sum = memra_add_rn(sum, w[j]);
-        if (sum > 0.0f)
-            for (uint32_t j = 0; j < K; j++)
-                w[j] = memra_div_rn(w[j], sum);
-    }
+    float W = 0.0f; /* the routed scores' sum, in rank order */
     for (uint32_t j = 0; j < K; j++)
-        w[j] = memra_mul_rn(w[j], sp->routed_scaling_factor);
+        W = memra_add_rn(W, w[j]);
+    for (uint32_t j = 0; j < K; j++)
+        w[j] = memra_route_finish(w[j], W, sp->renormalize, sp->routed_scaling_factor);
+    const float shared = sp->shared_rule == MEMRA_SHARED_ROUTED_SUM
+                             ? memra_route_finish(memra_div_rn(W, sp->shared_divisor), W,
+                                                  sp->renormalize, sp->routed_scaling_factor)
+                             : sp->shared_weight;
+    for (uint32_t j = 0; j < sp->n_shared; j++)
+        w[K + j] = shared;
     return 0;
 }
 
@@ -203,10 +205,15 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
     fenv_t saved;
     fegetenv(&saved);
     fesetenv(FE_DFL_ENV);
+    const uint32_t n_real = memra_route_n_real((const void *)(uintptr_t)spec->n_real,
+                                               spec->n_real_dtype == MEMRA_COUNT_I64, n_tokens);
     uint32_t bad_pairs = 0, first_bad = MEMRA_NO_FAULT;
     for (uint32_t t = 0; t < n_tokens; t++) {
         const size_t at = (size_t)t * K;
-        if (route_token(spec, logits, t, s, s + spec->n_expert, sel + at, selw + at)) {
+        if (t >= n_real) { /* padding: nothing read */
+            for (uint32_t j = 0; j < K; j++)
+                sel[at + j] = -1, selw[at + j] = 0.0f;
+        } else if (route_token(spec, logits, t, s, s + spec->n_expert, sel + at, selw + at)) {
             bad_pairs += K;
             if (first_bad == MEMRA_NO_FAULT)
                 first_bad = (uint32_t)at;
@@ -217,18 +224,20 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
 
     memra_faults f;
     const memra_vrows_options o = memra_route_spec_options(spec);
-    st = memra_vrows_tables_host_checked(fn, sel, selw, n_pairs, spec->n_expert,
+    st = memra_vrows_tables_host_checked(fn, sel, selw, n_pairs, n_real * K, spec->n_expert,
                                          have_macros ? macros : NULL, slabs, &o, ptrs, scl, &f);
     f.nonfinite += bad_pairs;
     if (first_bad < f.first_pair)
         f.first_pair = first_bad;
     if (faults)
         *faults = f;
-    if (bad_pairs)
-        return memra_fail(MEMRA_ERR_NONFINITE_SCALE,
-                          "%s: %u token(s) have a NaN or infinite logit (or meet a non-finite "
-                          "bias); the first is token %u (pair %u): routed to experts 0..%u with "
-                          "weight +0",
-                          fn, bad_pairs / K, first_bad / K, first_bad, spec->top_k - 1);
-    return st;
+    /* One precedence in both host arms: an expert-range fault outranks a
+     * non-finite one (the table arm's rule), whichever pair met which. */
+    if (st == MEMRA_ERR_EXPERT_RANGE || !bad_pairs)
+        return st;
+    return memra_fail(MEMRA_ERR_NONFINITE_SCALE,
+                      "%s: %u token(s) have a NaN or infinite logit (or meet a non-finite "
+                      "bias); the first is token %u (pair %u): routed to experts 0..%u with "
+                      "weight +0",
+                      fn, bad_pairs / K, first_bad / K, first_bad, spec->top_k - 1);
 }

@@ -9,11 +9,14 @@
 
 /* The public structs' layouts on LP64, which the Python (ctypes) and Rust
  * (repr(C)) copies repeat: a change here is a change there. */
-_Static_assert(sizeof(memra_route_spec) == 80, "memra_route_spec is 80 bytes");
+_Static_assert(sizeof(memra_route_spec) == 96, "memra_route_spec is 96 bytes");
 _Static_assert(offsetof(memra_route_spec, group_scoring) == 40, "group_scoring at 40");
 _Static_assert(offsetof(memra_route_spec, bias_ptr) == 48, "bias_ptr at 48");
 _Static_assert(offsetof(memra_route_spec, shared_weight) == 72, "shared_weight at 72");
-_Static_assert(sizeof(memra_faults) == 16, "memra_faults is 16 bytes");
+_Static_assert(offsetof(memra_route_spec, shared_rule) == 76, "shared_rule at 76");
+_Static_assert(offsetof(memra_route_spec, n_real_dtype) == 84, "n_real_dtype at 84");
+_Static_assert(offsetof(memra_route_spec, n_real) == 88, "n_real at 88");
+_Static_assert(sizeof(memra_faults) == 20, "memra_faults is 20 bytes");
 _Static_assert(sizeof(memra_vrows_options) == 16, "memra_vrows_options is 16 bytes");
 
 /* Floats are judged by their bits, never by comparisons: under the caller's
@@ -49,6 +52,12 @@ memra_vrows_options memra_route_spec_options(const memra_route_spec *s)
 uint32_t memra_route_pairs_per_token(const memra_route_spec *s)
 {
     return s->top_k + s->n_shared;
+}
+
+int memra_route_group_max(const memra_route_spec *s)
+{
+    return s->group_scoring == MEMRA_GROUP_MAX ||
+           (s->group_scoring == MEMRA_GROUP_AUTO && !s->bias && !s->bias_ptr);
 }
 
 /* The public limit is the kernels' (their shared arrays hold this many). */
@@ -98,10 +107,11 @@ memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec
             return memra_fail(MEMRA_ERR_INVALID_ARG,
                               "%s: spec->bias[%u] (bits 0x%08x) is not finite", fn, e, b);
     }
-    if (s->group_scoring != MEMRA_GROUP_TOP2_SUM && s->group_scoring != MEMRA_GROUP_MAX)
+    if (s->group_scoring != MEMRA_GROUP_AUTO && s->group_scoring != MEMRA_GROUP_TOP2_SUM &&
+        s->group_scoring != MEMRA_GROUP_MAX)
         return memra_fail(MEMRA_ERR_INVALID_ARG,
-                          "%s: spec->group_scoring = %d is not top2-sum (0) or max (1)", fn,
-                          (int)s->group_scoring);
+                          "%s: spec->group_scoring = %d is not auto (0), top2-sum (1) or max (2)",
+                          fn, (int)s->group_scoring);
     if (s->bias_dtype != MEMRA_BIAS_F32 && s->bias_dtype != MEMRA_BIAS_BF16)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->bias_dtype = %d is not f32 or bf16", fn,
                           (int)s->bias_dtype);
@@ -120,6 +130,35 @@ memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec
     if (!finite_bits(b))
         return memra_fail(MEMRA_ERR_INVALID_ARG,
                           "%s: spec->shared_weight (bits 0x%08x) is not finite", fn, b);
+    if (s->shared_rule != MEMRA_SHARED_CONSTANT && s->shared_rule != MEMRA_SHARED_ROUTED_SUM)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->shared_rule = %d is not constant (0) or routed-sum (1)", fn,
+                          (int)s->shared_rule);
+    /* Each rule has its one number; the other one set is a caller's mix-up
+     * (a constant weight that would be ignored, or a divisor never used). */
+    const uint32_t dv = bits_of(s->shared_divisor);
+    if (s->shared_rule == MEMRA_SHARED_ROUTED_SUM && !positive_finite_bits(dv))
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->shared_divisor (bits 0x%08x) must be finite and > 0 with "
+                          "MEMRA_SHARED_ROUTED_SUM",
+                          fn, dv);
+    if (s->shared_rule == MEMRA_SHARED_ROUTED_SUM && b != 0)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->shared_weight (bits 0x%08x) is unused with "
+                          "MEMRA_SHARED_ROUTED_SUM; leave it 0",
+                          fn, b);
+    if (s->shared_rule == MEMRA_SHARED_CONSTANT && dv != 0)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: spec->shared_divisor (bits 0x%08x) is unused with "
+                          "MEMRA_SHARED_CONSTANT; leave it 0",
+                          fn, dv);
+    if (s->n_real_dtype != MEMRA_COUNT_I32 && s->n_real_dtype != MEMRA_COUNT_I64)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->n_real_dtype = %d is not i32 or i64",
+                          fn, (int)s->n_real_dtype);
+    if (s->n_real % (s->n_real_dtype == MEMRA_COUNT_I64 ? 8 : 4))
+        return memra_fail(MEMRA_ERR_MISALIGNED,
+                          "%s: spec->n_real = 0x%llx is not aligned to its element", fn,
+                          (unsigned long long)s->n_real);
     if (s->n_local > MEMRA_ROUTE_MAX_EXPERT)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: spec->n_local = %u is above %d", fn,
                           s->n_local, MEMRA_ROUTE_MAX_EXPERT);

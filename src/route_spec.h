@@ -26,6 +26,10 @@ memra_vrows_options memra_route_spec_options(const memra_route_spec *spec);
 /* K: a token's pairs, top_k routed then n_shared shared experts. */
 uint32_t memra_route_pairs_per_token(const memra_route_spec *spec);
 
+/* Whether groups are scored by their best (MEMRA_GROUP_MAX, or AUTO without
+ * a bias: vLLM's rule) rather than their top-2 sum. */
+int memra_route_group_max(const memra_route_spec *spec);
+
 /* The slots this rank's slabs and macro planes hold. */
 uint32_t memra_route_n_slots(const memra_route_spec *spec);
 

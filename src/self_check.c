@@ -40,13 +40,14 @@ static int faults_differ(const memra_faults *f0, const memra_faults *f1, const m
     const uint32_t bad_expert = f1->bad_expert - f0->bad_expert;
     const uint32_t nonfinite = f1->nonfinite - f0->nonfinite;
     const uint32_t not_local = f1->not_local - f0->not_local;
+    const uint32_t padded = f1->padded - f0->padded;
     const uint32_t first = f0->first_pair < hf->first_pair ? f0->first_pair : hf->first_pair;
     if (bad_expert == hf->bad_expert && nonfinite == hf->nonfinite && not_local == hf->not_local &&
-        f1->first_pair == first)
+        padded == hf->padded && f1->first_pair == first)
         return 0;
-    snprintf(why, why_len, "%s: faults: device {%u,%u,%u,%u}, host {%u,%u,%u,%u}", label,
-             bad_expert, nonfinite, f1->first_pair, not_local, hf->bad_expert, hf->nonfinite, first,
-             hf->not_local);
+    snprintf(why, why_len, "%s: faults: device {%u,%u,%u,%u,%u}, host {%u,%u,%u,%u,%u}", label,
+             bad_expert, nonfinite, f1->first_pair, not_local, padded, hf->bad_expert,
+             hf->nonfinite, first, hf->not_local, hf->padded);
     return 1;
 }
 
@@ -58,7 +59,7 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
     memra_devptr dsel = 0, dselw = 0, dptrs = 0, dscl = 0;
     uint64_t *dp = malloc(n3 * 8), *hp = malloc(n3 * 8);
     float *ds = malloc(n3 * 4), *hs = malloc(n3 * 4);
-    memra_faults hf, f0 = {0, 0, MEMRA_NO_FAULT, 0}, f1;
+    memra_faults hf, f0 = {0, 0, MEMRA_NO_FAULT, 0, 0}, f1;
     snprintf(why, why_len, "out of host memory");
     if (!dp || !hp || !ds || !hs)
         goto out;
@@ -154,12 +155,12 @@ void memra_random_case_free(memra_random_case *r)
     free(r->sel), free(r->selw), free(r->pl);
 }
 
-static const char *variant_name(int variant, uint32_t n_tokens)
+static const char *variant_name(int variant, uint32_t n_tokens, uint32_t n_expert)
 {
     if (variant == MEMRA_ROUTE_VARIANT_AUTO)
-        variant =
-            memra_route_use_block(n_tokens) ? MEMRA_ROUTE_VARIANT_BLOCK : MEMRA_ROUTE_VARIANT_WARP;
-    return variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "warp";
+        variant = memra_route_use_block(n_tokens, n_expert) ? MEMRA_ROUTE_VARIANT_BLOCK
+                                                            : MEMRA_ROUTE_VARIANT_WARP;
+    return variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "team";
 }
 
 int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed, int edges,
@@ -169,8 +170,10 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     const route_case *rc = &route_cases[ci];
     route_inputs *in = malloc(sizeof *in);
     memra_route_spec s = {0}, ds;
-    if (in)
+    if (in) {
         s = route_case_inputs(rc, in);
+        route_case_padding(rc, in, &s, T);
+    }
     ds = s;
     const memra_vrows_macros *m = rc->with_macros && in ? &in->mac : NULL;
     const memra_vrows_slabs sl = GATE_SERVING_SLABS;
@@ -178,7 +181,7 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     const size_t lbytes = (size_t)T * s.n_expert * route_logit_bytes(&s);
     const size_t bias_bytes = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
     int bad = 1;
-    memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0, dbias = 0, dmap = 0;
+    memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0, dbias = 0, dmap = 0, dreal = 0;
     void *logits = in ? route_case_logits(&s, T, seed, edges) : NULL;
     int32_t *hsel = malloc(np * 4), *gsel = malloc(np * 4);
     float *hselw = malloc(np * 4), *gselw = malloc(np * 4);
@@ -205,6 +208,11 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         TRY(memra_alloc(eng, (size_t)s.n_expert * 4, &dmap));
         TRY(memra_upload_i32_async(eng, dmap, in->map, s.n_expert, stream));
         ds.expert_map = dmap;
+    }
+    if (s.n_real) {
+        TRY(memra_alloc(eng, 8, &dreal));
+        TRY(memra_upload_async(eng, dreal, &in->n_real, 8, stream));
+        ds.n_real = dreal;
     }
     /* Poison the outputs so an unwritten element cannot pass (a buffer freed
      * by the previous case may come back holding its answers). */
@@ -234,20 +242,21 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
             memcpy(&a, &gselw[p], 4), memcpy(&b, &hselw[p], 4);
             snprintf(why, why_len,
                      "%s (%s kernel): token %zu pair %zu: device (%d, 0x%08x), host (%d, 0x%08x)",
-                     rc->name, variant_name(variant, T), p / K, p % K, gsel[p], a, hsel[p], b);
+                     rc->name, variant_name(variant, T, rc->spec.n_expert), p / K, p % K, gsel[p],
+                     a, hsel[p], b);
             goto out;
         }
     if (memcmp(gptrs, hptrs, 3 * np * 8) || memcmp(gscl, hscl, 3 * np * 4)) {
         snprintf(why, why_len, "%s (%s kernel): the tables differ", rc->name,
-                 variant_name(variant, T));
+                 variant_name(variant, T, rc->spec.n_expert));
         goto out;
     }
     if (check_faults && faults_differ(&f0, &f1, &hf, rc->name, why, why_len))
         goto out;
     bad = 0;
 out:;
-    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap};
-    free_buffers(eng, bufs, 7);
+    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal};
+    free_buffers(eng, bufs, 8);
     free(logits), free(hsel), free(gsel), free(hselw), free(gselw);
     free(hscl), free(gscl), free(hptrs), free(gptrs), free(in);
     return bad;
@@ -315,7 +324,8 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
      * check's, not the serving process's. */
     memra_faults after;
     if (before.bad_expert == 0 && before.nonfinite == 0 && before.first_pair == MEMRA_NO_FAULT &&
-        before.not_local == 0 && (st = memra_engine_faults(eng, own, &after, 1)))
+        before.not_local == 0 && before.padded == 0 &&
+        (st = memra_engine_faults(eng, own, &after, 1)))
         return st;
     if (report->failed)
         return memra_fail(MEMRA_ERR_SELF_CHECK, "%s: %u of %u cases differ from the host arm: %s",

@@ -70,7 +70,7 @@ static int64_t slot_of(int32_t ex, uint32_t n_expert, const int32_t *map, uint32
 
 /* The tables of checked arguments. */
 static memra_status tables(const char *fn, const int32_t *sel, const float *selw, uint32_t n_pairs,
-                           uint32_t n_expert, const memra_vrows_macros *macros,
+                           uint32_t n_live, uint32_t n_expert, const memra_vrows_macros *macros,
                            const memra_vrows_slabs *slabs, const memra_vrows_options *opt,
                            uint64_t *ptrs, float *scl, memra_faults *faults)
 {
@@ -84,7 +84,7 @@ static memra_status tables(const char *fn, const int32_t *sel, const float *selw
     fegetenv(&saved);
     fesetenv(FE_DFL_ENV);
 
-    memra_faults f = {0, 0, MEMRA_NO_FAULT, 0};
+    memra_faults f = {0, 0, MEMRA_NO_FAULT, 0, 0};
     uint32_t first_bad = 0;
     const size_t n = n_pairs;
     for (size_t p = 0; p < n; p++) {
@@ -92,7 +92,12 @@ static memra_status tables(const char *fn, const int32_t *sel, const float *selw
         uint64_t g = slabs->base[0], u = slabs->base[1], d = slabs->base[2];
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
         const int64_t slot = slot_of(ex, n_expert, map, n_local, n_shared);
-        if (slot >= 0) {
+        if (p >= n_live) {
+            /* A padding row's pair (routing's n_real): no expert, nothing to
+             * read, not a fault. */
+            g = u = d = 0;
+            f.padded++;
+        } else if (slot >= 0) {
             /* 64-bit all the way: stride * slot passes 4 GiB in serving slabs. */
             const uint64_t e = (uint64_t)slot;
             g += e * slabs->stride[0];
@@ -163,8 +168,8 @@ memra_status memra_vrows_tables_host(const int32_t *sel, const float *selw, uint
         (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl, &have_macros);
     if (st)
         return st;
-    return tables(fn, sel, selw, n_pairs, n_expert, have_macros ? macros : NULL, slabs, NULL, ptrs,
-                  scl, faults);
+    return tables(fn, sel, selw, n_pairs, n_pairs, n_expert, have_macros ? macros : NULL, slabs,
+                  NULL, ptrs, scl, faults);
 }
 
 memra_status memra_vrows_tables_host_ex(const int32_t *sel, const float *selw, uint32_t n_pairs,
@@ -180,17 +185,18 @@ memra_status memra_vrows_tables_host_ex(const int32_t *sel, const float *selw, u
         slabs, (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl, &have_macros);
     if (st || n_pairs == 0)
         return st;
-    return memra_vrows_tables_host_checked(fn, sel, selw, n_pairs, n_expert,
+    return memra_vrows_tables_host_checked(fn, sel, selw, n_pairs, n_pairs, n_expert,
                                            have_macros ? macros : NULL, slabs, options, ptrs, scl,
                                            faults);
 }
 
 memra_status memra_vrows_tables_host_checked(const char *fn, const int32_t *sel, const float *selw,
-                                             uint32_t n_pairs, uint32_t n_expert,
+                                             uint32_t n_pairs, uint32_t n_live, uint32_t n_expert,
                                              const memra_vrows_macros *macros,
                                              const memra_vrows_slabs *slabs,
                                              const memra_vrows_options *options, uint64_t *ptrs,
                                              float *scl, memra_faults *faults)
 {
-    return tables(fn, sel, selw, n_pairs, n_expert, macros, slabs, options, ptrs, scl, faults);
+    return tables(fn, sel, selw, n_pairs, n_live, n_expert, macros, slabs, options, ptrs, scl,
+                  faults);
 }

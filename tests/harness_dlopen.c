@@ -2,7 +2,7 @@
  * RTLD_NOW | RTLD_LOCAL, resolve everything through dlsym, check the version
  * against the header, run the host arm, and create an engine: NO_DRIVER where
  * libcuda is absent, success (or NO_DEVICE) where it is present. Links no
- * part of memra. usage: harness_dlopen /path/to/libmemra.so.1 */
+ * part of memra. usage: harness_dlopen /path/to/libmemra.so.2 */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>

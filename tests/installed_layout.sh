@@ -9,7 +9,7 @@ trap 'rm -rf "$prefix"' EXIT
 mkdir -p "$prefix/lib"
 real=$(basename "$(readlink -f "$lib")")
 cp "$(readlink -f "$lib")" "$prefix/lib/$real"
-ln -s "$real" "$prefix/lib/libmemra.so.1"
-ln -s libmemra.so.1 "$prefix/lib/libmemra.so"
+ln -s "$real" "$prefix/lib/libmemra.so.2"
+ln -s libmemra.so.2 "$prefix/lib/libmemra.so"
 unset LD_LIBRARY_PATH
-exec "$harness" "$prefix/lib/libmemra.so.1"
+exec "$harness" "$prefix/lib/libmemra.so.2"

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "route_abi.h"
 #include "testutil.h"
 
@@ -146,6 +147,22 @@ static inline float memra_shfl_xor_f(float v, int off)
 {
     return memra_shfl_f(v, (int)(HOST_LANE ^ (unsigned)off));
 }
+static inline memra_u32 memra_shfl_u(memra_u32 v, int src)
+{
+    host_warp *w = HOST_WARP;
+    w->i[HOST_LANE] = (int)v;
+    memra_warp_sync();
+    const memra_u32 r = (memra_u32)w->i[src & 31];
+    memra_warp_sync();
+    return r;
+}
+/* __shfl_up_sync: lanes below d keep their own value. */
+static inline memra_u32 memra_shfl_up_u(memra_u32 v, int d)
+{
+    return memra_shfl_u(v, HOST_LANE >= (unsigned)d ? (int)HOST_LANE - d : (int)HOST_LANE);
+}
+#define memra_popc(x) __builtin_popcount(x)
+#define memra_ffs(x) __builtin_ffs((int)(x))
 static inline memra_u32 memra_shfl_xor_u(memra_u32 v, int off)
 {
     host_warp *w = HOST_WARP;
@@ -196,7 +213,46 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 #include "vrows_pair.cuh"
 #include "vrows.cu"
 #include "route_math.cuh"
-#include "route.cu"
+#include "route_common.cuh"
+#include "route_block.cu"
+/* Every team kernel, as NVRTC compiles each in its own module. */
+#define MEMRA_ROUTE_M 1
+#include "route_warp.cu"
+#undef MEMRA_ROUTE_M
+#define MEMRA_ROUTE_M 4
+#include "route_warp.cu"
+#undef MEMRA_ROUTE_M
+#define MEMRA_ROUTE_M 8
+#include "route_warp.cu"
+#undef MEMRA_ROUTE_M
+#define MEMRA_ROUTE_M 16
+#include "route_warp.cu"
+#undef MEMRA_ROUTE_M
+#define MEMRA_ROUTE_M 32
+#include "route_warp.cu"
+#undef MEMRA_ROUTE_M
+
+/* A routing kernel's host run, by its id; NULL for the others. */
+typedef void (*host_route_fn)(MEMRA_ROUTE_PARAMS);
+static inline host_route_fn host_route_kernel(memra_kernel_id k)
+{
+    switch (k) {
+    case MEMRA_KERNEL_ROUTE_BLOCK:
+        return memra_route_block_kernel;
+    case MEMRA_KERNEL_ROUTE_WARP1:
+        return memra_route_warp1_kernel;
+    case MEMRA_KERNEL_ROUTE_WARP4:
+        return memra_route_warp4_kernel;
+    case MEMRA_KERNEL_ROUTE_WARP8:
+        return memra_route_warp8_kernel;
+    case MEMRA_KERNEL_ROUTE_WARP16:
+        return memra_route_warp16_kernel;
+    case MEMRA_KERNEL_ROUTE_WARP32:
+        return memra_route_warp32_kernel;
+    default:
+        return NULL;
+    }
+}
 
 /* Executes a grid of the table kernel with arguments decoded from the raw
  * parameter buffer at the offsets NVRTC assigns (natural alignment). */
@@ -236,20 +292,21 @@ static inline void run_take_on_host(const unsigned char *buf)
 }
 
 static const memra_route_args *host_route_a;
-static int host_route_block_kernel;
+static host_route_fn host_route_run;
 static unsigned char host_route_done[HOST_MAX_THREADS];
 
 static void host_route_thread_main(void)
 {
     const memra_route_args *a = host_route_a;
-    (host_route_block_kernel ? memra_route_block_kernel : memra_route_warp_kernel)(
-        (const void *)(uintptr_t)a->logits, (const void *)(uintptr_t)a->bias,
-        (const float *)(uintptr_t)a->mg, (const float *)(uintptr_t)a->mu,
-        (const float *)(uintptr_t)a->md, a->pg, a->pu, a->pd, a->sg, a->su, a->sd,
-        (int *)(uintptr_t)a->sel, (float *)(uintptr_t)a->selw, (memra_u64 *)(uintptr_t)a->ptrs,
-        (float *)(uintptr_t)a->scl, (memra_u32 *)(uintptr_t)a->faults,
-        (const int *)(uintptr_t)a->map, a->n_tokens, a->n_expert, a->top_k, a->n_group,
-        a->topk_group, a->flags, a->n_local, a->n_shared, a->scale, a->shared_weight);
+    host_route_run((const void *)(uintptr_t)a->logits, (const void *)(uintptr_t)a->bias,
+                   (const float *)(uintptr_t)a->mg, (const float *)(uintptr_t)a->mu,
+                   (const float *)(uintptr_t)a->md, a->pg, a->pu, a->pd, a->sg, a->su, a->sd,
+                   (int *)(uintptr_t)a->sel, (float *)(uintptr_t)a->selw,
+                   (memra_u64 *)(uintptr_t)a->ptrs, (float *)(uintptr_t)a->scl,
+                   (memra_u32 *)(uintptr_t)a->faults, (const int *)(uintptr_t)a->map,
+                   (const void *)(uintptr_t)a->n_real, a->n_tokens, a->n_expert, a->top_k,
+                   a->n_group, a->topk_group, a->flags, a->n_local, a->n_shared, a->scale,
+                   a->shared_weight);
     host_route_done[host_current] = 1;
     host_progress++;
     /* returning resumes uc_link: the scheduler */
@@ -277,11 +334,10 @@ static __attribute__((noinline)) void host_resume(unsigned t)
         abort();
 }
 
-/* Executes a grid of a routing kernel (block_kernel = 1:
- * memra_route_block_kernel, 0: memra_route_warp_kernel), a block at a time, its
- * threads as coroutines switched at every barrier. */
+/* Executes a grid of routing kernel `fn`, a block at a time, its threads as
+ * coroutines switched at every barrier. */
 static inline void run_route_on_host(const unsigned char *buf, size_t size, host_dim3 grid,
-                                     host_dim3 block, int block_kernel)
+                                     host_dim3 block, host_route_fn fn)
 {
     /* One grid at a time: shared memory, the barriers and the stacks are
      * the process's. */
@@ -297,7 +353,7 @@ static inline void run_route_on_host(const unsigned char *buf, size_t size, host
     if (block.x == 0 || block.x % 32 || block.x > HOST_MAX_THREADS)
         abort();
     host_route_a = &a;
-    host_route_block_kernel = block_kernel;
+    host_route_run = fn;
     const unsigned n = block.x;
     blockDim = block, gridDim = grid;
     for (unsigned b = 0; b < grid.x; b++) {

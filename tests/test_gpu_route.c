@@ -45,16 +45,18 @@ static void test_route_param_layout(void **state)
     if (!drv->cuFuncGetParamInfo)
         skip();
     /* Each routing kernel is in a module of its own, loaded at first use:
-     * load both now. */
-    CUfunction fns[2];
+     * load every one now. */
+    static const memra_kernel_id ids[] = {MEMRA_KERNEL_ROUTE_BLOCK,  MEMRA_KERNEL_ROUTE_WARP1,
+                                          MEMRA_KERNEL_ROUTE_WARP4,  MEMRA_KERNEL_ROUTE_WARP8,
+                                          MEMRA_KERNEL_ROUTE_WARP16, MEMRA_KERNEL_ROUTE_WARP32};
+    enum { N_IDS = sizeof ids / sizeof ids[0] };
+    CUfunction fns[N_IDS];
     memra_call c;
     assert_int_equal(memra_call_enter(eng, "test_route_param_layout", &c), MEMRA_OK);
-    assert_int_equal(memra_engine_kernel(&c, MEMRA_CAPTURE_NONE, MEMRA_KERNEL_ROUTE, &fns[0]),
-                     MEMRA_OK);
-    assert_int_equal(memra_engine_kernel(&c, MEMRA_CAPTURE_NONE, MEMRA_KERNEL_ROUTE_BLOCK, &fns[1]),
-                     MEMRA_OK);
+    for (int k = 0; k < N_IDS; k++)
+        assert_int_equal(memra_engine_kernel(&c, MEMRA_CAPTURE_NONE, ids[k], &fns[k]), MEMRA_OK);
     memra_call_leave(&c);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < N_IDS; k++) {
         for (int i = 0; i < MEMRA_ROUTE_NPARAMS; i++) {
             size_t o = 0, sz = 0;
             assert_int_equal(drv->cuFuncGetParamInfo(fns[k], (size_t)i, &o, &sz), CUDA_SUCCESS);

@@ -397,8 +397,8 @@ static void test_fault_readers_do_not_wait_for_each_other(void **state)
     CUstream busy = make_stream(), idle = make_stream();
     _Atomic int open = 0;
     mock_gate(busy, &open);
-    reader slow = {eng, busy, MEMRA_OK, {0, 0, 0, 0}, 0},
-           fast = {eng, idle, MEMRA_OK, {0, 0, 0, 0}, 0};
+    reader slow = {eng, busy, MEMRA_OK, {0, 0, 0, 0, 0}, 0},
+           fast = {eng, idle, MEMRA_OK, {0, 0, 0, 0, 0}, 0};
     pthread_t t1, t2;
     assert_int_equal(pthread_create(&t1, NULL, read_faults, &slow), 0);
     usleep(20000); /* the slow reader is inside its wait */

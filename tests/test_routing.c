@@ -235,9 +235,10 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
             for (uint32_t i = 0; i < G; i++)
                 members[i] = (ranked){c[g * G + i], (int)(g * G + i)};
             qsort(members, G, sizeof *members, by_rank);
-            const float score = sp->group_scoring == MEMRA_GROUP_MAX || G == 1
-                                    ? members[0].v
-                                    : members[0].v + members[1].v;
+            /* Left at AUTO, vLLM's rule: the bias decides. */
+            const int by_max = sp->group_scoring == MEMRA_GROUP_MAX ||
+                               (sp->group_scoring == MEMRA_GROUP_AUTO && !has_bias);
+            const float score = by_max || G == 1 ? members[0].v : members[0].v + members[1].v;
             groups[g] = (ranked){score, (int)g};
         }
         qsort(groups, sp->n_group, sizeof *groups, by_rank);
@@ -262,6 +263,15 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
             w[j] = w[j] / sum;
         w[j] = w[j] * sp->routed_scaling_factor;
     }
+    /* SGLang's fused shared expert: the routed scores' sum over its
+     * routed_scaling_factor, then renormalized and scaled as the routed. */
+    if (sp->shared_rule == MEMRA_SHARED_ROUTED_SUM)
+        for (uint32_t j = 0; j < sp->n_shared; j++) {
+            float u = sum / sp->shared_divisor;
+            if (sp->renormalize && sum > 0.0f)
+                u = u / sum;
+            w[K + j] = u * sp->routed_scaling_factor;
+        }
 }
 
 /* ---- configs and inputs ----------------------------------------------------- */
@@ -592,12 +602,152 @@ static void test_expert_map_and_shared_experts(void **state)
     assert_int_equal(f.first_pair, MEMRA_NO_FAULT);
 }
 
+/* SGLang's fused shared expert (MEMRA_SHARED_ROUTED_SUM): its weight is the
+ * routed scores' sum W (rank order) over the divisor, then divided by W and
+ * scaled like the routed ones; with renormalize off, W / divisor times the
+ * scale. A constant never equals it on every token. */
+static void test_shared_weight_by_sglang_rule(void **state)
+{
+    (void)state;
+    memra_route_spec s = plain_spec(16, 3, 1, 1, MEMRA_ROUTE_SIGMOID, 1, 2.5f);
+    s.n_shared = 1, s.shared_rule = MEMRA_SHARED_ROUTED_SUM, s.shared_divisor = 2.5f;
+    float logits[2 * 16];
+    for (int i = 0; i < 32; i++)
+        logits[i] = (float)((i * 7) % 16) * 0.37f - 2.0f;
+    int32_t sel[8];
+    float selw[8], scl[24];
+    uint64_t ptrs[24];
+    for (int renorm = 0; renorm < 2; renorm++) {
+        s.renormalize = renorm;
+        assert_int_equal(
+            memra_route_tables_host(logits, 2, &s, NULL, &slabs, sel, selw, ptrs, scl, NULL),
+            MEMRA_OK);
+        for (int t = 0; t < 2; t++) {
+            float W = 0.0f, sc[3];
+            for (int j = 0; j < 3; j++) {
+                const float x = logits[t * 16 + sel[t * 4 + j]];
+                sc[j] = memra_route_sigmoid(x);
+                W = W + sc[j];
+            }
+            float want = W / 2.5f;
+            if (renorm)
+                want = want / W;
+            want = want * 2.5f;
+            assert_int_equal(sel[t * 4 + 3], 16); /* the shared expert's id */
+            assert_int_equal(f2u(selw[t * 4 + 3]), f2u(want));
+            for (int j = 0; j < 3; j++)
+                assert_int_equal(f2u(selw[t * 4 + j]), f2u((renorm ? sc[j] / W : sc[j]) * 2.5f));
+        }
+    }
+}
+
+/* Padded batches: rows at or past the count n_real holds are padding:
+ * nothing of them is read (NaN logits there are no fault), their pairs get
+ * id -1, weight +0, NULL pointers and +0 scales, counted in `padded`. The
+ * count is clamped to [0, n_tokens], int32 or int64. */
+static void test_padded_rows(void **state)
+{
+    (void)state;
+    memra_route_spec s = plain_spec(64, 4, 1, 1, MEMRA_ROUTE_SOFTMAX, 1, 1.0f);
+    s.n_shared = 1, s.shared_weight = 1.0f;
+    enum { T = 10, K = 5 };
+    float logits[T * 64];
+    for (int i = 0; i < T * 64; i++)
+        logits[i] = i >= 6 * 64 ? u2f(0x7fc00000u) : (float)(i % 13) * 0.25f;
+    const struct {
+        int64_t count;
+        int i64;
+        uint32_t real;
+    } counts[] = {{6, 0, 6}, {6, 1, 6}, {-3, 0, 0}, {100, 1, T}, {0, 0, 0}};
+    int32_t sel[T * K];
+    float selw[T * K], scl[3 * T * K];
+    uint64_t ptrs[3 * T * K];
+    memra_faults f;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int64_t store = counts[c].count;
+        int32_t store32 = (int32_t)counts[c].count;
+        s.n_real_dtype = counts[c].i64 ? MEMRA_COUNT_I64 : MEMRA_COUNT_I32;
+        s.n_real = counts[c].i64 ? (uint64_t)(uintptr_t)&store : (uint64_t)(uintptr_t)&store32;
+        const memra_status st =
+            memra_route_tables_host(logits, T, &s, NULL, &slabs, sel, selw, ptrs, scl, &f);
+        const uint32_t real = counts[c].real;
+        /* NaN logits only in rows 6..9: a fault only where those are real. */
+        assert_int_equal(st, real > 6 ? MEMRA_ERR_NONFINITE_SCALE : MEMRA_OK);
+        assert_int_equal(f.padded, (T - real) * K);
+        assert_int_equal(f.nonfinite, real > 6 ? (real - 6) * K : 0);
+        for (uint32_t p = real * K; p < T * K; p++) {
+            assert_int_equal(sel[p], -1);
+            assert_int_equal(f2u(selw[p]), 0);
+            for (int k = 0; k < 3; k++) {
+                assert_true(ptrs[k * T * K + p] == 0);
+                assert_int_equal(f2u(scl[k * T * K + p]), 0);
+            }
+        }
+        for (uint32_t p = 0; p < real * K && p < 6 * K; p++)
+            assert_true(sel[p] >= 0 && ptrs[p] != 0);
+    }
+}
+
+/* 0.4: a zero-initialised spec routes as vLLM's grouped_topk: groups by
+ * their best without a bias (DeepSeek-V2, where the top-2 sum chooses
+ * other experts), by their top-2 sum with one. */
+static void test_zero_spec_group_scoring_is_vllms(void **state)
+{
+    (void)state;
+    memra_route_spec s = plain_spec(160, 6, 8, 3, MEMRA_ROUTE_SOFTMAX, 0, 16.0f);
+    enum { T = 64 };
+    static float logits[T * 160], bias[160];
+    uint64_t seed = 99;
+    for (int i = 0; i < T * 160; i++)
+        logits[i] = (float)((int64_t)(rng_next(&seed) >> 11) % 2001 - 1000) / 250.0f;
+    for (int e = 0; e < 160; e++)
+        bias[e] = (float)(e % 7) * 0.01f;
+    static int32_t sel[3][T * 6];
+    static float selw[T * 6], scl[3 * T * 6];
+    static uint64_t ptrs[3 * T * 6];
+    const memra_group_scoring rules[3] = {MEMRA_GROUP_AUTO, MEMRA_GROUP_MAX, MEMRA_GROUP_TOP2_SUM};
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        s.bias = with_bias ? bias : NULL;
+        for (int r = 0; r < 3; r++) {
+            s.group_scoring = rules[r];
+            assert_int_equal(
+                memra_route_tables_host(logits, T, &s, NULL, &slabs, sel[r], selw, ptrs, scl, NULL),
+                MEMRA_OK);
+        }
+        /* AUTO is MAX without a bias, TOP2_SUM with one; the two differ. */
+        assert_memory_equal(sel[0], sel[with_bias ? 2 : 1], sizeof sel[0]);
+        assert_true(memcmp(sel[1], sel[2], sizeof sel[0]) != 0);
+    }
+}
+
+/* One precedence in both host arms: an expert-range fault (a map value out
+ * of range) outranks a non-finite token, as the table arm ranks them. */
+static void test_host_fault_precedence(void **state)
+{
+    (void)state;
+    memra_route_spec s = plain_spec(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, 1, 1.0f);
+    const int32_t map[8] = {0, 1, 2, 3, 40, 5, 6, 7}; /* expert 4's slot is out of range */
+    s.expert_map = (uint64_t)(uintptr_t)map, s.n_local = 8;
+    float logits[2 * 8] = {0};
+    logits[4] = 9.0f;                 /* token 0 chooses expert 4 */
+    logits[8 + 1] = u2f(0x7fc00000u); /* token 1 is non-finite */
+    int32_t sel[4];
+    float selw[4], scl[12];
+    uint64_t ptrs[12];
+    memra_faults f;
+    assert_int_equal(memra_route_tables_host(logits, 2, &s, NULL, &slabs, sel, selw, ptrs, scl, &f),
+                     MEMRA_ERR_EXPERT_RANGE);
+    assert_int_equal(f.bad_expert, 1);
+    assert_int_equal(f.nonfinite, 2);
+    assert_int_equal(f.first_pair, 0);
+}
+
 static void test_zero_tokens_is_a_no_op(void **state)
 {
     (void)state;
     static route_inputs in;
     const memra_route_spec s = route_case_inputs(&configs[2], &in);
-    memra_faults f = {7, 7, 7, 7};
+    memra_faults f = {7, 7, 7, 7, 7};
     assert_int_equal(
         memra_route_tables_host(NULL, 0, &s, &in.mac, &slabs, NULL, NULL, NULL, NULL, &f),
         MEMRA_OK);
@@ -645,8 +795,17 @@ static void test_bad_specs(void **state)
                  {"n_local", MEMRA_ERR_INVALID_ARG},
                  {"expert_map", MEMRA_ERR_MISALIGNED},
                  {"routed_scaling_factor", MEMRA_ERR_INVALID_ARG},
-                 {"n_local", MEMRA_ERR_INVALID_ARG}};
+                 {"n_local", MEMRA_ERR_INVALID_ARG},
+                 {"shared_rule", MEMRA_ERR_INVALID_ARG},
+                 {"shared_divisor", MEMRA_ERR_INVALID_ARG},
+                 {"shared_divisor", MEMRA_ERR_INVALID_ARG},
+                 {"shared_weight", MEMRA_ERR_INVALID_ARG},
+                 {"shared_divisor", MEMRA_ERR_INVALID_ARG},
+                 {"n_real_dtype", MEMRA_ERR_INVALID_ARG},
+                 {"n_real", MEMRA_ERR_MISALIGNED},
+                 {"n_real", MEMRA_ERR_MISALIGNED}};
     float logits[256] = {0}, bias[256] = {0};
+    int64_t count = 1;
     int32_t map[256] = {0};
     int32_t sel[8] = {-7};
     float selw[8], scl[24];
@@ -696,7 +855,7 @@ static void test_bad_specs(void **state)
             s.bias = bias;
             break;
         case 13:
-            s.group_scoring = (memra_group_scoring)2;
+            s.group_scoring = (memra_group_scoring)3;
             break;
         case 14:
             s.bias_dtype = (memra_bias_dtype)3;
@@ -727,6 +886,32 @@ static void test_bad_specs(void **state)
             break;
         case 23:
             s.expert_map = (uint64_t)(uintptr_t)map, s.n_local = 5000;
+            break;
+        case 24:
+            s.shared_rule = (memra_shared_rule)2;
+            break;
+        case 25: /* the rule's divisor: positive and finite */
+            s.n_shared = 1, s.shared_rule = MEMRA_SHARED_ROUTED_SUM;
+            break;
+        case 26:
+            s.n_shared = 1, s.shared_rule = MEMRA_SHARED_ROUTED_SUM;
+            s.shared_divisor = u2f(0x7f800000u);
+            break;
+        case 27: /* a constant weight the rule would ignore */
+            s.n_shared = 1, s.shared_rule = MEMRA_SHARED_ROUTED_SUM, s.shared_divisor = 2.5f;
+            s.shared_weight = 1.0f;
+            break;
+        case 28: /* a divisor the constant rule would ignore */
+            s.n_shared = 1, s.shared_weight = 1.0f, s.shared_divisor = 2.5f;
+            break;
+        case 29:
+            s.n_real = (uint64_t)(uintptr_t)&count, s.n_real_dtype = (memra_count_dtype)2;
+            break;
+        case 30:
+            s.n_real = (uint64_t)(uintptr_t)&count + 2;
+            break;
+        case 31:
+            s.n_real = (uint64_t)(uintptr_t)&count + 4, s.n_real_dtype = MEMRA_COUNT_I64;
             break;
         }
         memra_status st =
@@ -784,7 +969,7 @@ static void test_spec_judged_by_bits_under_ftz_daz(void **state)
 /* ---- the device arm, through the mock --------------------------------------- */
 
 typedef struct dev_bufs {
-    memra_devptr logits, sel, selw, ptrs, scl, bias, map;
+    memra_devptr logits, sel, selw, ptrs, scl, bias, map, n_real;
 } dev_bufs;
 
 static void dev_alloc(memra_engine *eng, dev_bufs *d, size_t logit_bytes, size_t n_pairs)
@@ -816,6 +1001,12 @@ static memra_route_spec dev_spec(memra_engine *eng, dev_bufs *d, const memra_rou
             MEMRA_OK);
         s.expert_map = d->map;
     }
+    if (h->n_real) {
+        assert_int_equal(memra_alloc(eng, 8, &d->n_real), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, d->n_real, (const void *)(uintptr_t)h->n_real, 8),
+                         MEMRA_OK);
+        s.n_real = d->n_real;
+    }
     return s;
 }
 
@@ -827,6 +1018,8 @@ static void dev_free(memra_engine *eng, dev_bufs *d)
         memra_free(eng, d->bias);
     if (d->map)
         memra_free(eng, d->map);
+    if (d->n_real)
+        memra_free(eng, d->n_real);
 }
 
 /* The outputs, read in order after the work on `s`. */
@@ -848,7 +1041,8 @@ static void device_case(memra_engine *eng, const config *c, int variant, uint32_
     static route_inputs in;
     memra_stream own;
     memra_engine_stream(eng, &own);
-    const memra_route_spec s = route_case_inputs(c, &in);
+    memra_route_spec s = route_case_inputs(c, &in);
+    route_case_padding(c, &in, &s, T);
     const memra_vrows_macros *mac = c->with_macros ? &in.mac : NULL;
     const size_t np = (size_t)T * pairs_of(&s), lbytes = logit_bytes(&s, T);
     void *logits = route_case_logits(&s, T, seed, 1);
@@ -876,6 +1070,9 @@ static void device_case(memra_engine *eng, const config *c, int variant, uint32_
     assert_int_equal(f1.bad_expert, h.f.bad_expert);
     assert_int_equal(f1.first_pair, h.f.first_pair);
     assert_int_equal(f1.not_local, h.f.not_local);
+    assert_int_equal(f1.padded, h.f.padded);
+    if (c->padded)
+        assert_int_equal(h.f.padded, (T - route_case_real(T)) * pairs_of(&s));
     outputs_free(&dv), outputs_free(&h);
     dev_free(eng, &d);
     free(logits);
@@ -914,7 +1111,7 @@ static void test_device_crafted_ties(void **state)
                                   : t == 3 ? (e >= 240 ? 2.0f : 1.0f)    /* the last group */
                                   : t == 4 ? (e == 0 || e == 255 ? 9.0f : 9.0f - 1e-6f)
                                            : -0.0f;
-    for (int g = 0; g < 2; g++) {
+    for (int g = MEMRA_GROUP_TOP2_SUM; g <= MEMRA_GROUP_MAX; g++) {
         s.group_scoring = (memra_group_scoring)g;
         dev_bufs d;
         dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
@@ -1197,6 +1394,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_every_half_converts_exactly),
         cmocka_unit_test(test_expert_map_and_shared_experts),
         cmocka_unit_test(test_zero_tokens_is_a_no_op),
+        cmocka_unit_test(test_shared_weight_by_sglang_rule),
+        cmocka_unit_test(test_padded_rows),
+        cmocka_unit_test(test_zero_spec_group_scoring_is_vllms),
+        cmocka_unit_test(test_host_fault_precedence),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_spec_judged_by_bits_under_ftz_daz),
     };

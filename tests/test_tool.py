@@ -20,7 +20,7 @@ import textwrap
 import time
 
 TOOL, FAKE_CUDA, FAKE_NVRTC, LIBMEMRA = (os.path.abspath(a) for a in sys.argv[1:5])
-VERSION = "0.3.0"
+VERSION = os.environ["MEMRA_PROJECT_VERSION"]  # meson.build's, one place
 BASE = {k: v for k, v in os.environ.items()
         if k not in ("MEMRA_NVRTC_PATH", "MEMRA_BENCH_PROGRAM", "LD_LIBRARY_PATH")}
 # No device (and on a machine with one, none visible) and no disk cache.
@@ -104,7 +104,7 @@ expect("--output= empty", ["bench", "--output="], 2, err_has=["--output needs a 
 
 # ---- the tool is a client of libmemra.so -------------------------------------
 dyn = subprocess.run(["readelf", "-d", TOOL], capture_output=True, text=True).stdout
-check("links libmemra.so.1", "Shared library: [libmemra.so.1]" in dyn, dyn)
+check("links libmemra.so.2", "Shared library: [libmemra.so.2]" in dyn, dyn)
 defined = subprocess.run(["nm", "--defined-only", TOOL], capture_output=True,
                          text=True).stdout
 check("holds no copy of the library", "memra_engine_create" not in defined and

@@ -212,7 +212,7 @@ static void run_bad(const bad_case *bc, const int32_t *sel, const float *selw, u
         scl = (float *)((char *)sbuf + 2);
     else if (scl)
         scl = sbuf;
-    memra_faults f = {7, 7, 7, 7};
+    memra_faults f = {7, 7, 7, 7, 7};
     memra_status st = memra_vrows_tables_host(sel, selw, n, n_expert, mac, sl, ptrs, scl, &f);
     if (st != bc->want || !strstr(memra_last_error(), bc->needle))
         fail_msg("%s: got %s (%s), want %s naming '%s'", bc->what, memra_status_string(st),

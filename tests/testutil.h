@@ -54,7 +54,7 @@ static inline void ref_tables(const int32_t *sel, const float *selw, uint32_t n,
                               const memra_vrows_macros *mac, const memra_vrows_slabs *sl,
                               uint64_t *ptrs, uint32_t *scl_bits, memra_faults *f)
 {
-    f->bad_expert = f->nonfinite = f->not_local = 0;
+    f->bad_expert = f->nonfinite = f->not_local = f->padded = 0;
     f->first_pair = MEMRA_NO_FAULT;
     for (uint32_t p = 0; p < n; p++) {
         int32_t ex = sel[p];

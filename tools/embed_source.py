@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Embed text files, concatenated in order, as one NUL-terminated C array (a
 kernel module's source, which NVRTC compiles at run time), so the library
-needs no file beside it. Each -DNAME before the inputs becomes a first line
-"#define NAME 1" (a module that builds one kernel of a shared file).
+needs no file beside it. Each -DNAME (or -DNAME=VALUE) before the inputs
+becomes a first line "#define NAME 1" ("#define NAME VALUE"): a module that
+builds one kernel of a shared file. Each input begins with a #line marker,
+so NVRTC's messages name the file and line, not the concatenation's.
 
 usage: embed_source.py OUTPUT SYMBOL [-DNAME...] INPUT...
 """
@@ -14,13 +16,15 @@ def main() -> int:
     out, symbol, srcs = sys.argv[1], sys.argv[2], sys.argv[3:]
     defines = [a[2:] for a in srcs if a.startswith("-D")]
     srcs = [a for a in srcs if not a.startswith("-D")]
-    data = b"".join(f"#define {d} 1\n".encode() for d in defines)
+    data = b"".join(f"#define {d.partition('=')[0]} {d.partition('=')[2] or '1'}\n".encode()
+                    for d in defines)
     for src in srcs:
         with open(src, "rb") as f:
             part = f.read()
         if b"\0" in part:
             print(f"{src}: contains a NUL byte", file=sys.stderr)
             return 1
+        data += f'#line 1 "{os.path.basename(src)}"\n'.encode()
         data += part if part.endswith(b"\n") else part + b"\n"
     names = ", ".join(os.path.basename(s) for s in srcs)
     lines = [f"/* Generated from {names} by embed_source.py: do not edit. */",

@@ -25,7 +25,7 @@ trap 'tar czf "$dest/logs.tgz" -C "$out" . && cp "$out"/*.json "$dest/" 2>/dev/n
 b=/tmp/memra-build
 [ -f "$b/build.ninja" ] || meson setup "$b" >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
 meson compile -C "$b" >"$out/compile.log" 2>&1 || { tail -40 "$out/compile.log"; exit 1; }
-lib="$b/src/libmemra.so.1"
+lib="$b/src/libmemra.so.2"
 if has test; then
   meson test -C "$b" --print-errorlogs ${MEMRA_SUITE:+--suite "$MEMRA_SUITE"} 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
   # The inherited environment is the machine's, not ours: leave it out.

@@ -32,8 +32,8 @@ meson test -C "$builddir" --print-errorlogs --num-processes "$jobs" "$@"
 
 # The Rust client against the library just built (no registry needed).
 if command -v cargo >/dev/null 2>&1; then
-  echo "== Rust crate: cargo test --offline (bindings/rust, against $builddir/src/libmemra.so.1)"
-  MEMRA_LIB="$PWD/$builddir/src/libmemra.so.1" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
+  echo "== Rust crate: cargo test --offline (bindings/rust, against $builddir/src/libmemra.so.2)"
+  MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
     MEMRA_ABI_LAYOUT="$PWD/$builddir/tests/abi_layout.txt" \
     cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml
   # Its device tests (ignored without a GPU) on the mock driver: a
@@ -42,7 +42,7 @@ if command -v cargo >/dev/null 2>&1; then
   echo "== Rust crate: device tests on the mock driver (tests/route_device.rs)"
   LD_LIBRARY_PATH="$PWD/$builddir/tests/fake_cuda" MEMRA_CACHE_DIR=off \
     MEMRA_NVRTC_PATH="$PWD/$builddir/tests/fake_nvrtc/libnvrtc-fake-v13_0.so" \
-    MEMRA_LIB="$PWD/$builddir/src/libmemra.so.1" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
+    MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
     cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml --test route_device \
     -- --ignored
 else
@@ -58,7 +58,7 @@ venv="$PWD/$builddir/py-venv"
 # about a minute and 1 GB from PyPI; where it cannot be had, those tests skip
 # and pytest's last line says why.
 python/tests/install_torch_cpu.sh "$venv"
-MEMRA_LIB="$PWD/$builddir/src/libmemra.so.1" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
   python/tests
 [ "${MEMRA_QUICK:-0}" = 1 ] && exit 0
 

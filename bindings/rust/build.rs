@@ -53,7 +53,7 @@ fn main() {
         let build = std::env::var("MEMRA_BUILDDIR").unwrap_or_else(|_| "build".into());
         let build = repo.join(build);
         for (var, rel) in [
-            ("MEMRA_BUILD_TREE_LIB", "src/libmemra.so.1"),
+            ("MEMRA_BUILD_TREE_LIB", "src/libmemra.so.2"),
             ("MEMRA_BUILD_TREE_ABI_LAYOUT", "tests/abi_layout.txt"),
         ] {
             if let Some(p) = build.join(rel).to_str() {

@@ -103,14 +103,16 @@ typedef struct memra_vrows_macros {
 } memra_vrows_macros;
 
 /* Faults seen by the kernel (or the host arm). Counts wrap at 2^32.
- * not_local is not a fault: it counts the pairs that expert parallelism sent
- * to another rank (memra_vrows_options.expert_map), and never sets
- * first_pair. */
+ * not_local and padded are not faults: they count the pairs that expert
+ * parallelism sent to another rank (memra_vrows_options.expert_map) and the
+ * pairs of a padded batch's padding rows (memra_route_spec.n_real), and
+ * never set first_pair. */
 typedef struct memra_faults {
     uint32_t bad_expert; /* pairs whose expert id (or map slot) was out of range */
     uint32_t nonfinite;  /* pairs that produced a NaN or infinite scale */
     uint32_t first_pair; /* lowest faulting pair index, or MEMRA_NO_FAULT */
     uint32_t not_local;  /* pairs whose expert lives on another rank (since 0.3) */
+    uint32_t padded;     /* pairs of padding tokens (memra_route_spec.n_real, since 0.4) */
 } memra_faults;
 
 /* ---- version and errors ------------------------------------------------ */
@@ -350,17 +352,16 @@ MEMRA_API memra_status memra_alloc(memra_engine *eng, size_t bytes, memra_devptr
 MEMRA_API memra_status memra_free(memra_engine *eng, memra_devptr ptr);
 MEMRA_API memra_status memra_sync(memra_engine *eng, memra_stream stream);
 MEMRA_API memra_status memra_upload(memra_engine *eng, memra_devptr dst, const void *src,
-                                       size_t bytes);
-MEMRA_API memra_status memra_download(memra_engine *eng, void *dst, memra_devptr src,
-                                       size_t bytes);
+                                    size_t bytes);
+MEMRA_API memra_status memra_download(memra_engine *eng, void *dst, memra_devptr src, size_t bytes);
 MEMRA_API memra_status memra_upload_on(memra_engine *eng, memra_devptr dst, const void *src,
-                                          size_t bytes, memra_stream stream);
+                                       size_t bytes, memra_stream stream);
 MEMRA_API memra_status memra_download_on(memra_engine *eng, void *dst, memra_devptr src,
-                                          size_t bytes, memra_stream stream);
+                                         size_t bytes, memra_stream stream);
 MEMRA_API memra_status memra_upload_async(memra_engine *eng, memra_devptr dst, const void *src,
-                                             size_t bytes, memra_stream stream);
+                                          size_t bytes, memra_stream stream);
 MEMRA_API memra_status memra_download_async(memra_engine *eng, void *dst, memra_devptr src,
-                                             size_t bytes, memra_stream stream);
+                                            size_t bytes, memra_stream stream);
 
 /* Typed conveniences: counts are elements. */
 #define MEMRA_TYPED_COPIES(X) X(i32, int32_t) X(f32, float) X(u64, uint64_t)
@@ -395,10 +396,11 @@ MEMRA_TYPED_COPIES(MEMRA_DECLARE_TYPED_COPY)
  * Under stream capture nothing is allocated, copied or synchronised: a macro
  * mirror that is missing or stale returns MEMRA_ERR_CAPTURE (the capture is
  * left intact); call memra_vrows_prepare_layer() before capturing. */
-MEMRA_API memra_status memra_vrows_tables(
-    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
-    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs, memra_devptr ptrs,
-    memra_devptr scl, memra_stream stream);
+MEMRA_API memra_status memra_vrows_tables(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                          uint32_t n_pairs, uint32_t n_expert, int il,
+                                          const memra_vrows_macros *macros,
+                                          const memra_vrows_slabs *slabs, memra_devptr ptrs,
+                                          memra_devptr scl, memra_stream stream);
 
 /* Mirrors layer il's macro planes to the device (upload on `stream` if missing
  * or changed, after the work queued there, finished before the call
@@ -413,10 +415,12 @@ MEMRA_API memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint
  * none): expert_map is a DEVICE array here. The macro planes hold n_slots
  * floats each (prepare the layer with n_expert = n_slots). n_pairs = 0 is a
  * valid no-op: MEMRA_OK, no launch, nothing written. */
-MEMRA_API memra_status memra_vrows_tables_ex(
-    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
-    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
-    const memra_vrows_options *options, memra_devptr ptrs, memra_devptr scl, memra_stream stream);
+MEMRA_API memra_status memra_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
+                                             uint32_t n_pairs, uint32_t n_expert, int il,
+                                             const memra_vrows_macros *macros,
+                                             const memra_vrows_slabs *slabs,
+                                             const memra_vrows_options *options, memra_devptr ptrs,
+                                             memra_devptr scl, memra_stream stream);
 
 /* Programmatic dependent launch (since 0.3): with enable = 1, this engine's
  * table and routing kernels are launched with CUDA's programmatic stream
@@ -440,21 +444,29 @@ MEMRA_API memra_status memra_engine_set_pdl(memra_engine *eng, int enable, int *
  *  2. the choice score is score + bias[e] (bias: the optional per-expert
  *     score-correction bias; it affects choosing only);
  *  3. with n_group > 1, a group's score is the sum of its two best choice
- *     scores (MEMRA_GROUP_TOP2_SUM) or its best one (MEMRA_GROUP_MAX), and
- *     only the best topk_group groups stay in play;
+ *     scores (MEMRA_GROUP_TOP2_SUM) or its best one (MEMRA_GROUP_MAX); left
+ *     at MEMRA_GROUP_AUTO (0) the bias decides, as in vLLM's grouped_topk:
+ *     the top-2 sum with a bias, the best without; only the best
+ *     topk_group groups stay in play;
  *  4. the top_k experts in play by choice score, ties to the lower index,
  *     listed best first, are the token's routed experts;
- *  5. their weights are their unbiased scores, divided by their sum (taken
+ *  5. their weights are their unbiased scores, divided by their sum W (taken
  *     in that order) if renormalize, times routed_scaling_factor;
  *  6. n_shared fused shared experts (ids n_expert + i) follow, each with
- *     weight shared_weight as given: a token has K = top_k + n_shared pairs;
+ *     weight shared_weight as given (MEMRA_SHARED_CONSTANT), or by SGLang's
+ *     rule (MEMRA_SHARED_ROUTED_SUM): W / shared_divisor, then divided by W
+ *     if renormalize and scaled as the routed weights are: a token has
+ *     K = top_k + n_shared pairs;
  *  7. the tables are exactly memra_vrows_tables_host_ex's from that
  *     sel/selw (n_pairs = n_tokens * K, pair t*K + j) with the spec's
  *     expert_map, n_local and n_shared (sel keeps the GLOBAL ids).
  * A token with any NaN or infinite logit, or meeting a non-finite value of
  * a bias read in place (bias_ptr), gets experts 0..top_k-1 (then its
  * shared experts) with weight +0; all its K pairs are counted as
- * non-finite in the fault word. n_tokens = 0 is a valid no-op. */
+ * non-finite in the fault word. With n_real, the rows at or past the count
+ * it holds are padding: nothing of them is read, their K pairs get id -1,
+ * weight +0, NULL pointers and +0 scales, and are counted in
+ * memra_faults.padded (not a fault). n_tokens = 0 is a valid no-op. */
 #define MEMRA_ROUTE_MAX_EXPERT 1024
 #define MEMRA_ROUTE_MAX_TOP_K 32 /* also the most pairs a token has: top_k + n_shared */
 #define MEMRA_ROUTE_MAX_GROUPS 32
@@ -468,14 +480,26 @@ typedef enum memra_logits_dtype {
     MEMRA_LOGITS_BF16 = 1,
     MEMRA_LOGITS_F16 = 2 /* since 0.3 */
 } memra_logits_dtype;
-/* How a group is scored (n_group > 1). */
+/* How a group is scored (n_group > 1). The values changed in 0.4: 0 is
+ * now vLLM's rule, so a zero-initialised spec routes as vLLM does. */
 typedef enum memra_group_scoring {
-    MEMRA_GROUP_TOP2_SUM = 0, /* sum of its two best: DeepSeek-V3 (with a bias) */
-    MEMRA_GROUP_MAX = 1       /* its best: DeepSeek-V2, vLLM's grouped_topk without a bias */
+    MEMRA_GROUP_AUTO = 0,     /* the bias decides: TOP2_SUM with one, MAX without (vLLM) */
+    MEMRA_GROUP_TOP2_SUM = 1, /* sum of its two best: DeepSeek-V3 (with a bias) */
+    MEMRA_GROUP_MAX = 2       /* its best: DeepSeek-V2, vLLM's grouped_topk without a bias */
 } memra_group_scoring;
+/* The fused shared experts' weight (n_shared > 0), since 0.4. */
+typedef enum memra_shared_rule {
+    MEMRA_SHARED_CONSTANT = 0,   /* shared_weight, as given (not renormalized, not scaled) */
+    MEMRA_SHARED_ROUTED_SUM = 1, /* SGLang: W / shared_divisor, renormalized and scaled as
+                                  * the routed weights (W: the routed scores' sum) */
+} memra_shared_rule;
+/* The element type of the real-token count n_real points at. */
+typedef enum memra_count_dtype { MEMRA_COUNT_I32 = 0, MEMRA_COUNT_I64 = 1 } memra_count_dtype;
 typedef enum memra_bias_dtype { MEMRA_BIAS_F32 = 0, MEMRA_BIAS_BF16 = 1 } memra_bias_dtype;
 
-/* Fields after `bias` arrived in 0.3; all zero is 0.2's behaviour. */
+/* Fields after `bias` arrived in 0.3, after shared_weight in 0.4; a field
+ * left zero keeps the behaviour it had before it arrived, except
+ * group_scoring (0 is vLLM's rule since 0.4). */
 typedef struct memra_route_spec {
     uint32_t n_expert;           /* 1 .. MEMRA_ROUTE_MAX_EXPERT routed experts */
     uint32_t top_k;              /* 1 .. MEMRA_ROUTE_MAX_TOP_K, at most the experts in play */
@@ -498,7 +522,18 @@ typedef struct memra_route_spec {
     uint64_t expert_map;
     uint32_t n_local;    /* slots in this rank's slabs and planes (>= 1 with a map) */
     uint32_t n_shared;   /* fused shared experts appended to every token */
-    float shared_weight; /* their weight, finite, written as given */
+    float shared_weight; /* MEMRA_SHARED_CONSTANT: their weight, finite, written as given */
+    memra_shared_rule shared_rule;
+    float shared_divisor;           /* MEMRA_SHARED_ROUTED_SUM: finite and > 0 (SGLang's
+                                     * routed_scaling_factor); 0 otherwise */
+    memra_count_dtype n_real_dtype; /* of the integer at n_real */
+    /* Padded batches (SGLang's num_token_non_padded, CUDA graphs captured at
+     * a padded size): the address of ONE integer of n_real_dtype, read in
+     * place by the arm that runs (a device address for memra_route_tables),
+     * holding how many leading rows are real tokens; the rest are padding
+     * (see the rules above). Negative counts as 0, above n_tokens as
+     * n_tokens. 0: every row is a token. */
+    uint64_t n_real;
 } memra_route_spec;
 
 /* The routing rules on host arrays: logits [n_tokens, n_expert] (float, or
@@ -523,12 +558,12 @@ MEMRA_API memra_status memra_route_tables_host(const void *logits, uint32_t n_to
  * bias_ptr and expert_map are device addresses read by the kernel. Faults
  * go to the engine's fault word. n_tokens = 0: MEMRA_OK, no launch,
  * nothing written. */
-MEMRA_API memra_status memra_route_tables(memra_engine *eng, memra_devptr logits,
-                                              uint32_t n_tokens, const memra_route_spec *spec,
-                                              int il, const memra_vrows_macros *macros,
-                                              const memra_vrows_slabs *slabs, memra_devptr sel,
-                                              memra_devptr selw, memra_devptr ptrs,
-                                              memra_devptr scl, memra_stream stream);
+MEMRA_API memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
+                                          const memra_route_spec *spec, int il,
+                                          const memra_vrows_macros *macros,
+                                          const memra_vrows_slabs *slabs, memra_devptr sel,
+                                          memra_devptr selw, memra_devptr ptrs, memra_devptr scl,
+                                          memra_stream stream);
 
 /* Mirrors layer il's macro planes and bias for routing (and loads the
  * kernel) now, the upload finished before the call returns: call before

@@ -2,7 +2,7 @@
 
 The library is the one installed with this package (``libmemra.so`` in
 ``site-packages/.memra.mesonpy.libs``, where ``pip install`` puts it);
-``MEMRA_LIB`` names another (a build folder's ``libmemra.so.1``). It is
+``MEMRA_LIB`` names another (a build folder's ``libmemra.so.2``). It is
 opened once, RTLD_LOCAL, and its version is checked against this package's."""
 import atexit
 import ctypes
@@ -12,7 +12,7 @@ import sys
 
 from ._errors import LibraryError, error_for
 
-VERSION = "0.3.0"  # the C API this package is written for (memra_version())
+VERSION = "0.4.0"  # the C API this package is written for (memra_version())
 
 c_u32, c_u64, c_int, c_vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
 
@@ -27,11 +27,11 @@ class Macros(ctypes.Structure):
 
 class Faults(ctypes.Structure):
     _fields_ = [("bad_expert", c_u32), ("nonfinite", c_u32), ("first_pair", c_u32),
-                ("not_local", c_u32)]
+                ("not_local", c_u32), ("padded", c_u32)]
 
     def __repr__(self):
         return (f"Faults(bad_expert={self.bad_expert}, nonfinite={self.nonfinite}, "
-                f"first_pair={self.first_pair}, not_local={self.not_local})")
+                f"first_pair={self.first_pair}, not_local={self.not_local}, padded={self.padded})")
 
 
 class VrowsOptions(ctypes.Structure):
@@ -68,7 +68,10 @@ class RouteSpec(ctypes.Structure):
                 # since 0.3; zero is 0.2's behaviour
                 ("group_scoring", c_int), ("bias_dtype", c_int), ("bias_ptr", c_u64),
                 ("expert_map", c_u64), ("n_local", c_u32), ("n_shared", c_u32),
-                ("shared_weight", ctypes.c_float)]
+                ("shared_weight", ctypes.c_float),
+                # since 0.4
+                ("shared_rule", c_int), ("shared_divisor", ctypes.c_float),
+                ("n_real_dtype", c_int), ("n_real", c_u64)]
 
 
 P = ctypes.POINTER
@@ -162,7 +165,7 @@ def _path():
     if d is not None:
         return os.path.join(d, "libmemra.so")
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmemra.so")
-    return here if os.path.exists(here) else "libmemra.so.1"
+    return here if os.path.exists(here) else "libmemra.so.2"
 
 
 def lib():

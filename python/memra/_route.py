@@ -18,7 +18,7 @@ SCORINGS = {"softmax": 0, "sigmoid": 1}
 # How a group is scored when n_group > 1: the sum of its two best choice
 # scores (DeepSeek-V3, and vLLM's grouped_topk with a bias) or its best one
 # (DeepSeek-V2, and vLLM's grouped_topk without a bias).
-GROUP_SCORINGS = {"top2_sum": 0, "max": 1}
+GROUP_SCORINGS = {"top2_sum": 1, "max": 2}
 LOGITS_DTYPES = {"float32": 0, "bfloat16": 1, "float16": 2}
 BIAS_DTYPES = {"float32": 0, "bfloat16": 1}
 

@@ -1,6 +1,6 @@
 """Runs the tests against the source tree's package (python/) unless an
 installed one is asked for (MEMRA_TEST_INSTALLED=1); MEMRA_LIB names the
-library to load (a build folder's libmemra.so.1). Says at the end whether
+library to load (a build folder's libmemra.so.2). Says at the end whether
 the PyTorch tests ran, and why not."""
 import os
 import sys

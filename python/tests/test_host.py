@@ -239,8 +239,8 @@ def test_route_host_group_scoring_defaults_as_vllm():
     biased = memra.route_tables_host(logits, 1, n_group=4, topk_group=1,
                                      bias=np.zeros(16, np.float32))[0]
     assert biased.tolist() == [4]
-    assert memra.route_spec(16, 1).group_scoring == 1  # MEMRA_GROUP_MAX
-    assert memra.route_spec(16, 1, bias=np.zeros(16, np.float32)).group_scoring == 0
+    assert memra.route_spec(16, 1).group_scoring == 2  # MEMRA_GROUP_MAX
+    assert memra.route_spec(16, 1, bias=np.zeros(16, np.float32)).group_scoring == 1
     with pytest.raises(memra.InvalidArgError, match="group_scoring must be"):
         memra.route_spec(16, 1, group_scoring="sum")
 

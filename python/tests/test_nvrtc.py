@@ -18,7 +18,7 @@ PKG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 def _build_dir():
     """The build folder whose library the tests load (MEMRA_LIB is
-    <build>/src/libmemra.so.1), for its test-only fakes."""
+    <build>/src/libmemra.so.2), for its test-only fakes."""
     d = os.environ.get("MEMRA_TEST_BUILDDIR")
     if d:
         return d

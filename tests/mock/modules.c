@@ -23,13 +23,14 @@ void execute(const op *o)
             }
         } else if (o->l.f == MOCK_FN(FAULTS_TAKE)) {
             run_take_on_host(o->l.args);
-        } else if (o->l.f != MOCK_FN(ROUTE) && o->l.f != MOCK_FN(ROUTE_BLOCK)) {
+        } else if (!host_route_kernel((memra_kernel_id)((char *)o->l.f - fn_kernel))) {
             fail_msg("the mock has no host run for kernel %s",
                      memra_kernel_name((memra_kernel_id)((char *)o->l.f - fn_kernel)));
         } else if (!mock.drop_route_launches) {
             /* The lanes run as threads, unlocked: they take no mock lock. */
             pthread_mutex_unlock(&mu);
-            run_route_on_host(o->l.args, o->l.args_size, g, b, o->l.f == MOCK_FN(ROUTE_BLOCK));
+            run_route_on_host(o->l.args, o->l.args_size, g, b,
+                              host_route_kernel((memra_kernel_id)((char *)o->l.f - fn_kernel)));
             pthread_mutex_lock(&mu);
         }
         break;
@@ -179,9 +180,16 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         assert_int_equal(*size, MEMRA_ROUTE_PARAM_BYTES);
         memra_route_args a;
         memcpy(&a, buf, sizeof a);
-        if (f == MOCK_FN(ROUTE)) {
-            assert_int_equal(bx, MEMRA_ROUTE_BLOCK);
-            assert_int_equal(gx, memra_route_grid(a.n_tokens));
+        if (f != MOCK_FN(ROUTE_BLOCK)) { /* the team kernel for the expert count */
+            const uint32_t m = memra_route_team_m(a.n_expert);
+            const memra_kernel_id want = m == 1    ? MEMRA_KERNEL_ROUTE_WARP1
+                                         : m == 4  ? MEMRA_KERNEL_ROUTE_WARP4
+                                         : m == 8  ? MEMRA_KERNEL_ROUTE_WARP8
+                                         : m == 16 ? MEMRA_KERNEL_ROUTE_WARP16
+                                                   : MEMRA_KERNEL_ROUTE_WARP32;
+            assert_ptr_equal(f, (CUfunction)&fn_kernel[want]);
+            assert_int_equal(bx, MEMRA_ROUTE_TEAM_THREADS);
+            assert_int_equal(gx, memra_route_team_grid(a.n_tokens, a.n_expert));
         } else { /* a block of whole warps per token, a thread per expert */
             assert_int_equal(bx, memra_route_block_threads(a.n_expert));
             assert_int_equal(gx, a.n_tokens);

@@ -55,6 +55,8 @@ c_struct! {
         pub first_pair: u32,
         /// Pairs whose expert lives on another rank (expert parallelism): not a fault.
         pub not_local: u32,
+        /// Pairs of padding tokens (`RouteSpec`'s real-token count): not a fault.
+        pub padded: u32,
     }
 }
 
@@ -88,6 +90,10 @@ c_struct! {
         pub n_local: u32,
         pub n_shared: u32,
         pub shared_weight: f32,
+        pub shared_rule: c_int,
+        pub shared_divisor: f32,
+        pub n_real_dtype: c_int,
+        pub n_real: u64,
     }
 }
 
@@ -117,7 +123,7 @@ pub const RTLD_LOCAL: c_int = 0;
 
 /// The version of the C API this crate was written against: memra 0.3.
 pub const WRITTEN_FOR_MAJOR: u32 = 0;
-pub const WRITTEN_FOR_MINOR: u32 = 3;
+pub const WRITTEN_FOR_MINOR: u32 = 4;
 
 /// What `memra_set_log_callback` takes: level, message, user pointer.
 pub type LogFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);

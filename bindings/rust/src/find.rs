@@ -1,12 +1,12 @@
 //! Which libmemra file to open, in order:
 //!  1. `MEMRA_LIB`, when set: that file and nothing else (a wrong setting
 //!     is an error, never quietly passed over);
-//!  2. the repository's own build, `<repo>/build/src/libmemra.so.1`
+//!  2. the repository's own build, `<repo>/build/src/libmemra.so.2`
 //!     (`$MEMRA_BUILDDIR` instead of `build` when set at build time), for a
 //!     crate built inside a memra checkout (build.rs bakes the path in);
-//!  3. `<libdir>/libmemra.so.1` for the libdir `pkg-config memra` named
+//!  3. `<libdir>/libmemra.so.2` for the libdir `pkg-config memra` named
 //!     when the crate was built (an installed memra);
-//!  4. the soname `libmemra.so.1` on the loader path.
+//!  4. the soname `libmemra.so.2` on the loader path.
 //!
 //! 2 and 3 are paths the crate derives itself, so it holds them to the
 //! rule memra holds the NVRTC it derives to: the file must be a regular
@@ -55,7 +55,7 @@ fn file_of(lib: &Lib, name: String) -> String {
     name
 }
 
-const SONAME: &str = "libmemra.so.1";
+const SONAME: &str = "libmemra.so.2";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Candidate {
@@ -217,13 +217,13 @@ pub(crate) fn open_from(cands: &[Candidate]) -> Result<(Lib, String), String> {
     }
     if cands.len() == 1 && cands[0].origin == "MEMRA_LIB" {
         return Err(format!(
-            "MEMRA_LIB={} could not be loaded: {}; set MEMRA_LIB to libmemra.so.1's path",
+            "MEMRA_LIB={} could not be loaded: {}; set MEMRA_LIB to libmemra.so.2's path",
             cands[0].path,
             tried.join("; ")
         ));
     }
     Err(format!(
-        "libmemra.so.1 not found: {}; build it (meson setup build && meson compile -C build), \
+        "libmemra.so.2 not found: {}; build it (meson setup build && meson compile -C build), \
          install it where pkg-config or the loader finds it, or set MEMRA_LIB to its path",
         tried.join("; ")
     ))
@@ -247,14 +247,14 @@ mod tests {
     #[test]
     fn memra_lib_is_the_only_candidate_when_set() {
         let c = candidates(
-            Some("/x/libmemra.so.1".into()),
+            Some("/x/libmemra.so.2".into()),
             Some("/r/build/src/l"),
             Some("/usr/lib"),
         );
         assert_eq!(c.len(), 1);
         assert_eq!(
             (c[0].path.as_str(), c[0].derived),
-            ("/x/libmemra.so.1", false)
+            ("/x/libmemra.so.2", false)
         );
     }
 
@@ -262,16 +262,16 @@ mod tests {
     fn order_is_build_tree_pkg_config_loader_path() {
         let c = candidates(
             None,
-            Some("/r/build/src/libmemra.so.1"),
+            Some("/r/build/src/libmemra.so.2"),
             Some("/usr/local/lib/"),
         );
         let got: Vec<(&str, bool)> = c.iter().map(|c| (c.path.as_str(), c.derived)).collect();
         assert_eq!(
             got,
             [
-                ("/r/build/src/libmemra.so.1", true),
-                ("/usr/local/lib/libmemra.so.1", true),
-                ("libmemra.so.1", false)
+                ("/r/build/src/libmemra.so.2", true),
+                ("/usr/local/lib/libmemra.so.2", true),
+                ("libmemra.so.2", false)
             ]
         );
         assert_eq!(candidates(None, None, Some("")).len(), 1);
@@ -301,12 +301,12 @@ mod tests {
     #[test]
     fn none_serving_is_one_line_naming_each_and_the_fix() {
         let d = scratch("none");
-        let not_lib = d.join("libmemra.so.1");
+        let not_lib = d.join("libmemra.so.2");
         std::fs::write(&not_lib, b"not an ELF file\n").unwrap();
         std::fs::set_permissions(&not_lib, std::fs::Permissions::from_mode(0o644)).unwrap();
         let open_dir = scratch("open");
         std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let in_open = open_dir.join("libmemra.so.1");
+        let in_open = open_dir.join("libmemra.so.2");
         std::fs::copy(&not_lib, &in_open).unwrap();
         let cands = [
             Candidate {
@@ -377,10 +377,10 @@ mod tests {
         // A name in a private folder that links into a writable one.
         let open_dir = scratch("linked");
         std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let target = open_dir.join("libmemra.so.1.3.0");
+        let target = open_dir.join("libmemra.so.2.3.0");
         std::fs::write(&target, b"x").unwrap();
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let link = d.join("libmemra.so.1");
+        let link = d.join("libmemra.so.2");
         std::os::unix::fs::symlink(&target, &link).unwrap();
         let e = trusted(&link.to_string_lossy()).unwrap_err();
         assert!(e.starts_with("the folder it links into "), "{e}");

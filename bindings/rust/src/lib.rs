@@ -3,7 +3,7 @@
 //! launch), bit-identical to the host arithmetic, on a serving engine's own
 //! device buffers.
 //!
-//! A thin, safe client of the C library (`libmemra.so.1`, opened with
+//! A thin, safe client of the C library (`libmemra.so.2`, opened with
 //! `dlopen` at first use: `MEMRA_LIB`, else the repository's build, the
 //! libdir `pkg-config memra` named at build time, then the loader path; see
 //! [`library_path`]). The C library is the one implementation; this crate

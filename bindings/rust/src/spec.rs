@@ -440,8 +440,8 @@ impl<'a> RouteSpec<'a> {
             routed_scaling_factor: self.routed_scaling_factor,
             bias,
             group_scoring: match self.resolved_group_scoring() {
-                GroupScoring::Top2Sum => 0,
-                GroupScoring::Max => 1,
+                GroupScoring::Top2Sum => 1,
+                GroupScoring::Max => 2,
             },
             bias_dtype: match bias_dtype {
                 BiasDtype::F32 => 0,
@@ -452,6 +452,10 @@ impl<'a> RouteSpec<'a> {
             n_local: o.n_local,
             n_shared: o.n_shared,
             shared_weight: self.shared_weight,
+            shared_rule: 0,
+            shared_divisor: 0.0,
+            n_real_dtype: 0,
+            n_real: 0,
         })
     }
 }
@@ -484,7 +488,7 @@ mod tests {
         let raw = explicit.raw(Arm::Host, LogitsDtype::F32).unwrap();
         assert_eq!(
             (raw.group_scoring, raw.bias, raw.bias_ptr),
-            (1, bias.as_ptr(), 0)
+            (2, bias.as_ptr(), 0)
         );
     }
 

@@ -96,19 +96,19 @@ fn without_memra_lib_the_repository_build_is_found() {
 
 #[test]
 fn a_missing_library_stops_a_test_binary_with_one_line() {
-    let (code, out, err) = run_child("tests", Some("/nonexistent/libmemra.so.1"));
+    let (code, out, err) = run_child("tests", Some("/nonexistent/libmemra.so.2"));
     assert_eq!(code, 1, "{out}{err}");
     assert!(!out.contains("LOADED"), "{out}");
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].starts_with(
-            "memra tests cannot run: memra: MEMRA_LIB=/nonexistent/libmemra.so.1 could not be loaded: "
+            "memra tests cannot run: memra: MEMRA_LIB=/nonexistent/libmemra.so.2 could not be loaded: "
         ),
         "{err}"
     );
     assert!(
-        lines[0].ends_with("set MEMRA_LIB to libmemra.so.1's path"),
+        lines[0].ends_with("set MEMRA_LIB to libmemra.so.2's path"),
         "{err}"
     );
 }
@@ -120,7 +120,7 @@ fn a_library_opened_by_soname_is_named_by_its_file() {
         return;
     };
     let dir = Path::new(built).parent().unwrap().to_str().unwrap();
-    let (code, out, err) = run_child_in("find", Some("libmemra.so.1"), Some(dir));
+    let (code, out, err) = run_child_in("find", Some("libmemra.so.2"), Some(dir));
     assert_eq!(code, 0, "{out}{err}");
     let real = std::fs::canonicalize(built).unwrap();
     let want = format!("FOUND {}/", dir);

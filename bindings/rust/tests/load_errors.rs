@@ -6,14 +6,14 @@ use memra::{vrows_tables_host, Engine, Error};
 
 #[test]
 fn missing_library_is_a_clear_error() {
-    std::env::set_var("MEMRA_LIB", "/no/such/dir/libmemra.so.1");
+    std::env::set_var("MEMRA_LIB", "/no/such/dir/libmemra.so.2");
     for e in [
         Engine::new(0).err().unwrap(),
         vrows_tables_host(&[0], &[1.0], 1, None, (0, 0, 0), (1, 1, 1)).unwrap_err(),
         memra::version().unwrap_err(),
     ] {
         match &e {
-            Error::Library(m) => assert!(m.contains("/no/such/dir/libmemra.so.1"), "{m}"),
+            Error::Library(m) => assert!(m.contains("/no/such/dir/libmemra.so.2"), "{m}"),
             other => panic!("{other:?}"),
         }
         assert!(e.status().is_none());

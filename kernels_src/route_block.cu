@@ -1,0 +1,252 @@
+/* memra: routing, one block per token, one thread per expert: the decode
+ * kernel, where a step's latency is a chain of dependent phases and the
+ * kernel is built to keep that chain short (docs/routing.md).
+ *
+ *  1. every expert's logit (and bias, slot and macro-plane values, asked for
+ *     now so they arrive while the experts are being chosen) is loaded and
+ *     scored at once, a thread each;
+ *  2. each warp ranks its experts by counting, inside each run of the warp
+ *     that lies in one group (a "segment"), and lists each segment's best in
+ *     shared memory, in order, where the segment's own experts sit;
+ *  3. one barrier; then every warp alike scores the groups from their
+ *     segments' heads and ranks them by counting (no barrier: each warp
+ *     gets the same answer);
+ *  4. each listed expert of a segment in play counts the experts of the
+ *     other segments' lists that beat it (sorted lists: it stops at the first
+ *     that does not); rank < top_k is its output slot;
+ *  5. a second barrier, then the pairs: weights summed in rank order, the
+ *     tables from the values read in step 1.
+ * Softmax adds two barriers before step 2 (the max, then the sum in the
+ * fixed order, which every warp takes alike from the exps in shared
+ * memory) when the experts span more than one warp. */
+
+#define MEMRA_ROUTE_MAX_WARPS (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)
+
+MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
+{
+    MEMRA_SHARED memra_u64 sh_list[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* the segments' best, in order */
+    MEMRA_SHARED float sh_s[MEMRA_ABI_ROUTE_MAX_EXPERT];        /* every expert's score */
+    MEMRA_SHARED float sh_e[MEMRA_ABI_ROUTE_MAX_EXPERT];        /* softmax: the exps */
+    MEMRA_SHARED int sh_slot[MEMRA_ABI_ROUTE_MAX_EXPERT];       /* each expert's slot and */
+    MEMRA_SHARED memra_vrows_macro sh_mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values */
+    MEMRA_SHARED memra_u32 sh_red[MEMRA_ROUTE_MAX_WARPS];
+    MEMRA_SHARED int sh_bad[MEMRA_ROUTE_MAX_WARPS];
+    MEMRA_SHARED int sh_sel[32]; /* the winners, by rank */
+    MEMRA_SHARED float sh_w[32];
+    MEMRA_SHARED int sh_wslot[32];
+    MEMRA_SHARED memra_vrows_macro sh_wmac[32];
+    const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
+    const memra_u32 t = blockIdx.x, E = n_expert;
+    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
+    MEMRA_PROBE(0);
+    memra_grid_wait();
+    memra_grid_launch_dependents();
+    MEMRA_ROUTE_OUT_INIT(o);
+    const memra_u32 K = o.K;
+    /* A padding row: the whole block leaves together. */
+    if (t >= memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens)) {
+        if (tid < K)
+            memra_route_emit_pad(&o, t, tid);
+        return;
+    }
+
+    /* 1. This thread's expert: logit, bias, and the tables' inputs for it
+     *    and for the shared expert whose pair this thread will write. */
+    const int valid = tid < E;
+    float x = 0.0f, b = 0.0f;
+    int bad = 0;
+    if (valid) {
+        x = memra_route_load(logits, dt, (memra_u64)t * E + tid);
+        b = bias ? memra_route_load(bias, bias_dt, tid) : 0.0f;
+        bad = MEMRA_ROUTE_NONFINITE(x) || MEMRA_ROUTE_NONFINITE(b);
+    }
+    int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD;
+    if (o.tables && valid)
+        my_slot = memra_vrows_slot((int)tid, &o.c);
+    if (o.tables && tid >= top_k && tid < K) /* a shared expert's pair */
+        pair_slot = memra_vrows_slot((int)(E + (tid - top_k)), &o.c);
+    const memra_vrows_macro mine = memra_vrows_macro_at(&o.c, my_slot);
+    const memra_vrows_macro pair = memra_vrows_macro_at(&o.c, pair_slot);
+    const int wbad = memra_warp_any(bad);
+    MEMRA_PROBE(1);
+
+    /* 2. Scores. A non-finite token runs on with garbage (every thread must
+     *    reach every barrier) and is written out as such after step 3's. */
+    float s = 0.0f;
+    if (flags & MEMRA_ROUTE_FLAG_SIGMOID) {
+        if (valid)
+            s = memra_route_sigmoid(x);
+    } else {
+        /* The max: a maximum under a total order, the same in any order. */
+        memra_u32 mk = memra_warp_max_u32(valid ? memra_route_max_key(x) : 0u);
+        if (nw > 1) {
+            if (lane == 0)
+                sh_red[wid] = mk;
+            memra_block_sync();
+            for (memra_u32 i = 0; i < nw; i++)
+                mk = sh_red[i] > mk ? sh_red[i] : mk;
+        }
+        const float ex = valid ? memra_expf(memra_sub_rn(x, memra_route_max_unkey(mk))) : 0.0f;
+        /* The sum in the fixed order: lane l adds experts l, l+32, ... in
+         * order, then the butterfly; every warp takes it alike. */
+        float v = ex;
+        if (nw > 1) {
+            sh_e[tid] = ex;
+            memra_block_sync();
+            v = 0.0f;
+            for (memra_u32 i = 0; i < nw; i++)
+                if (lane + 32u * i < E)
+                    v = memra_add_rn(v, sh_e[lane + 32u * i]);
+        }
+        for (int off = 16; off > 0; off >>= 1)
+            v = memra_add_rn(v, memra_shfl_xor_f(v, off));
+        if (valid)
+            s = memra_div_rn(ex, v);
+    }
+    const float c = bias ? memra_add_rn(s, b) : s;
+    MEMRA_PROBE(2);
+
+    /* 3. Each expert's rank in its segment (the run of its warp inside its
+     *    group), by counting; the segment's best are listed at the
+     *    segment's own start, best first, as (key, ~index): one 64-bit
+     *    number orders both. Two are listed at least, for the groups. */
+    const memra_u32 G = E / n_group;
+    const memra_u32 key = valid ? memra_route_key(c) : 0u;
+    const memra_u32 wlo = 32u * wid, glo = valid ? tid / G * G : wlo;
+    const memra_u32 seg_lo = glo > wlo ? glo : wlo;
+    memra_u32 seg_hi = glo + G < wlo + 32u ? glo + G : wlo + 32u;
+    seg_hi = seg_hi < E ? seg_hi : E;
+    const memra_u32 lo = seg_lo - wlo, hi = seg_hi - wlo;
+    memra_u32 r = 0;
+    for (memra_u32 j = 0; j < 32u; j++) {
+        const memra_u32 kj = memra_shfl_u(key, (int)j);
+        r += j >= lo && j < hi && (kj > key || (kj == key && j < lane));
+    }
+    const memra_u32 listed = top_k > 2u ? top_k : 2u;
+    const memra_u64 me = ((memra_u64)key << 32) | (memra_u64)(~tid);
+    if (valid && r < listed)
+        sh_list[seg_lo + r] = me;
+    if (valid) {
+        sh_s[tid] = s;
+        if (o.tables)
+            sh_slot[tid] = my_slot, sh_mac[tid] = mine;
+    }
+    if (lane == 0)
+        sh_bad[wid] = wbad;
+    memra_block_sync();
+    MEMRA_PROBE(3);
+    int any_bad = 0;
+    for (memra_u32 i = 0; i < nw; i++)
+        any_bad |= sh_bad[i];
+    if (any_bad) { /* the whole block */
+        if (tid < K)
+            memra_route_emit_bad(&o, t, tid, top_k);
+        return;
+    }
+
+    /* 4. Groups: lane g of every warp merges group g's segment heads, scores
+     *    it, and ranks it among the groups by counting. */
+    memra_u32 allowed = 0xffffffffu;
+    if (n_group > 1) {
+        memra_u32 gk = 0;
+        if (lane < n_group) {
+            memra_u32 k1 = 0, k2 = 0;
+            const memra_u32 g0 = lane * G, g1 = g0 + G;
+            for (memra_u32 p = g0; p < g1;) {
+                memra_u32 next = (p / 32u + 1u) * 32u;
+                next = next < g1 ? next : g1;
+                const memra_u32 h1 = (memra_u32)(sh_list[p] >> 32);
+                const memra_u32 h2 = next - p > 1u ? (memra_u32)(sh_list[p + 1u] >> 32) : 0u;
+                memra_route_top2_merge(&k1, &k2, h1, h2);
+                p = next;
+            }
+            gk = memra_route_key(
+                memra_route_group_score(k1, k2, (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0, G));
+        }
+        memra_u32 rank = 0;
+        for (memra_u32 h = 0; h < n_group; h++) {
+            const memra_u32 kh = memra_shfl_u(gk, (int)h);
+            rank += kh > gk || (kh == gk && h < lane);
+        }
+        allowed = memra_warp_ballot(lane < n_group && rank < topk_group);
+    }
+    MEMRA_PROBE(4);
+
+    /* 5. The final rank: list entry tid, if its segment is in play, counts
+     *    the entries of the other segments in play that beat it. Below tau,
+     *    the best top_k-th entry of any one list, nothing can be chosen. */
+    const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
+    const int holds = valid && tid - seg_lo < lim_own && ((allowed >> (tid / G)) & 1u);
+    if (holds) {
+        const memra_u64 mine_e = sh_list[tid];
+        memra_u64 tau = 0;
+        for (memra_u32 g = 0; g < n_group; g++) {
+            if (!((allowed >> g) & 1u))
+                continue;
+            for (memra_u32 p = g * G; p < g * G + G;) {
+                memra_u32 next = (p / 32u + 1u) * 32u;
+                next = next < g * G + G ? next : g * G + G;
+                if (next - p >= top_k) {
+                    const memra_u64 kth = sh_list[p + top_k - 1u];
+                    tau = kth > tau ? kth : tau;
+                }
+                p = next;
+            }
+        }
+        if (mine_e >= tau) {
+            memra_u32 rank = tid - seg_lo;
+            for (memra_u32 g = 0; g < n_group; g++) {
+                if (!((allowed >> g) & 1u))
+                    continue;
+                for (memra_u32 p = g * G; p < g * G + G;) {
+                    memra_u32 next = (p / 32u + 1u) * 32u;
+                    next = next < g * G + G ? next : g * G + G;
+                    if (p != seg_lo) {
+                        const memra_u32 n = next - p < top_k ? next - p : top_k;
+                        memra_u32 i = 0;
+                        while (i < n && sh_list[p + i] > mine_e)
+                            i++;
+                        rank += i;
+                    }
+                    p = next;
+                }
+            }
+            if (rank < top_k) {
+                const int e = (int)~(memra_u32)mine_e;
+                sh_sel[rank] = e;
+                sh_w[rank] = sh_s[e];
+                if (o.tables)
+                    sh_wslot[rank] = sh_slot[e], sh_wmac[rank] = sh_mac[e];
+            }
+        }
+    }
+    memra_block_sync();
+    MEMRA_PROBE(5);
+
+    /* 6. The pairs: the routed ones by rank, then the shared ones. */
+    if (tid < K) {
+        float W = 0.0f;
+        if (MEMRA_ROUTE_NEEDS_SUM(flags))
+            for (memra_u32 j = 0; j < top_k; j++)
+                W = memra_add_rn(W, sh_w[j]);
+        int e, slot = pair_slot;
+        memra_vrows_macro m = pair;
+        float sc = 0.0f;
+        if (tid < top_k) {
+            e = sh_sel[tid];
+            sc = sh_w[tid];
+            if (o.tables)
+                slot = sh_wslot[tid], m = sh_wmac[tid];
+        } else {
+            e = (int)(E + (tid - top_k));
+        }
+        const float w = memra_route_weight(tid, top_k, sc, W, flags, scale, shared_weight);
+        memra_route_emit_at(&o, t, tid, e, w, slot, m);
+        MEMRA_PROBE(8);
+    }
+}
+
+MEMRA_KERNEL memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
+{
+    memra_route_block(MEMRA_ROUTE_ARGS);
+}

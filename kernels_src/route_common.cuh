@@ -1,0 +1,212 @@
+/* memra: what the routing kernels share (route_block.cu, route_warp.cu):
+ * the warp primitives, the parameter list, and how a token's pairs are
+ * written. Concatenated after vrows_pair.cuh and route_math.cuh into the
+ * source NVRTC compiles; the host tests run this same text as C with each
+ * block's threads as coroutines (tests/kernel_on_host.h).
+ *
+ * Every kernel follows the host arm (src/route_host.c) operation for
+ * operation where the order matters: the softmax sum is lane l's sum over
+ * experts l, l+32, l+64, ... in that order, then the xor butterfly 16, 8,
+ * 4, 2, 1 (docs/routing.md). Everything else (the max, the choice of groups
+ * and experts) is comparisons under one total order, which any order of
+ * comparing reaches alike, so each kernel selects in whatever way is fastest
+ * for its shape. */
+#ifdef __CUDACC_RTC__
+#define memra_warp_sync() __syncwarp()
+#define memra_warp_any(p) __any_sync(0xffffffffu, (p))
+#define memra_warp_ballot(p) __ballot_sync(0xffffffffu, (p))
+#define memra_shfl_xor_f(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
+#define memra_shfl_xor_u(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
+#define memra_shfl_f(v, l) __shfl_sync(0xffffffffu, (v), (l))
+#define memra_shfl_u(v, l) __shfl_sync(0xffffffffu, (v), (l))
+#define memra_shfl_up_u(v, d) __shfl_up_sync(0xffffffffu, (v), (d))
+#define memra_popc(x) __popc(x)
+#define memra_ffs(x) __ffs(x)
+#define memra_block_sync() __syncthreads()
+#define memra_block_or(p) __syncthreads_or(p)
+#define MEMRA_SHARED __shared__
+#if __CUDA_ARCH__ >= 800
+#define memra_warp_max_u32(x) __reduce_max_sync(0xffffffffu, (x))
+#define memra_warp_min_u32(x) __reduce_min_sync(0xffffffffu, (x))
+#else
+MEMRA_DEVICE memra_u32 memra_warp_max_u32(memra_u32 x)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
+        x = o > x ? o : x;
+    }
+    return x;
+}
+MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
+        x = o < x ? o : x;
+    }
+    return x;
+}
+#endif
+#endif
+
+#ifdef __CUDACC_RTC__
+#define MEMRA_NO_UNROLL _Pragma("unroll 1")
+#else
+#define MEMRA_NO_UNROLL
+#endif
+#define MEMRA_ROUTE_CAT_(a, b) a##b
+#define MEMRA_ROUTE_CAT(a, b) MEMRA_ROUTE_CAT_(a, b)
+
+/* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
+ * thread 0 of block 0 of the block kernel records the SM clock at each mark
+ * (and the global timer at the first and last, to turn cycles into ns);
+ * shipped, the marks are nothing. The "memory" clobber keeps each mark after
+ * the stores and loads the source puts before it. */
+#if defined(MEMRA_ROUTE_PROBE) && defined(__CUDACC_RTC__)
+#define MEMRA_PROBE_LAST 8
+__device__ memra_u64 memra_route_probe_clk[16];
+#define MEMRA_PROBE(i)                                                                             \
+    do {                                                                                           \
+        if (threadIdx.x == 0 && blockIdx.x == 0) {                                                 \
+            memra_u64 c_;                                                                          \
+            asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_)::"memory");                           \
+            memra_route_probe_clk[i] = c_;                                                         \
+            if ((i) == 0 || (i) == MEMRA_PROBE_LAST) {                                             \
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(c_)::"memory");                   \
+                memra_route_probe_clk[(i) == 0 ? 14 : 15] = c_;                                    \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+#else
+#define MEMRA_PROBE(i) ((void)0)
+#endif
+
+/* Launch flags: abi.h's MEMRA_ROUTE_FLAG_*. */
+
+/* The larger of two values under a total order (equal values: the one with
+ * the smaller bits, +0 before -0), so every lane of a butterfly keeps the
+ * same bits. */
+MEMRA_DEVICE float memra_route_max(float a, float b)
+{
+    return (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
+}
+
+/* memra_route_max's order as an unsigned key (-0 below +0), and back. */
+MEMRA_DEVICE memra_u32 memra_route_max_key(float v)
+{
+    const memra_u32 b = memra_as_bits(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+MEMRA_DEVICE float memra_route_max_unkey(memra_u32 k)
+{
+    return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* The parameters of every routing entry point (src/route_abi.h). */
+#define MEMRA_ROUTE_PARAMS                                                                         \
+    const void *logits, const void *bias, const float *mg, const float *mu, const float *md,       \
+        memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,        \
+        int *sel, float *selw, memra_u64 *ptrs, float *scl, memra_u32 *faults, const int *map,     \
+        const void *n_real, memra_u32 n_tokens, memra_u32 n_expert, memra_u32 top_k,               \
+        memra_u32 n_group, memra_u32 topk_group, memra_u32 flags, memra_u32 n_local,               \
+        memra_u32 n_shared, float scale, float shared_weight
+#define MEMRA_ROUTE_ARGS                                                                           \
+    logits, bias, mg, mu, md, pg, pu, pd, sg, su, sd, sel, selw, ptrs, scl, faults, map, n_real,   \
+        n_tokens, n_expert, top_k, n_group, topk_group, flags, n_local, n_shared, scale,           \
+        shared_weight
+
+/* What every pair of a token needs to be written out. */
+typedef struct memra_route_out {
+    int *sel;
+    float *selw;
+    memra_u64 *ptrs;
+    float *scl;
+    memra_u32 *faults;
+    memra_u32 n_pairs, K; /* all pairs; pairs per token (top_k + n_shared) */
+    int tables;
+    memra_vrows_ctx c;
+} memra_route_out;
+
+/* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_kernel
+ * builds them from that sel and selw, given the pair's slot and macro
+ * values (read ahead by the block kernel). */
+MEMRA_DEVICE void memra_route_emit_at(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+                                      float w, int slot, memra_vrows_macro m)
+{
+    const memra_u32 p = t * o->K + j;
+    o->sel[p] = e;
+    o->selw[p] = w;
+    if (o->tables) {
+        const memra_vrows_out v = memra_vrows_pair_at(slot, w, p, &o->c, o->faults, m);
+        memra_vrows_store(v, p, o->n_pairs, o->ptrs, o->scl);
+    }
+}
+
+/* The same, reading the slot and macro values now. */
+MEMRA_DEVICE void memra_route_emit(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
+                                   float w)
+{
+    const int slot = o->tables ? memra_vrows_slot(e, &o->c) : MEMRA_SLOT_BAD;
+    memra_route_emit_at(o, t, j, e, w, slot, memra_vrows_macro_at(&o->c, slot));
+}
+
+/* A token with a non-finite logit or bias: experts 0..top_k-1, then its
+ * shared experts, all with weight +0, every pair counted. */
+MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, memra_u32 j,
+                                       memra_u32 top_k)
+{
+    atomicAdd(&o->faults[MEMRA_FAULT_NONFINITE], 1u);
+    atomicMin(&o->faults[MEMRA_FAULT_FIRST_PAIR], t * o->K + j);
+    memra_route_emit(o, t, j, (int)(j < top_k ? j : o->c.n_expert + (j - top_k)), 0.0f);
+}
+
+#define MEMRA_ROUTE_OUT_INIT(o)                                                                    \
+    memra_route_out o;                                                                             \
+    o.sel = sel, o.selw = selw, o.ptrs = ptrs, o.scl = scl, o.faults = faults;                     \
+    o.K = top_k + n_shared, o.n_pairs = n_tokens * o.K;                                            \
+    o.tables = (flags & MEMRA_ROUTE_FLAG_NO_TABLES) == 0;                                          \
+    o.c.mg = mg, o.c.mu = mu, o.c.md = md, o.c.pg = pg, o.c.pu = pu, o.c.pd = pd;                  \
+    o.c.sg = sg, o.c.su = su, o.c.sd = sd, o.c.map = map, o.c.n_expert = n_expert;                 \
+    o.c.n_local = n_local, o.c.n_shared = n_shared
+
+#define MEMRA_ROUTE_DTYPE(flags)                                                                   \
+    ((flags)&MEMRA_ROUTE_FLAG_BF16  ? MEMRA_DT_BF16                                                \
+     : (flags)&MEMRA_ROUTE_FLAG_F16 ? MEMRA_DT_F16                                                 \
+                                    : MEMRA_DT_F32)
+
+/* Pair j of a padding row (t at or past the real-token count): no expert,
+ * nothing read; one count of the row's K pairs, apart from faults. */
+MEMRA_DEVICE void memra_route_emit_pad(const memra_route_out *o, memra_u32 t, memra_u32 j)
+{
+    const memra_u32 p = t * o->K + j;
+    o->sel[p] = -1;
+    o->selw[p] = 0.0f;
+    if (o->tables) {
+        memra_vrows_out v;
+        v.g = 0, v.u = 0, v.d = 0;
+        v.s0 = 0.0f, v.s1 = 0.0f, v.s2 = 0.0f;
+        memra_vrows_store(v, p, o->n_pairs, o->ptrs, o->scl);
+    }
+    if (j == 0)
+        atomicAdd(&o->faults[MEMRA_FAULT_PADDED], o->K);
+}
+
+/* Whether the weights need W, the routed scores' sum in rank order. */
+#define MEMRA_ROUTE_NEEDS_SUM(flags)                                                               \
+    (((flags) & (MEMRA_ROUTE_FLAG_RENORM | MEMRA_ROUTE_FLAG_SHARED_SUM)) != 0)
+
+/* Pair j's weight: routed (j < top_k) from its unbiased score s; shared by
+ * the spec's rule (`shared`: the constant weight, or SGLang's divisor under
+ * MEMRA_ROUTE_FLAG_SHARED_SUM). W as memra_route_finish takes it. */
+MEMRA_DEVICE float memra_route_weight(memra_u32 j, memra_u32 top_k, float s, float W,
+                                      memra_u32 flags, float scale, float shared)
+{
+    const int renorm = (flags & MEMRA_ROUTE_FLAG_RENORM) != 0;
+    if (j < top_k)
+        return memra_route_finish(s, W, renorm, scale);
+    if (flags & MEMRA_ROUTE_FLAG_SHARED_SUM)
+        return memra_route_finish(memra_div_rn(W, shared), W, renorm, scale);
+    return shared;
+}
+
+/* A float's non-finite test by its bits (the caller's FTZ does not matter). */
+#define MEMRA_ROUTE_NONFINITE(x) ((memra_as_bits(x) & MEMRA_EXP_MASK) == MEMRA_EXP_MASK)
