@@ -28,9 +28,6 @@
 #define MEMRA_ROUTE_FLAG_NO_TABLES 64u
 #define MEMRA_ROUTE_FLAG_SHARED_SUM 128u /* shared_weight carries SGLang's divisor */
 #define MEMRA_ROUTE_FLAG_NREAL_I64 256u  /* n_real points at an int64 */
-/* The benchmark and the tests only: the team kernels compute every score
- * exactly instead of screening sigmoid scores first (same results). */
-#define MEMRA_ROUTE_FLAG_NO_SCREEN 512u
 
 /* The most experts a routing kernel holds per token (its shared arrays);
  * memra.h's MEMRA_ROUTE_MAX_EXPERT is held to it at compile time

@@ -210,3 +210,28 @@ MEMRA_DEVICE float memra_route_weight(memra_u32 j, memra_u32 top_k, float s, flo
 
 /* A float's non-finite test by its bits (the caller's FTZ does not matter). */
 #define MEMRA_ROUTE_NONFINITE(x) ((memra_as_bits(x) & MEMRA_EXP_MASK) == MEMRA_EXP_MASK)
+
+/* A sigmoid score within 2^-17 of memra_route_sigmoid's, fast: the team
+ * kernel screens sigmoid scores with it and computes memra's exact score
+ * only for the experts that can still be chosen (route_warp.cu), so the
+ * answer is the exact program's. The bound: __expf's error is at most
+ * 2 + floor(1.173 |x|) ulp (CUDA's programming guide), 107 ulp (2^-16.3
+ * relative) for |x| <= 89, which moves 1 / (1 + e) by at most a quarter of
+ * that; 1 + e and __fdividef add a few ulp of 2^-24. Outside |x| <= 89
+ * both sigmoids are within 2^-126 of 0 or 1. The host build (the mock) uses
+ * the C library's expf. */
+/* A candidate's screened choice score may lie up to twice the bound below
+ * the screened bound of the top_k-th best (docs/routing.md): 2^-16; 2^-12
+ * leaves 16x to spare and still keeps a handful of candidates. */
+#define MEMRA_ROUTE_SCREEN_MARGIN 0x1p-12f
+#ifdef __CUDACC_RTC__
+MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
+{
+    return __fdividef(1.0f, 1.0f + __expf(-x));
+}
+#else
+MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+#endif

@@ -6,12 +6,19 @@
  *  - M = 1 (n_expert <= 32): a team of P lanes per token, P the power of two
  *    at or above n_expert, 32 / P tokens per warp, lane l of a team holding
  *    expert l. Experts are ranked by counting over the team.
- *  - M > 1 (n_expert up to 32 M): a warp per token, lane l holding experts
+ *  - M > 1 (n_expert up to 32 M, M up to 16): a warp per token, lane l holding experts
  *    l, l+32, ..., l+32(M-1) in registers. The top_k-th best of the lanes'
  *    best values bounds the token's top_k-th best from below, so only the
  *    experts at or above it are candidates; they are gathered into shared
  *    memory in order and ranked by counting among themselves (more than 32:
  *    top_k rounds of a warp arg-max instead, the same answer).
+ *    Sigmoid scores are screened first: a fast score within 2^-17 of memra's
+ *    (memra_route_sigmoid_screen) ranks the experts, and memra's exact score
+ *    is computed only for those within the screening margin of a bound that
+ *    decides (a group's second best, the top_k-th best), gathered so that
+ *    each lane computes about one. Every choice is then made on exact scores
+ *    (docs/routing.md has the argument), so the answer is bit for bit the
+ *    unscreened one.
  * Either way the softmax sum is the fixed one: with P lanes and n_expert <=
  * P, the xor butterfly over the team's lanes is the 32-lane butterfly of
  * docs/routing.md with its zero lanes left out (x + 0 is x for the sums of
@@ -22,23 +29,87 @@
 #ifndef MEMRA_ROUTE_M
 #define MEMRA_ROUTE_M 1
 #endif
-#define MEMRA_RW(name) MEMRA_ROUTE_CAT(MEMRA_ROUTE_CAT(name, MEMRA_ROUTE_M), _kernel)
+/* MEMRA_ROUTE_SCREEN: the screened build (sigmoid only, M > 1), a kernel of
+ * its own: memra_route_sig<M>_kernel. */
+#ifndef MEMRA_ROUTE_SCREEN
+#define MEMRA_ROUTE_SCREEN 0
+#endif
+#if MEMRA_ROUTE_SCREEN
+#define MEMRA_RW_FN(name) MEMRA_ROUTE_CAT(MEMRA_ROUTE_CAT(name, _sig), MEMRA_ROUTE_M)
+#define MEMRA_RW_KERNEL MEMRA_ROUTE_CAT(MEMRA_ROUTE_CAT(memra_route_sig, MEMRA_ROUTE_M), _kernel)
+#else
 #define MEMRA_RW_FN(name) MEMRA_ROUTE_CAT(name, MEMRA_ROUTE_M)
+#define MEMRA_RW_KERNEL MEMRA_ROUTE_CAT(MEMRA_ROUTE_CAT(memra_route_warp, MEMRA_ROUTE_M), _kernel)
+#endif
 
+#ifndef MEMRA_ROUTE_TEAM_WARPS
 #define MEMRA_ROUTE_TEAM_WARPS 4 /* warps per block */
+#define MEMRA_ROUTE_EXACT_MAX 64 /* exact scores a screened pass gathers at a time */
+#endif
+
+/* Per warp, shared by the steps below. */
+typedef struct MEMRA_RW_FN(memra_rw_shared) {
+    memra_u32 k[32 * MEMRA_ROUTE_M]; /* keys for the groups' scan */
+    float gthr[32];                   /* each group's screening bound */
+    float x[MEMRA_ROUTE_EXACT_MAX];   /* a screened pass's logits, then exact scores */
+    memra_u64 cand[32];               /* candidates: (key, ~expert) */
+    float cs[32];                     /* their scores */
+    int we[32];                       /* winners by rank: expert, score, tables */
+    float ws[32];
+    int wslot[32];
+    memra_vrows_macro wmac[32];
+} MEMRA_RW_FN(memra_rw_shared);
+
+/* The exact scores (and choice scores) of the lanes' experts in `need`
+ * (bit i: expert lane + 32 i), gathered across the warp so each lane
+ * computes about one, MEMRA_ROUTE_EXACT_MAX at a time (an input of near
+ * ties may need them all). Returns `need`. */
+MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_exact)(const float *x, float *s, float *c,
+                                                   const void *bias, int bias_dt,
+                                                   memra_u32 need, memra_u32 lane, float *buf)
+{
+    enum { M = MEMRA_ROUTE_M };
+    const memra_u32 n = memra_popc(need);
+    memra_u32 incl = n;
+    for (int d = 1; d < 32; d <<= 1) {
+        const memra_u32 up = memra_shfl_up_u(incl, d);
+        incl += lane >= (memra_u32)d ? up : 0u;
+    }
+    const memra_u32 total = memra_shfl_u(incl, 31), first = incl - n;
+    for (memra_u32 lo = 0; lo < total; lo += MEMRA_ROUTE_EXACT_MAX) {
+        memra_u32 at = first;
+        MEMRA_UNROLL
+        for (int i = 0; i < M; i++)
+            if ((need >> i) & 1u) {
+                if (at - lo < MEMRA_ROUTE_EXACT_MAX)
+                    buf[at - lo] = x[i];
+                at++;
+            }
+        memra_warp_sync();
+        for (memra_u32 q = lo + lane; q < total && q < lo + MEMRA_ROUTE_EXACT_MAX; q += 32u)
+            buf[q - lo] = memra_route_sigmoid(buf[q - lo]);
+        memra_warp_sync();
+        at = first;
+        MEMRA_UNROLL
+        for (int i = 0; i < M; i++)
+            if ((need >> i) & 1u) {
+                if (at - lo < MEMRA_ROUTE_EXACT_MAX) {
+                    s[i] = buf[at - lo];
+                    c[i] = bias ? memra_add_rn(s[i], memra_route_load(bias, bias_dt,
+                                                                      lane + 32u * (memra_u32)i))
+                                : s[i];
+                }
+                at++;
+            }
+        memra_warp_sync();
+    }
+    return need;
+}
 
 MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 {
     enum { M = MEMRA_ROUTE_M };
-    /* Per warp: the keys for the groups' scan, the candidates, the winners
-     * by rank (a team's at its base lane). */
-    MEMRA_SHARED memra_u32 sh_k[MEMRA_ROUTE_TEAM_WARPS][32 * M];
-    MEMRA_SHARED memra_u64 sh_cand[MEMRA_ROUTE_TEAM_WARPS][32];
-    MEMRA_SHARED float sh_cs[MEMRA_ROUTE_TEAM_WARPS][32];
-    MEMRA_SHARED int sh_we[MEMRA_ROUTE_TEAM_WARPS][32];
-    MEMRA_SHARED float sh_ws[MEMRA_ROUTE_TEAM_WARPS][32];
-    MEMRA_SHARED int sh_wslot[MEMRA_ROUTE_TEAM_WARPS][32];
-    MEMRA_SHARED memra_vrows_macro sh_wmac[MEMRA_ROUTE_TEAM_WARPS][32];
+    MEMRA_SHARED MEMRA_RW_FN(memra_rw_shared) sh_all[MEMRA_ROUTE_TEAM_WARPS];
     const memra_u32 E = n_expert;
     /* The team: P lanes from lane `base` of the warp. */
     memra_u32 P = 32;
@@ -50,6 +121,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     const memra_u32 t = (blockIdx.x * blockDim.x + threadIdx.x) / P;
     const memra_u32 m = M == 1 ? 1u : (E + 31u) / 32u;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
+    const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0, has_bias = bias != 0;
+    const int by_max = (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0;
     memra_grid_wait();
     memra_grid_launch_dependents();
     MEMRA_ROUTE_OUT_INIT(o);
@@ -57,20 +130,26 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     const int live = t < n_tokens;
     const int real =
         live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
-    int *we = &sh_we[wib][base];
-    float *ws = &sh_ws[wib][base];
+    MEMRA_RW_FN(memra_rw_shared) *sh = &sh_all[wib];
+    int *we = &sh->we[base];
+    float *ws = &sh->ws[base];
+    /* The screened build runs for sigmoid only (the launcher's choice). */
+    enum { screen = MEMRA_ROUTE_SCREEN && M > 1 };
 
     /* 1. Logits and bias. */
-    float v[M], bv[M];
+    float x[M], b[M], s[M], c[M];
+    memra_u32 valid = 0; /* bit i: expert tl + P i exists */
     int bad = 0;
     MEMRA_UNROLL
     for (int i = 0; i < M; i++) {
         const memra_u32 e = tl + P * (memra_u32)i;
-        v[i] = 0.0f, bv[i] = 0.0f;
-        if (real && (memra_u32)i < m && e < E) {
-            v[i] = memra_route_load(logits, dt, (memra_u64)t * E + e);
-            bv[i] = bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
-            bad |= MEMRA_ROUTE_NONFINITE(v[i]) || MEMRA_ROUTE_NONFINITE(bv[i]);
+        x[i] = 0.0f, b[i] = 0.0f, s[i] = 0.0f;
+        if ((memra_u32)i < m && e < E)
+            valid |= 1u << i;
+        if (real && ((valid >> i) & 1u)) {
+            x[i] = memra_route_load(logits, dt, (memra_u64)t * E + e);
+            b[i] = has_bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
+            bad |= MEMRA_ROUTE_NONFINITE(x[i]) || MEMRA_ROUTE_NONFINITE(b[i]);
         }
     }
     const memra_u32 tmask = P == 32u ? 0xffffffffu : ((1u << P) - 1u) << base;
@@ -82,19 +161,25 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         my_slot = memra_vrows_slot((int)tl, &o.c);
     const memra_vrows_macro mine = memra_vrows_macro_at(&o.c, my_slot);
 
-    /* 2. Scores, then choice keys (0: no expert, or out of play). */
-    memra_u32 key[M];
-    if (flags & MEMRA_ROUTE_FLAG_SIGMOID) {
+    /* 2. Scores: screened or exact (`exact`: the experts whose s, c are). */
+    memra_u32 exact = valid;
+    if (screen) {
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
-            if ((memra_u32)i < m)
-                v[i] = memra_route_sigmoid(v[i]);
+            if ((valid >> i) & 1u)
+                s[i] = memra_route_sigmoid_screen(x[i]);
+        exact = 0;
+    } else if (sigmoid) {
+        MEMRA_UNROLL
+        for (int i = 0; i < M; i++)
+            if ((valid >> i) & 1u)
+                s[i] = memra_route_sigmoid(x[i]);
     } else {
         memra_u32 mk = 0;
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
-            if ((memra_u32)i < m && tl + P * (memra_u32)i < E) {
-                const memra_u32 ki = memra_route_max_key(v[i]);
+            if ((valid >> i) & 1u) {
+                const memra_u32 ki = memra_route_max_key(x[i]);
                 mk = ki > mk ? ki : mk;
             }
         if (P == 32u) {
@@ -108,45 +193,90 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         const float mx = memra_route_max_unkey(mk);
         float sum = 0.0f;
         MEMRA_UNROLL
-        for (int i = 0; i < M; i++) {
-            if ((memra_u32)i < m && tl + P * (memra_u32)i < E) {
-                v[i] = memra_expf(memra_sub_rn(v[i], mx));
-                sum = memra_add_rn(sum, v[i]);
+        for (int i = 0; i < M; i++)
+            if ((valid >> i) & 1u) {
+                s[i] = memra_expf(memra_sub_rn(x[i], mx));
+                sum = memra_add_rn(sum, s[i]);
             }
-        }
         for (memra_u32 off = P / 2u; off > 0; off >>= 1)
             sum = memra_add_rn(sum, memra_shfl_xor_f(sum, (int)off));
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
-            if ((memra_u32)i < m)
-                v[i] = memra_div_rn(v[i], sum);
+            if ((valid >> i) & 1u)
+                s[i] = memra_div_rn(s[i], sum);
     }
     MEMRA_UNROLL
-    for (int i = 0; i < M; i++) {
-        const int valid = (memra_u32)i < m && tl + P * (memra_u32)i < E;
-        key[i] = valid ? memra_route_key(bias ? memra_add_rn(v[i], bv[i]) : v[i]) : 0u;
-    }
+    for (int i = 0; i < M; i++)
+        c[i] = has_bias ? memra_add_rn(s[i], b[i]) : s[i];
 
-    /* 3. Groups: lane g of the team scans group g's keys in shared memory
-     *    for its two best, scores it and ranks it by counting. */
+    /* 3. Groups. A group's two best (its best for MEMRA_GROUP_MAX) decide
+     *    its score; screened, the members within the margin of the second
+     *    (first) best are made exact first, and the group is scored from
+     *    those, which hold its exact two best. Whole warps' columns (a
+     *    group of 32 experts is column i of the lanes) by warp reductions;
+     *    any other size by lane g scanning group g's keys in shared memory. */
+    memra_u32 in_play = valid;
     if (n_group > 1) {
         const memra_u32 G = E / n_group;
-        memra_u32 *sk = &sh_k[wib][M == 1 ? base : 0u];
-        MEMRA_UNROLL
-        for (int i = 0; i < M; i++)
-            if ((memra_u32)i < m && tl + P * (memra_u32)i < E)
-                sk[tl + P * (memra_u32)i] = key[i];
-        memra_warp_sync();
-        memra_u32 gk = 0;
-        if (tl < n_group) {
-            memra_u32 k1 = 0, k2 = 0;
-            MEMRA_NO_UNROLL
-            for (memra_u32 e = tl * G; e < tl * G + G; e++)
-                memra_route_top2_merge(&k1, &k2, sk[e], 0u);
-            gk = memra_route_key(
-                memra_route_group_score(k1, k2, (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0, G));
+        const int cols = M > 1 && G == 32u; /* group i is column i */
+        memra_u32 gk = 0;                   /* lane g: group g's score, as a key */
+        for (int pass = screen ? 0 : 1; pass < 2; pass++) {
+            /* pass 0 (screened): the bounds; pass 1: the scores, from exact
+             * values (screened: of the members near the bound only). */
+            memra_u32 key[M];
+            MEMRA_UNROLL
+            for (int i = 0; i < M; i++)
+                key[i] = ((pass ? exact : valid) >> i) & 1u ? memra_route_key(c[i]) : 0u;
+            if (cols) {
+                MEMRA_UNROLL
+                for (int i = 0; i < M; i++) {
+                    if ((memra_u32)i >= m)
+                        continue;
+                    const memra_u32 k1 = memra_warp_max_u32(key[i]);
+                    const memra_u32 held = memra_warp_ballot(key[i] == k1);
+                    const memra_u32 rest = memra_warp_max_u32(key[i] == k1 ? 0u : key[i]);
+                    const memra_u32 k2 = (held & (held - 1u)) ? k1 : rest;
+                    if (pass == 0) {
+                        const float bound = memra_route_unkey(by_max ? k1 : k2);
+                        if ((valid >> i) & 1u &&
+                            c[i] >= memra_sub_rn(bound, MEMRA_ROUTE_SCREEN_MARGIN))
+                            exact |= 1u << i; /* marked; made exact below */
+                    } else if (lane == (memra_u32)i) {
+                        gk = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
+                    }
+                }
+            } else {
+                memra_u32 *sk = &sh->k[M == 1 ? base : 0u];
+                MEMRA_UNROLL
+                for (int i = 0; i < M; i++)
+                    if ((valid >> i) & 1u)
+                        sk[tl + P * (memra_u32)i] = key[i];
+                memra_warp_sync();
+                memra_u32 k1 = 0, k2 = 0;
+                if (tl < n_group) {
+                    MEMRA_NO_UNROLL
+                    for (memra_u32 e = tl * G; e < tl * G + G; e++)
+                        memra_route_top2_merge(&k1, &k2, sk[e], 0u);
+                    if (pass == 0)
+                        sh->gthr[tl] = memra_sub_rn(memra_route_unkey(by_max || G == 1 ? k1 : k2),
+                                                    MEMRA_ROUTE_SCREEN_MARGIN);
+                    else
+                        gk = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
+                }
+                memra_warp_sync();
+                if (pass == 0) {
+                    const memra_u32 gm = ((1u << 21) + G - 1u) / G;
+                    MEMRA_UNROLL
+                    for (int i = 0; i < M; i++)
+                        if ((valid >> i) & 1u &&
+                            c[i] >= sh->gthr[((tl + P * (memra_u32)i) * gm) >> 21])
+                            exact |= 1u << i;
+                    memra_warp_sync();
+                }
+            }
+            if (pass == 0) /* the marked members, made exact */
+                exact = MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, exact, lane, sh->x);
         }
-        memra_warp_sync();
         memra_u32 rank = 0;
         for (memra_u32 h = 0; h < n_group; h++) {
             const memra_u32 kh = memra_shfl_u(gk, (int)(base + h));
@@ -159,28 +289,33 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         MEMRA_UNROLL
         for (int i = 0; i < M; i++) {
             const memra_u32 g = ((tl + P * (memra_u32)i) * gm) >> 21;
-            key[i] = (allowed >> g) & 1u ? key[i] : 0u;
+            if (!((allowed >> g) & 1u))
+                in_play &= ~(1u << i);
         }
     }
 
-    /* 4. The top_k experts, best first: winners' expert and score by rank
-     *    at we[], ws[]. */
+    /* 4. The top_k experts in play, best first: winners' expert and score
+     *    by rank at we[], ws[]. */
     if (M == 1) {
+        const memra_u32 key = in_play ? memra_route_key(c[0]) : 0u;
         memra_u32 r = 0;
         for (memra_u32 j = 0; j < P; j++) {
-            const memra_u32 kj = memra_shfl_u(key[0], (int)(base + j));
-            r += kj > key[0] || (kj == key[0] && j < tl);
+            const memra_u32 kj = memra_shfl_u(key, (int)(base + j));
+            r += kj > key || (kj == key && j < tl);
         }
-        if (key[0] && r < top_k) {
-            we[r] = (int)tl, ws[r] = v[0];
-            sh_wslot[wib][base + r] = my_slot, sh_wmac[wib][base + r] = mine;
+        if (key && r < top_k) {
+            we[r] = (int)tl, ws[r] = s[0];
+            sh->wslot[base + r] = my_slot, sh->wmac[base + r] = mine;
         }
     } else {
-        /* tau: the top_k-th best of the lanes' best keys. */
-        memra_u32 best = 0;
+        /* tau: the top_k-th best of the lanes' best keys (screened or
+         * exact values). */
+        memra_u32 key[M], best = 0;
         MEMRA_UNROLL
-        for (int i = 0; i < M; i++)
+        for (int i = 0; i < M; i++) {
+            key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
             best = key[i] > best ? key[i] : best;
+        }
         memra_u32 tau = 0, cur = best;
         for (memra_u32 j = 0; j < top_k; j++) {
             tau = memra_warp_max_u32(cur);
@@ -188,41 +323,62 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             if (lane == (memra_u32)(memra_ffs(at) - 1))
                 cur = 0;
         }
-        memra_u32 n = 0;
-        MEMRA_UNROLL
-        for (int i = 0; i < M; i++)
-            n += key[i] && key[i] >= tau;
+        /* The candidates: at or above tau; screened, within the margin
+         * below it, made exact. */
+        memra_u32 cand = 0;
+        if (screen) {
+            const float bound = memra_sub_rn(memra_route_unkey(tau), MEMRA_ROUTE_SCREEN_MARGIN);
+            MEMRA_UNROLL
+            for (int i = 0; i < M; i++)
+                if ((in_play >> i) & 1u && (!tau || c[i] >= bound))
+                    cand |= 1u << i;
+            exact |= MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, cand & ~exact, lane, sh->x);
+            MEMRA_UNROLL
+            for (int i = 0; i < M; i++)
+                key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
+        } else {
+            MEMRA_UNROLL
+            for (int i = 0; i < M; i++)
+                if (key[i] && key[i] >= tau)
+                    cand |= 1u << i;
+        }
+        const memra_u32 n = memra_popc(cand);
         memra_u32 incl = n;
         for (int d = 1; d < 32; d <<= 1) {
             const memra_u32 up = memra_shfl_up_u(incl, d);
             incl += lane >= (memra_u32)d ? up : 0u;
         }
         const memra_u32 C = memra_shfl_u(incl, 31);
-        memra_u64 *cand = sh_cand[wib];
-        float *cs = sh_cs[wib];
         if (C <= 32u) {
             memra_u32 at = incl - n;
             MEMRA_UNROLL
             for (int i = 0; i < M; i++)
-                if (key[i] && key[i] >= tau) {
-                    cand[at] =
-                        ((memra_u64)key[i] << 32) | (memra_u64)(~(lane + 32u * (memra_u32)i));
-                    cs[at] = v[i];
+                if ((cand >> i) & 1u) {
+                    sh->cand[at] = ((memra_u64)key[i] << 32) |
+                                   (memra_u64)(~(lane + 32u * (memra_u32)i));
+                    sh->cs[at] = s[i];
                     at++;
                 }
             memra_warp_sync();
             if (lane < C) {
-                const memra_u64 me = cand[lane];
+                const memra_u64 me = sh->cand[lane];
                 memra_u32 rank = 0;
                 for (memra_u32 u = 0; u < C; u++)
-                    rank += cand[u] > me;
+                    rank += sh->cand[u] > me;
                 if (rank < top_k)
-                    we[rank] = (int)~(memra_u32)me, ws[rank] = cs[lane];
+                    we[rank] = (int)~(memra_u32)me, ws[rank] = sh->cs[lane];
             }
         } else {
             /* Too many alike near the bound: top_k rounds of a warp
-             * arg-max over the keys, the larger key first, then the lower
-             * expert (the same order). */
+             * arg-max over the exact keys, the larger key first, then the
+             * lower expert (the same order). */
+            if (screen) {
+                exact |= MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, in_play & ~exact, lane,
+                                                     sh->x);
+                MEMRA_UNROLL
+                for (int i = 0; i < M; i++)
+                    key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
+            }
             memra_u32 taken = 0;
             for (memra_u32 j = 0; j < top_k; j++) {
                 memra_u32 bk = 0, bi = 0;
@@ -238,7 +394,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                     MEMRA_UNROLL
                     for (int i = 0; i < M; i++)
                         if ((memra_u32)i == e / 32u)
-                            ws[j] = v[i];
+                            ws[j] = s[i];
                     we[j] = (int)e;
                 }
             }
@@ -259,21 +415,20 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             memra_route_emit_bad(&o, t, j, top_k);
         } else {
             const int e = j < top_k ? we[j] : (int)(E + (j - top_k));
-            const float w = memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags, scale,
-                                               shared_weight);
+            const float w = memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags,
+                                               scale, shared_weight);
             if (M == 1 && j < top_k)
-                memra_route_emit_at(&o, t, j, e, w, sh_wslot[wib][base + j],
-                                    sh_wmac[wib][base + j]);
+                memra_route_emit_at(&o, t, j, e, w, sh->wslot[base + j], sh->wmac[base + j]);
             else
                 memra_route_emit(&o, t, j, e, w);
         }
     }
 }
 
-MEMRA_KERNEL MEMRA_RW(memra_route_warp)(MEMRA_ROUTE_PARAMS)
+MEMRA_KERNEL MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
 }
 
-#undef MEMRA_RW
+#undef MEMRA_RW_KERNEL
 #undef MEMRA_RW_FN

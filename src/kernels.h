@@ -20,7 +20,9 @@
     X(ROUTE_WARP4, route_warp4)                                                                    \
     X(ROUTE_WARP8, route_warp8)                                                                    \
     X(ROUTE_WARP16, route_warp16)                                                                  \
-    X(ROUTE_WARP32, route_warp32)
+    X(ROUTE_SIG4, route_sig4)                                                                      \
+    X(ROUTE_SIG8, route_sig8)                                                                      \
+    X(ROUTE_SIG16, route_sig16)
 
 /* X(id, entry point name, module id) */
 #define MEMRA_KERNELS(X)                                                                           \
@@ -31,7 +33,9 @@
     X(ROUTE_WARP4, MEMRA_ROUTE_WARP_KERNEL(4), ROUTE_WARP4)                                        \
     X(ROUTE_WARP8, MEMRA_ROUTE_WARP_KERNEL(8), ROUTE_WARP8)                                        \
     X(ROUTE_WARP16, MEMRA_ROUTE_WARP_KERNEL(16), ROUTE_WARP16)                                     \
-    X(ROUTE_WARP32, MEMRA_ROUTE_WARP_KERNEL(32), ROUTE_WARP32)
+    X(ROUTE_SIG4, MEMRA_ROUTE_SIG_KERNEL(4), ROUTE_SIG4)                                           \
+    X(ROUTE_SIG8, MEMRA_ROUTE_SIG_KERNEL(8), ROUTE_SIG8)                                           \
+    X(ROUTE_SIG16, MEMRA_ROUTE_SIG_KERNEL(16), ROUTE_SIG16)
 
 typedef enum memra_module_id {
 #define MEMRA_X(id, sym) MEMRA_MODULE_##id,

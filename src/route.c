@@ -19,20 +19,21 @@
 #define ROUTE_BLOCK_MAX_TOKENS 1024u
 int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
 
-/* The team kernel for n_expert (route_abi.h's memra_route_team_m). */
-static memra_kernel_id team_kernel(uint32_t n_expert)
+/* The team kernel for a spec (route_abi.h's memra_route_team_m): screened
+ * for sigmoid scores past 32 experts unless `exact` (the benchmark's
+ * comparison). */
+static memra_kernel_id team_kernel(uint32_t n_expert, int sigmoid, int exact)
 {
+    const int sig = sigmoid && !exact;
     switch (memra_route_team_m(n_expert)) {
     case 1:
         return MEMRA_KERNEL_ROUTE_WARP1;
     case 4:
-        return MEMRA_KERNEL_ROUTE_WARP4;
+        return sig ? MEMRA_KERNEL_ROUTE_SIG4 : MEMRA_KERNEL_ROUTE_WARP4;
     case 8:
-        return MEMRA_KERNEL_ROUTE_WARP8;
-    case 16:
-        return MEMRA_KERNEL_ROUTE_WARP16;
+        return sig ? MEMRA_KERNEL_ROUTE_SIG8 : MEMRA_KERNEL_ROUTE_WARP8;
     default:
-        return MEMRA_KERNEL_ROUTE_WARP32;
+        return sig ? MEMRA_KERNEL_ROUTE_SIG16 : MEMRA_KERNEL_ROUTE_WARP16;
     }
 }
 
@@ -97,11 +98,12 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     CUfunction f;
     /* Both kernels a call may take for this spec: the block kernel for
      * decode batches, the team kernel for its expert count. */
-    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, team_kernel(spec->n_expert), &c, &cap,
+    const memra_kernel_id team = memra_route_kernel(0, spec);
+    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, &c, &cap,
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
-        !(st = memra_engine_kernel(&c, cap, MEMRA_KERNEL_ROUTE_BLOCK, &f)))
+        !(st = memra_engine_kernel(&c, cap, team, &f)))
         st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
     memra_call_leave(&c);
     return st;
@@ -124,6 +126,8 @@ uint32_t memra_route_flags(const memra_route_spec *spec)
 
 static int use_block(int variant, uint32_t n_tokens, uint32_t n_expert)
 {
+    if (n_expert > MEMRA_ROUTE_TEAM_MAX_EXPERT) /* no team kernel holds them */
+        return 1;
     return variant == MEMRA_ROUTE_VARIANT_BLOCK ||
            (variant == MEMRA_ROUTE_VARIANT_AUTO && n_expert > 32u &&
             n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
@@ -134,9 +138,12 @@ int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
     return use_block(memra_route_variant, n_tokens, n_expert);
 }
 
-memra_kernel_id memra_route_kernel(int block, uint32_t n_expert)
+memra_kernel_id memra_route_kernel(int block, const memra_route_spec *spec)
 {
-    return block ? MEMRA_KERNEL_ROUTE_BLOCK : team_kernel(n_expert);
+    if (block || spec->n_expert > MEMRA_ROUTE_TEAM_MAX_EXPERT)
+        return MEMRA_KERNEL_ROUTE_BLOCK;
+    return team_kernel(spec->n_expert, spec->scoring == MEMRA_ROUTE_SIGMOID,
+                       memra_route_variant == MEMRA_ROUTE_VARIANT_WARP_EXACT);
 }
 
 memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
@@ -180,8 +187,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
-                    memra_route_kernel(block, spec->n_expert), &c, &cap, &f)))
+    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s, memra_route_kernel(block, spec), &c,
+                    &cap, &f)))
         goto done;
 
     memra_route_args a = {

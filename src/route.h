@@ -12,7 +12,12 @@
 /* Which routing kernel memra_route_tables launches: by n_tokens and
  * n_expert (AUTO), or always the block-per-token or the team kernel. Not
  * exported: the mock tests and the benchmark set it to compare the two. */
-enum { MEMRA_ROUTE_VARIANT_AUTO = 0, MEMRA_ROUTE_VARIANT_BLOCK = 1, MEMRA_ROUTE_VARIANT_WARP = 2 };
+enum {
+    MEMRA_ROUTE_VARIANT_AUTO = 0,
+    MEMRA_ROUTE_VARIANT_BLOCK = 1,
+    MEMRA_ROUTE_VARIANT_WARP = 2,
+    MEMRA_ROUTE_VARIANT_WARP_EXACT = 3 /* the team kernel without screening sigmoid scores */
+};
 extern int memra_route_variant;
 
 /* memra_route_tables with the kernel chosen by `variant` (a
@@ -29,7 +34,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
 /* Whether a launch of n_tokens over n_expert takes the block kernel
  * (memra_route_variant honoured), and the kernel either way. */
 int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
-memra_kernel_id memra_route_kernel(int block, uint32_t n_expert);
+memra_kernel_id memra_route_kernel(int block, const memra_route_spec *spec);
 
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);

@@ -28,10 +28,14 @@ _Static_assert(offsetof(memra_route_args, scale) == 176, "scale at 176");
 #define MEMRA_ROUTE_BLOCK_KERNEL "memra_route_block_kernel"
 /* Teams of lanes (kernels_src/route_warp.cu), one kernel per M, the most
  * experts a lane holds: M = 1 for up to 32 experts, a team of the power of
- * two at or above n_expert lanes per token; else a warp per token. Blocks of
+ * two at or above n_expert lanes per token; else a warp per token, up to
+ * MEMRA_ROUTE_TEAM_MAX_EXPERT experts (more: the block kernel at every
+ * size). For sigmoid scores with M > 1, the screened build. Blocks of
  * MEMRA_ROUTE_TEAM_THREADS. */
 #define MEMRA_ROUTE_TEAM_THREADS 128u
+#define MEMRA_ROUTE_TEAM_MAX_EXPERT 512u
 #define MEMRA_ROUTE_WARP_KERNEL(M) "memra_route_warp" #M "_kernel"
+#define MEMRA_ROUTE_SIG_KERNEL(M) "memra_route_sig" #M "_kernel"
 
 /* The flags are abi.h's MEMRA_ROUTE_FLAG_*. */
 
@@ -39,7 +43,7 @@ _Static_assert(offsetof(memra_route_args, scale) == 176, "scale at 176");
 static inline uint32_t memra_route_team_m(uint32_t n_expert)
 {
     const uint32_t per = (n_expert + 31u) / 32u;
-    return per <= 1u ? 1u : per <= 4u ? 4u : per <= 8u ? 8u : per <= 16u ? 16u : 32u;
+    return per <= 1u ? 1u : per <= 4u ? 4u : per <= 8u ? 8u : 16u;
 }
 
 /* Lanes per token of the team kernel. */

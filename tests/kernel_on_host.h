@@ -9,6 +9,7 @@
 #ifndef MEMRA_KERNEL_ON_HOST_H
 #define MEMRA_KERNEL_ON_HOST_H
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <ucontext.h>
@@ -228,9 +229,18 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 #define MEMRA_ROUTE_M 16
 #include "route_warp.cu"
 #undef MEMRA_ROUTE_M
-#define MEMRA_ROUTE_M 32
+#undef MEMRA_ROUTE_SCREEN
+#define MEMRA_ROUTE_SCREEN 1
+#define MEMRA_ROUTE_M 4
 #include "route_warp.cu"
 #undef MEMRA_ROUTE_M
+#define MEMRA_ROUTE_M 8
+#include "route_warp.cu"
+#undef MEMRA_ROUTE_M
+#define MEMRA_ROUTE_M 16
+#include "route_warp.cu"
+#undef MEMRA_ROUTE_M
+#undef MEMRA_ROUTE_SCREEN
 
 /* A routing kernel's host run, by its id; NULL for the others. */
 typedef void (*host_route_fn)(MEMRA_ROUTE_PARAMS);
@@ -247,8 +257,12 @@ static inline host_route_fn host_route_kernel(memra_kernel_id k)
         return memra_route_warp8_kernel;
     case MEMRA_KERNEL_ROUTE_WARP16:
         return memra_route_warp16_kernel;
-    case MEMRA_KERNEL_ROUTE_WARP32:
-        return memra_route_warp32_kernel;
+    case MEMRA_KERNEL_ROUTE_SIG4:
+        return memra_route_sig4_kernel;
+    case MEMRA_KERNEL_ROUTE_SIG8:
+        return memra_route_sig8_kernel;
+    case MEMRA_KERNEL_ROUTE_SIG16:
+        return memra_route_sig16_kernel;
     default:
         return NULL;
     }

@@ -182,12 +182,17 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         memcpy(&a, buf, sizeof a);
         if (f != MOCK_FN(ROUTE_BLOCK)) { /* the team kernel for the expert count */
             const uint32_t m = memra_route_team_m(a.n_expert);
-            const memra_kernel_id want = m == 1    ? MEMRA_KERNEL_ROUTE_WARP1
-                                         : m == 4  ? MEMRA_KERNEL_ROUTE_WARP4
-                                         : m == 8  ? MEMRA_KERNEL_ROUTE_WARP8
-                                         : m == 16 ? MEMRA_KERNEL_ROUTE_WARP16
-                                                   : MEMRA_KERNEL_ROUTE_WARP32;
-            assert_ptr_equal(f, (CUfunction)&fn_kernel[want]);
+            const int sig = (a.flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0;
+            const memra_kernel_id plain = m == 1   ? MEMRA_KERNEL_ROUTE_WARP1
+                                          : m == 4 ? MEMRA_KERNEL_ROUTE_WARP4
+                                          : m == 8 ? MEMRA_KERNEL_ROUTE_WARP8
+                                                   : MEMRA_KERNEL_ROUTE_WARP16;
+            const memra_kernel_id screened = m == 4   ? MEMRA_KERNEL_ROUTE_SIG4
+                                             : m == 8 ? MEMRA_KERNEL_ROUTE_SIG8
+                                                      : MEMRA_KERNEL_ROUTE_SIG16;
+            assert_true(a.n_expert <= MEMRA_ROUTE_TEAM_MAX_EXPERT);
+            assert_true(f == (CUfunction)&fn_kernel[plain] ||
+                        (sig && m > 1 && f == (CUfunction)&fn_kernel[screened]));
             assert_int_equal(bx, MEMRA_ROUTE_TEAM_THREADS);
             assert_int_equal(gx, memra_route_team_grid(a.n_tokens, a.n_expert));
         } else { /* a block of whole warps per token, a thread per expert */
