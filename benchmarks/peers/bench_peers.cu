@@ -35,7 +35,8 @@
 
 #include "peers.h"
 
-namespace {
+namespace
+{
 
 /* ------------------------------------------------------------------ errors */
 
@@ -101,10 +102,23 @@ struct State {
     double t0 = 0;
     std::string device;
     int sm = 0;
+    bool dead = false; /* the context is lost: free nothing, wait for nothing */
 } st;
 
-double elapsed() { return now_s() - st.t0; }
-bool over_budget() { return elapsed() > opt.budget_s; }
+[[noreturn]] void fatal(const std::string &msg)
+{
+    st.dead = true;
+    throw Fatal(msg);
+}
+
+double elapsed()
+{
+    return now_s() - st.t0;
+}
+bool over_budget()
+{
+    return elapsed() > opt.budget_s;
+}
 
 /* Waits for an event with a bound: a kernel that never ends must not hang the run. */
 void wait_event(cudaEvent_t e)
@@ -115,11 +129,10 @@ void wait_event(cudaEvent_t e)
         if (r == cudaSuccess)
             return;
         if (r != cudaErrorNotReady)
-            throw Fatal(strf("waiting for the GPU: %s (%s)", cudaGetErrorName(r),
-                             cudaGetErrorString(r)));
+            fatal(strf("waiting for the GPU: %s (%s)", cudaGetErrorName(r), cudaGetErrorString(r)));
         if (now_s() - t0 > opt.wait_timeout_s)
-            throw Fatal(strf("the GPU did not finish within %.0f s (a hung kernel?)",
-                             opt.wait_timeout_s));
+            fatal(
+                strf("the GPU did not finish within %.0f s (a hung kernel?)", opt.wait_timeout_s));
         if (spin > 64)
             usleep(20);
     }
@@ -127,10 +140,13 @@ void wait_event(cudaEvent_t e)
 
 struct Event {
     cudaEvent_t e = nullptr;
-    Event() { CU(cudaEventCreate(&e)); }
+    Event()
+    {
+        CU(cudaEventCreate(&e));
+    }
     ~Event()
     {
-        if (e)
+        if (e && !st.dead)
             cudaEventDestroy(e);
     }
     Event(const Event &) = delete;
@@ -142,6 +158,24 @@ void sync_stream()
     Event e;
     CU(cudaEventRecord(e.e, st.s));
     wait_event(e.e);
+}
+
+/* Every copy goes through st.s and is waited for: the legacy stream's cudaMemcpy does not
+ * order against a non-blocking stream (and a pageable upload may return before it lands). */
+void h2d(void *dst, const void *src, size_t n)
+{
+    CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, st.s));
+    sync_stream();
+}
+void d2h(void *dst, const void *src, size_t n)
+{
+    CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, st.s));
+    sync_stream();
+}
+void d2d(void *dst, const void *src, size_t n)
+{
+    CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, st.s));
+    sync_stream();
 }
 
 /* After a failed arm: is the context still usable? A sticky error (an illegal address, a
@@ -158,14 +192,14 @@ void health_check(const std::string &after)
                 wait_event(e);
             } catch (const Fatal &f) {
                 cudaEventDestroy(e);
-                throw Fatal(strf("after %s: %s", after.c_str(), f.what()));
+                fatal(strf("after %s: %s", after.c_str(), f.what()));
             }
         }
         cudaEventDestroy(e);
     }
     if (r != cudaSuccess)
-        throw Fatal(strf("after %s the CUDA context is unusable: %s", after.c_str(),
-                         cudaGetErrorString(r)));
+        fatal(strf("after %s the CUDA context is unusable: %s", after.c_str(),
+                   cudaGetErrorString(r)));
     (void)cudaGetLastError();
 }
 
@@ -180,21 +214,27 @@ struct DevMem {
     }
     ~DevMem()
     {
-        if (p)
+        if (p && !st.dead)
             cudaFree(p);
     }
-    DevMem(DevMem &&o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; }
+    DevMem(DevMem &&o) noexcept : p(o.p), bytes(o.bytes)
+    {
+        o.p = nullptr;
+    }
     DevMem &operator=(DevMem &&o) noexcept
     {
         if (this != &o) {
-            if (p)
+            if (p && !st.dead)
                 cudaFree(p);
             p = o.p, bytes = o.bytes, o.p = nullptr;
         }
         return *this;
     }
     DevMem(const DevMem &) = delete;
-    template <typename T> T *as() const { return static_cast<T *>(p); }
+    template <typename T> T *as() const
+    {
+        return static_cast<T *>(p);
+    }
 };
 
 /* ------------------------------------------------------------------ JSON */
@@ -215,7 +255,10 @@ std::string jesc(const std::string &s)
     }
     return o;
 }
-std::string jnum(double v) { return std::isfinite(v) ? strf("%.4f", v) : "null"; }
+std::string jnum(double v)
+{
+    return std::isfinite(v) ? strf("%.4f", v) : "null";
+}
 
 void json_write()
 {
@@ -247,9 +290,9 @@ struct Cfg {
     float scale;
 };
 const Cfg CFGS[] = {
-    {"DeepSeek-V3", 256, 1, 8, 4, 8, 1, 2.5f},  {"Kimi-K2", 384, 1, 1, 1, 8, 1, 2.827f},
-    {"GLM-4.5", 160, 1, 1, 1, 8, 1, 2.5f},      {"Qwen3-MoE", 128, 0, 1, 1, 8, 0, 1.0f},
-    {"Qwen3-Next", 512, 0, 1, 1, 10, 0, 1.0f},  {"Mixtral", 8, 0, 1, 1, 2, 0, 1.0f},
+    {"DeepSeek-V3", 256, 1, 8, 4, 8, 1, 2.5f}, {"Kimi-K2", 384, 1, 1, 1, 8, 1, 2.827f},
+    {"GLM-4.5", 160, 1, 1, 1, 8, 1, 2.5f},     {"Qwen3-MoE", 128, 0, 1, 1, 8, 0, 1.0f},
+    {"Qwen3-Next", 512, 0, 1, 1, 10, 0, 1.0f}, {"Mixtral", 8, 0, 1, 1, 2, 0, 1.0f},
 };
 constexpr int N_CFGS = sizeof CFGS / sizeof CFGS[0];
 constexpr int LAYERS = 32;
@@ -275,7 +318,10 @@ const char *ARM_KEY[N_ARMS] = {"memra", "flashinfer_noauxtc", "vllm_topk_softmax
                                "vllm_topk_sigmoid", "sglang_moe_fused_gate"};
 const char *ARM_COL[N_ARMS] = {"memra", "FlashInfer", "vLLM softmax", "vLLM sigmoid",
                                "SGLang gate"};
-bool arm_has_pdl(Arm a) { return a == A_MEMRA || a == A_FI; }
+bool arm_has_pdl(Arm a)
+{
+    return a == A_MEMRA || a == A_FI;
+}
 
 /* Peers the task names that this folder does not build (README.md says why). */
 struct Missing {
@@ -288,13 +334,15 @@ const Missing MISSING[] = {
     {"SGLang moe_align_block_size (sgl-kernel/csrc/moe/moe_align_kernel.cu)", "align section"},
 };
 
-bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+bool is_pow2(int x)
+{
+    return x > 0 && (x & (x - 1)) == 0;
+}
 /* vLLM's launcher: a fused kernel for powers of two up to 512 and 192/320/384/448/576; other
  * expert counts take its two-kernel path through a workspace. */
 bool vllm_needs_ws(int E)
 {
-    return !((is_pow2(E) && E <= 512) || E == 192 || E == 320 || E == 384 || E == 448 ||
-             E == 576);
+    return !((is_pow2(E) && E <= 512) || E == 192 || E == 320 || E == 384 || E == 448 || E == 576);
 }
 
 /* nullptr when the arm serves the configuration, else why not. */
@@ -352,7 +400,10 @@ struct Rng {
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
         return s * 0x2545F4914F6CDD1Dull;
     }
-    double uni() { return ((double)(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+    double uni()
+    {
+        return ((double)(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    }
     double normal()
     {
         if (have) {
@@ -387,7 +438,10 @@ struct CfgState {
     memra_vrows_slabs sl;
     int il_base = 0;
     std::string memra_err; /* memra cannot run this configuration: why */
-    int il_prefill() const { return il_base + 64; }
+    int il_prefill() const
+    {
+        return il_base + 64;
+    }
 };
 
 void cfg_init(CfgState &cs, int idx)
@@ -396,9 +450,10 @@ void cfg_init(CfgState &cs, int idx)
     cs.c = &c, cs.idx = idx, cs.il_base = idx * 128;
     cs.bias.assign(c.E, 0.0f);
     if (c.bias)
-        fill_normal(cs.bias.data(), c.E, seed_of(idx, 1, 0, 0), 0.01); /* like e_score_correction_bias */
+        fill_normal(cs.bias.data(), c.E, seed_of(idx, 1, 0, 0),
+                    0.01); /* like e_score_correction_bias */
     cs.d_bias = DevMem((size_t)c.E * 4);
-    CU(cudaMemcpy(cs.d_bias.p, cs.bias.data(), (size_t)c.E * 4, cudaMemcpyHostToDevice));
+    h2d(cs.d_bias.p, cs.bias.data(), (size_t)c.E * 4);
     cs.planes.resize(3 * (size_t)c.E);
     for (int k = 0; k < 3; k++)
         for (int e = 0; e < c.E; e++)
@@ -565,23 +620,23 @@ void run_arm(Arm a, const CfgState &cs, int T, const Bufs &b, int il, bool pdl)
     case A_MEMRA:
         if (!cs.memra_err.empty())
             throw Failure(cs.memra_err);
-        MK(memra_route_tables(st.eng, (memra_devptr)b.logits.p, (uint32_t)T, &cs.spec, il,
-                              &cs.mac, &cs.sl, (memra_devptr)b.ids.p, (memra_devptr)b.w.p,
+        MK(memra_route_tables(st.eng, (memra_devptr)b.logits.p, (uint32_t)T, &cs.spec, il, &cs.mac,
+                              &cs.sl, (memra_devptr)b.ids.p, (memra_devptr)b.w.p,
                               (memra_devptr)b.ptrs.p, (memra_devptr)b.scl.p, (memra_stream)st.s));
         return;
     case A_FI:
         peer_check(peer_flashinfer_noauxtc(b.logits.as<float>(), cs.d_bias.as<float>(), T, c.E,
                                            c.n_group, c.topk_group, c.top_k, c.scale,
-                                           b.w.as<float>(), b.ids.as<int32_t>(), pdl ? 1 : 0,
-                                           st.s, err, sizeof err),
+                                           b.w.as<float>(), b.ids.as<int32_t>(), pdl ? 1 : 0, st.s,
+                                           err, sizeof err),
                    err);
         return;
     case A_VLLM_SM:
     case A_VLLM_SIG:
-        peer_check(peer_vllm_topk(b.logits.as<float>(), c.bias ? cs.d_bias.as<float>() : nullptr,
-                                  T, c.E, c.top_k, a == A_VLLM_SIG, 1, c.scale, b.w.as<float>(),
-                                  b.ids.as<int32_t>(), b.tei.as<int32_t>(), b.ws.as<float>(),
-                                  st.s, err, sizeof err),
+        peer_check(peer_vllm_topk(b.logits.as<float>(), c.bias ? cs.d_bias.as<float>() : nullptr, T,
+                                  c.E, c.top_k, a == A_VLLM_SIG, 1, c.scale, b.w.as<float>(),
+                                  b.ids.as<int32_t>(), b.tei.as<int32_t>(), b.ws.as<float>(), st.s,
+                                  err, sizeof err),
                    err);
         return;
     case A_SGL:
@@ -604,9 +659,11 @@ struct MemraPdl {
         if (on && st.eng) {
             int active = 0;
             MK(memra_engine_set_pdl(st.eng, 1, &active));
-            set = true;
-            if (!active)
+            if (!active) { /* no destructor runs for a constructor that throws */
+                memra_engine_set_pdl(st.eng, 0, nullptr);
                 throw Failure("memra_engine_set_pdl: PDL not in effect here");
+            }
+            set = true;
         }
     }
     ~MemraPdl()
@@ -621,6 +678,8 @@ struct Graph {
     cudaGraphExec_t ge = nullptr;
     ~Graph()
     {
+        if (st.dead)
+            return;
         if (ge)
             cudaGraphExecDestroy(ge);
         if (g)
@@ -710,11 +769,22 @@ struct Cell {
     CellState s = C_NONE;
     double v = NAN;
     std::string msg;
-    static Cell ok(double v) { return Cell{C_OK, v, ""}; }
-    static Cell na(const std::string &m) { return Cell{C_NA, NAN, m}; }
-    static Cell fail(const std::string &m) { return Cell{C_FAIL, NAN, m}; }
-    static Cell skip(const std::string &m) { return Cell{C_SKIP, NAN, m}; }
-    bool good() const { return s == C_OK && std::isfinite(v); }
+    static Cell ok(double v)
+    {
+        return Cell{C_OK, v, ""};
+    }
+    static Cell na(const std::string &m)
+    {
+        return Cell{C_NA, NAN, m};
+    }
+    static Cell fail(const std::string &m)
+    {
+        return Cell{C_FAIL, NAN, m};
+    }
+    bool good() const
+    {
+        return s == C_OK && std::isfinite(v);
+    }
 };
 const char *state_name(CellState s)
 {
@@ -776,16 +846,19 @@ void json_cell(const char *section, const Cfg &c, int T, const std::string &arm,
 
 std::vector<CfgState> cfgs; /* the configurations selected */
 
-bool section_on(const char *name) { return opt.sections.find(name) != std::string::npos; }
+bool section_on(const char *name)
+{
+    return opt.sections.find(name) != std::string::npos;
+}
 
 /* ------------------------------------------------------------------ decode */
 
 struct DecodeRow {
     const Cfg *c;
     int T;
-    Cell cons[2][2];   /* [tables][pdl] consumer alone, us per layer */
+    Cell cons[2][2];      /* [tables][pdl] consumer alone, us per layer */
     Cell node[N_ARMS][2]; /* arm node (arm + consumer - consumer), us per layer */
-    Cell two_step[2];  /* best plain peer, then memra_vrows_tables (+ table consumer) */
+    Cell two_step[2];     /* best plain peer, then memra_vrows_tables (+ table consumer) */
     int best = -1, best_any = -1, best_any_pdl = 0;
 };
 std::vector<DecodeRow> decode_rows;
@@ -804,7 +877,7 @@ void upload_layers(std::vector<Bufs> &L, const CfgState &cs, int T)
     std::vector<float> h((size_t)T * c.E);
     for (int il = 0; il < LAYERS; il++) {
         fill_normal(h.data(), h.size(), seed_of(cs.idx, 2, T, il), 1.0);
-        CU(cudaMemcpy(L[il].logits.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+        h2d(L[il].logits.p, h.data(), h.size() * 4);
     }
 }
 
@@ -822,13 +895,12 @@ void decode_one(CfgState &cs, int T)
 
     for (int tables = 0; tables < 2; tables++)
         for (int pdl = 0; pdl < 2; pdl++)
-            row.cons[tables][pdl] =
-                attempt(strf("%s consumer%s%s", where.c_str(), tables ? "+tables" : "",
-                             pdl ? " PDL" : ""),
-                        [&] {
-                            return graph_us_per_layer(
-                                [&](int il) { launch_consumer(L[il], np, tables, pdl); }, false);
-                        });
+            row.cons[tables][pdl] = attempt(
+                strf("%s consumer%s%s", where.c_str(), tables ? "+tables" : "", pdl ? " PDL" : ""),
+                [&] {
+                    return graph_us_per_layer(
+                        [&](int il) { launch_consumer(L[il], np, tables, pdl); }, false);
+                });
 
     for (int a = 0; a < N_ARMS; a++) {
         const Arm arm = (Arm)a;
@@ -864,15 +936,15 @@ void decode_one(CfgState &cs, int T)
                 row.node[a][pdl] = Cell::fail("consumer baseline failed");
                 continue;
             }
-            Cell full = attempt(strf("%s %s%s", where.c_str(), ARM_NAME[a], pdl ? " PDL" : ""),
-                                [&] {
-                                    return graph_us_per_layer(
-                                        [&](int il) {
-                                            run_arm(arm, cs, T, L[il], cs.il_base + il, pdl);
-                                            launch_consumer(L[il], np, tables, pdl);
-                                        },
-                                        arm == A_MEMRA && pdl);
-                                });
+            Cell full =
+                attempt(strf("%s %s%s", where.c_str(), ARM_NAME[a], pdl ? " PDL" : ""), [&] {
+                    return graph_us_per_layer(
+                        [&](int il) {
+                            run_arm(arm, cs, T, L[il], cs.il_base + il, pdl);
+                            launch_consumer(L[il], np, tables, pdl);
+                        },
+                        arm == A_MEMRA && pdl);
+                });
             row.node[a][pdl] = full.good() ? Cell::ok(full.v - base.v) : full;
             json_cell("decode", c, T, ARM_KEY[a], pdl, "graph_us_per_layer", full,
                       strf(", \"consumer_us_per_layer\": %s", jnum(base.v).c_str()));
@@ -906,22 +978,21 @@ void decode_one(CfgState &cs, int T)
             continue;
         }
         const Cell &base = row.cons[1][pdl];
-        Cell full = attempt(strf("%s %s + memra_vrows_tables%s", where.c_str(), ARM_NAME[best],
-                                 pdl ? " PDL" : ""),
-                            [&] {
-                                return graph_us_per_layer(
-                                    [&](int il) {
-                                        run_arm(best, cs, T, L[il], cs.il_base + il, pdl);
-                                        MK(memra_vrows_tables(
-                                            st.eng, (memra_devptr)L[il].ids.p,
-                                            (memra_devptr)L[il].w.p, np, (uint32_t)c.E,
-                                            cs.il_base + il, &cs.mac, &cs.sl,
-                                            (memra_devptr)L[il].ptrs.p,
-                                            (memra_devptr)L[il].scl.p, (memra_stream)st.s));
-                                        launch_consumer(L[il], np, true, pdl);
-                                    },
-                                    pdl);
-                            });
+        Cell full = attempt(
+            strf("%s %s + memra_vrows_tables%s", where.c_str(), ARM_NAME[best], pdl ? " PDL" : ""),
+            [&] {
+                return graph_us_per_layer(
+                    [&](int il) {
+                        run_arm(best, cs, T, L[il], cs.il_base + il, pdl);
+                        MK(memra_vrows_tables(st.eng, (memra_devptr)L[il].ids.p,
+                                              (memra_devptr)L[il].w.p, np, (uint32_t)c.E,
+                                              cs.il_base + il, &cs.mac, &cs.sl,
+                                              (memra_devptr)L[il].ptrs.p, (memra_devptr)L[il].scl.p,
+                                              (memra_stream)st.s));
+                        launch_consumer(L[il], np, true, pdl);
+                    },
+                    pdl);
+            });
         row.two_step[pdl] = full.good() && base.good() ? Cell::ok(full.v - base.v) : full;
         json_cell("decode", c, T, std::string(ARM_KEY[best]) + "+memra_vrows_tables", pdl,
                   "node_us", row.two_step[pdl]);
@@ -937,7 +1008,10 @@ double ratio(const Cell &a, const Cell &b)
 {
     return a.good() && b.good() && b.v > 0 ? a.v / b.v : NAN;
 }
-std::string rstr(double r) { return std::isfinite(r) ? strf("%.2f", r) : "—"; }
+std::string rstr(double r)
+{
+    return std::isfinite(r) ? strf("%.2f", r) : "—";
+}
 
 void print_decode_table()
 {
@@ -952,19 +1026,18 @@ void print_decode_table()
         const Cell &bp = r.best >= 0 ? r.node[r.best][0] : Cell();
         const Cell &ba = r.best_any >= 0 ? r.node[r.best_any][r.best_any_pdl] : Cell();
         const Cell &mem_pdl = r.node[A_MEMRA][1].good() ? r.node[A_MEMRA][1] : r.node[A_MEMRA][0];
-        printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-               r.c->name, r.T, cell_str(r.node[A_MEMRA][0]).c_str(),
-               cell_str(r.node[A_MEMRA][1]).c_str(), cell_str(r.node[A_FI][0]).c_str(),
-               cell_str(r.node[A_FI][1]).c_str(), cell_str(r.node[A_VLLM_SM][0]).c_str(),
-               cell_str(r.node[A_VLLM_SIG][0]).c_str(), cell_str(r.node[A_SGL][0]).c_str(),
-               r.best >= 0 ? ARM_COL[r.best] : "none",
-               rstr(ratio(r.node[A_MEMRA][0], bp)).c_str(),
-               r.best_any >= 0
-                   ? strf("%s%s %.2f", ARM_COL[r.best_any], r.best_any_pdl ? " PDL" : "", ba.v)
-                         .c_str()
-                   : "none",
-               rstr(ratio(mem_pdl, ba)).c_str(), cell_str(r.two_step[0]).c_str(),
-               rstr(ratio(r.node[A_MEMRA][0], r.two_step[0])).c_str());
+        printf(
+            "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+            r.c->name, r.T, cell_str(r.node[A_MEMRA][0]).c_str(),
+            cell_str(r.node[A_MEMRA][1]).c_str(), cell_str(r.node[A_FI][0]).c_str(),
+            cell_str(r.node[A_FI][1]).c_str(), cell_str(r.node[A_VLLM_SM][0]).c_str(),
+            cell_str(r.node[A_VLLM_SIG][0]).c_str(), cell_str(r.node[A_SGL][0]).c_str(),
+            r.best >= 0 ? ARM_COL[r.best] : "none", rstr(ratio(r.node[A_MEMRA][0], bp)).c_str(),
+            r.best_any >= 0
+                ? strf("%s%s %.2f", ARM_COL[r.best_any], r.best_any_pdl ? " PDL" : "", ba.v).c_str()
+                : "none",
+            rstr(ratio(mem_pdl, ba)).c_str(), cell_str(r.two_step[0]).c_str(),
+            rstr(ratio(r.node[A_MEMRA][0], r.two_step[0])).c_str());
     }
     printf("\nConsumer alone (µs per layer; ids+weights / +tables; plain / PDL):\n\n");
     printf("| config | tokens | ids | ids PDL | +tables | +tables PDL | best peer + memra "
@@ -1017,9 +1090,9 @@ void prefill_one(CfgState &cs, int T, const std::vector<float> &h)
             b.alloc(c, T, vllm_needs_ws(c.E));
         for (int k = 0; k < sets; k++)
             dst.emplace_back(lb);
-        CU(cudaMemcpy(S[0].logits.p, h.data(), lb, cudaMemcpyHostToDevice));
+        h2d(S[0].logits.p, h.data(), lb);
         for (int k = 1; k < sets; k++)
-            CU(cudaMemcpy(S[k].logits.p, S[0].logits.p, lb, cudaMemcpyDeviceToDevice));
+            d2d(S[k].logits.p, S[0].logits.p, lb);
     } catch (const Failure &f) {
         for (int a = 0; a < N_ARMS; a++)
             row.arm[a] = Cell::fail(f.what());
@@ -1066,10 +1139,9 @@ void print_prefill_table()
     printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: "
            "|\n");
     for (const PrefillRow &r : prefill_rows)
-        printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.c->name,
-               r.T, r.mb, cell_str(r.copy, "%.1f").c_str(),
-               cell_str(r.arm[A_MEMRA], "%.1f").c_str(), cell_str(r.arm[A_FI], "%.1f").c_str(),
-               cell_str(r.arm[A_VLLM_SM], "%.1f").c_str(),
+        printf("| %s | %d | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.c->name, r.T,
+               r.mb, cell_str(r.copy, "%.1f").c_str(), cell_str(r.arm[A_MEMRA], "%.1f").c_str(),
+               cell_str(r.arm[A_FI], "%.1f").c_str(), cell_str(r.arm[A_VLLM_SM], "%.1f").c_str(),
                cell_str(r.arm[A_VLLM_SIG], "%.1f").c_str(), cell_str(r.arm[A_SGL], "%.1f").c_str(),
                r.best >= 0 ? ARM_COL[r.best] : "none",
                rstr(ratio(r.arm[A_MEMRA], r.best >= 0 ? r.arm[r.best] : Cell())).c_str(),
@@ -1139,11 +1211,11 @@ struct ExactRow {
     const Cfg *c;
     int T;
     Cell run[N_ARMS];
-    long vs_ref[N_ARMS] = {};     /* tokens whose set differs from the fp64 reference */
-    double w_err[N_ARMS] = {};    /* max |w - w64| over tokens whose set equals the reference's */
+    long vs_ref[N_ARMS] = {};  /* tokens whose set differs from the fp64 reference */
+    double w_err[N_ARMS] = {}; /* max |w - w64| over tokens whose set equals the reference's */
     long diff[N_ARMS] = {}, memra_right[N_ARMS] = {}, peer_right[N_ARMS] = {},
-         neither[N_ARMS] = {};    /* per peer, against memra */
-    std::string host_arm;         /* memra device vs memra_route_tables_host */
+         neither[N_ARMS] = {}; /* per peer, against memra */
+    std::string host_arm;      /* memra device vs memra_route_tables_host */
 };
 std::vector<ExactRow> exact_rows;
 
@@ -1156,7 +1228,7 @@ void exact_one(CfgState &cs, const std::vector<float> &h)
     const std::string where = strf("exact %s T=%d", c.name, T);
     Bufs b;
     b.alloc(c, T, vllm_needs_ws(c.E));
-    CU(cudaMemcpy(b.logits.p, h.data(), (size_t)T * c.E * 4, cudaMemcpyHostToDevice));
+    h2d(b.logits.p, h.data(), (size_t)T * c.E * 4);
     /* the reference, every token */
     std::vector<std::vector<int>> rid(T);
     std::vector<std::vector<double>> rw(T);
@@ -1171,35 +1243,34 @@ void exact_one(CfgState &cs, const std::vector<float> &h)
             continue;
         }
         row.run[a] = attempt(strf("%s %s", where.c_str(), ARM_NAME[a]), [&] {
-            CU(cudaMemset(b.ids.p, 0xff, (size_t)T * K * 4));
+            CU(cudaMemsetAsync(b.ids.p, 0xff, (size_t)T * K * 4, st.s));
             run_arm((Arm)a, cs, T, b, cs.il_prefill(), false);
             sync_stream();
             ids[a].resize((size_t)T * K), ws[a].resize((size_t)T * K);
-            CU(cudaMemcpy(ids[a].data(), b.ids.p, (size_t)T * K * 4, cudaMemcpyDeviceToHost));
-            CU(cudaMemcpy(ws[a].data(), b.w.p, (size_t)T * K * 4, cudaMemcpyDeviceToHost));
+            d2h(ids[a].data(), b.ids.p, (size_t)T * K * 4);
+            d2h(ws[a].data(), b.w.p, (size_t)T * K * 4);
             if (a == A_MEMRA) {
                 /* the device output against memra's host arm, bit for bit */
                 const size_t np = (size_t)T * K;
                 std::vector<uint64_t> dp(3 * np), hp(3 * np);
                 std::vector<float> ds(3 * np), hs(3 * np), hw(np);
                 std::vector<int32_t> hid(np);
-                CU(cudaMemcpy(dp.data(), b.ptrs.p, 24 * np, cudaMemcpyDeviceToHost));
-                CU(cudaMemcpy(ds.data(), b.scl.p, 12 * np, cudaMemcpyDeviceToHost));
+                d2h(dp.data(), b.ptrs.p, 24 * np);
+                d2h(ds.data(), b.scl.p, 12 * np);
                 memra_faults f;
                 const memra_status hs_st =
                     memra_route_tables_host(h.data(), (uint32_t)T, &cs.spec, &cs.mac, &cs.sl,
                                             hid.data(), hw.data(), hp.data(), hs.data(), &f);
                 if (hs_st != MEMRA_OK)
-                    row.host_arm = strf("host arm: %s: %s", memra_status_string(hs_st),
-                                        memra_last_error());
+                    row.host_arm =
+                        strf("host arm: %s: %s", memra_status_string(hs_st), memra_last_error());
                 else {
                     long bad = 0;
                     for (int t = 0; t < T; t++) {
                         bool same = true;
                         for (int j = 0; j < K; j++) {
                             const size_t p = (size_t)t * K + j;
-                            same = same && hid[p] == ids[a][p] &&
-                                   !memcmp(&hw[p], &ws[a][p], 4);
+                            same = same && hid[p] == ids[a][p] && !memcmp(&hw[p], &ws[a][p], 4);
                             for (int k = 0; k < 3; k++)
                                 same = same && hp[k * np + p] == dp[k * np + p] &&
                                        !memcmp(&hs[k * np + p], &ds[k * np + p], 4);
@@ -1256,11 +1327,11 @@ void exact_one(CfgState &cs, const std::vector<float> &h)
         const std::string x =
             strf(", \"tokens_differing_from_fp64\": %ld, \"max_abs_weight_err_vs_fp64\": %s",
                  row.vs_ref[a], jnum(row.w_err[a]).c_str()) +
-            (a == A_MEMRA ? strf(", \"device_vs_host_arm\": \"%s\"", jesc(row.host_arm).c_str())
-                          : strf(", \"sets_differing_from_memra\": %ld, \"memra_matches_fp64\": "
-                                 "%ld, \"peer_matches_fp64\": %ld, \"neither\": %ld",
-                                 row.diff[a], row.memra_right[a], row.peer_right[a],
-                                 row.neither[a]));
+            (a == A_MEMRA
+                 ? strf(", \"device_vs_host_arm\": \"%s\"", jesc(row.host_arm).c_str())
+                 : strf(", \"sets_differing_from_memra\": %ld, \"memra_matches_fp64\": "
+                        "%ld, \"peer_matches_fp64\": %ld, \"neither\": %ld",
+                        row.diff[a], row.memra_right[a], row.peer_right[a], row.neither[a]));
         json_cell("exact", c, T, ARM_KEY[a], 0, "run", row.run[a], x);
     }
     exact_rows.push_back(row);
@@ -1287,9 +1358,9 @@ void print_exact_table()
                 printf("| %s | %s | %ld | %.3g | — | — | — | — |\n", r.c->name, ARM_NAME[a],
                        r.vs_ref[a], r.w_err[a]);
             else
-                printf("| %s | %s | %ld | %.3g | %ld | %ld | %ld | %ld |\n", r.c->name,
-                       ARM_NAME[a], r.vs_ref[a], r.w_err[a], r.diff[a], r.memra_right[a],
-                       r.peer_right[a], r.neither[a]);
+                printf("| %s | %s | %ld | %.3g | %ld | %ld | %ld | %ld |\n", r.c->name, ARM_NAME[a],
+                       r.vs_ref[a], r.w_err[a], r.diff[a], r.memra_right[a], r.peer_right[a],
+                       r.neither[a]);
         }
     printf("\nmemra's device output against its host arm (memra_route_tables_host):\n\n");
     for (const ExactRow &r : exact_rows)
@@ -1302,7 +1373,10 @@ void print_exact_table()
 /* vLLM's fused_moe without a tuned config file (get_default_config): BLOCK_SIZE_M = 16 when
  * the token count M <= E, else 64. Tuned H200 configs differ per model; this is the rule a
  * fresh install uses. */
-int align_block_size(int T, int E) { return T <= E ? 16 : 64; }
+int align_block_size(int T, int E)
+{
+    return T <= E ? 16 : 64;
+}
 
 struct AlignBufs {
     DevMem sorted, expert_ids, total;
@@ -1355,7 +1429,7 @@ std::string align_check(const std::vector<int32_t> &ids, int E, int bs, AlignBuf
 {
     const int n = (int)ids.size();
     int32_t total = 0;
-    CU(cudaMemcpy(&total, ab.total.p, 4, cudaMemcpyDeviceToHost));
+    d2h(&total, ab.total.p, 4);
     std::vector<std::vector<int>> want(E);
     for (int i = 0; i < n; i++)
         if (ids[i] >= 0 && ids[i] < E)
@@ -1368,8 +1442,8 @@ std::string align_check(const std::vector<int32_t> &ids, int E, int bs, AlignBuf
     if (total > ab.cap)
         return strf("total %d past the buffer (%d)", total, ab.cap);
     std::vector<int32_t> sorted(total), eids(total / bs);
-    CU(cudaMemcpy(sorted.data(), ab.sorted.p, (size_t)total * 4, cudaMemcpyDeviceToHost));
-    CU(cudaMemcpy(eids.data(), ab.expert_ids.p, (size_t)(total / bs) * 4, cudaMemcpyDeviceToHost));
+    d2h(sorted.data(), ab.sorted.p, (size_t)total * 4);
+    d2h(eids.data(), ab.expert_ids.p, (size_t)(total / bs) * 4);
     int off = 0;
     for (int e = 0; e < E; e++) {
         const int cnt = (int)want[e].size(), padded = (cnt + bs - 1) / bs * bs;
@@ -1424,8 +1498,7 @@ void align_decode_one(CfgState &cs, int T)
     }
     upload_layers(L, cs, T);
     const Cell cons = attempt(where + " consumer", [&] {
-        return graph_us_per_layer([&](int il) { launch_consumer(L[il], np, false, false); },
-                                  false);
+        return graph_us_per_layer([&](int il) { launch_consumer(L[il], np, false, false); }, false);
     });
     const Cell rc = attempt(strf("%s %s + consumer", where.c_str(), ARM_NAME[best]), [&] {
         return graph_us_per_layer(
@@ -1437,22 +1510,21 @@ void align_decode_one(CfgState &cs, int T)
     });
     row.router_node = cons.good() && rc.good() ? Cell::ok(rc.v - cons.v) : rc;
     for (int i = 0; i < N_ALIGN; i++) {
-        const Cell full =
-            attempt(strf("%s %s + %s + consumer", where.c_str(), ARM_NAME[best], ALIGN_ARMS[i].name),
-                    [&] {
-                        return graph_us_per_layer(
-                            [&](int il) {
-                                run_arm(best, cs, T, L[il], cs.il_base + il, false);
-                                ALIGN_ARMS[i].run(L[il].ids.as<int32_t>(), (int)np, c.E, row.bs,
-                                                  A[il]);
-                                launch_consumer(L[il], np, false, false);
-                            },
-                            false);
-                    });
+        const Cell full = attempt(
+            strf("%s %s + %s + consumer", where.c_str(), ARM_NAME[best], ALIGN_ARMS[i].name), [&] {
+                return graph_us_per_layer(
+                    [&](int il) {
+                        run_arm(best, cs, T, L[il], cs.il_base + il, false);
+                        ALIGN_ARMS[i].run(L[il].ids.as<int32_t>(), (int)np, c.E, row.bs, A[il]);
+                        launch_consumer(L[il], np, false, false);
+                    },
+                    false);
+            });
         row.node[i] = full.good() && cons.good() ? Cell::ok(full.v - cons.v) : full;
         row.incr[i] = full.good() && rc.good() ? Cell::ok(full.v - rc.v) : full;
         json_cell("align_decode", c, T, ALIGN_ARMS[i].key, 0, "router_plus_align_node_us",
-                  row.node[i], strf(", \"router\": \"%s\", \"block_size\": %d", ARM_KEY[best], row.bs));
+                  row.node[i],
+                  strf(", \"router\": \"%s\", \"block_size\": %d", ARM_KEY[best], row.bs));
         json_cell("align_decode", c, T, ALIGN_ARMS[i].key, 0, "align_increment_us", row.incr[i]);
     }
     /* the hook: memra's fused route + layout in the same graph shape */
@@ -1488,7 +1560,7 @@ void align_prefill_one(CfgState &cs, int T, const std::vector<float> &h, bool ch
     b.alloc(c, T, vllm_needs_ws(c.E));
     AlignBufs ab;
     ab.alloc(np, c.E, row.bs);
-    CU(cudaMemcpy(b.logits.p, h.data(), (size_t)T * c.E * 4, cudaMemcpyHostToDevice));
+    h2d(b.logits.p, h.data(), (size_t)T * c.E * 4);
     int src = -1;
     for (int a = 0; a < N_ARMS && src < 0; a++) {
         if (skip_reason((Arm)a, c))
@@ -1510,7 +1582,7 @@ void align_prefill_one(CfgState &cs, int T, const std::vector<float> &h, bool ch
     }
     row.router = ARM_COL[src];
     std::vector<int32_t> hid((size_t)np);
-    CU(cudaMemcpy(hid.data(), b.ids.p, (size_t)np * 4, cudaMemcpyDeviceToHost));
+    d2h(hid.data(), b.ids.p, (size_t)np * 4);
     for (int i = 0; i < N_ALIGN; i++) {
         row.node[i] = attempt(strf("%s %s", where.c_str(), ALIGN_ARMS[i].name), [&] {
             /* right after the router: its ids are in L2, as in serving */
@@ -1553,7 +1625,8 @@ void print_align_table()
                    cell_str(r.node[i]).c_str(), cell_str(r.incr[i]).c_str(),
                    cell_str(r.node[N_ALIGN]).c_str());
     }
-    printf("\nAlign alone at prefill sizes (µs per call, ids in L2 as right after the router):\n\n");
+    printf(
+        "\nAlign alone at prefill sizes (µs per call, ids in L2 as right after the router):\n\n");
     printf("| config | tokens | block size | ids from | align arm | µs | output check | memra "
            "fused layout |\n| --- | ---: | ---: | --- | --- | ---: | --- | ---: |\n");
     for (const AlignRow &r : align_rows) {
@@ -1585,8 +1658,8 @@ void print_plan()
         printf("| %s | %s |", cs.c->name, cfg_desc(*cs.c).c_str());
         for (int a = 0; a < N_ARMS; a++) {
             const char *why = skip_reason((Arm)a, *cs.c);
-            printf(" %s |", why ? strf("— (%s)", why).c_str()
-                                : (arm_has_pdl((Arm)a) ? "yes, +PDL" : "yes"));
+            printf(" %s |",
+                   why ? strf("— (%s)", why).c_str() : (arm_has_pdl((Arm)a) ? "yes, +PDL" : "yes"));
         }
         printf("\n");
     }
@@ -1604,16 +1677,15 @@ void print_plan()
 
 void usage()
 {
-    fprintf(stderr,
-            "usage: bench_peers [--json PATH] [--dry|--list] [--quick] [--sections LIST]\n"
-            "                   [--configs LIST] [--wait-timeout-s S] [--budget-s S]\n"
-            "  --sections  comma list of decode,prefill,exact,align (default all)\n"
-            "  --configs   comma list of names (DeepSeek-V3,Kimi-K2,GLM-4.5,Qwen3-MoE,\n"
-            "              Qwen3-Next,Mixtral; default all)\n"
-            "  --dry       print the plan, check for a GPU and exit (77: no GPU)\n"
-            "  --budget-s  skip what is left after this many seconds (default 300)\n"
-            "exit: 0 ran (failed arms are listed), 1 the GPU context was lost, 2 usage,\n"
-            "      77 no GPU\n");
+    fprintf(stderr, "usage: bench_peers [--json PATH] [--dry|--list] [--quick] [--sections LIST]\n"
+                    "                   [--configs LIST] [--wait-timeout-s S] [--budget-s S]\n"
+                    "  --sections  comma list of decode,prefill,exact,align (default all)\n"
+                    "  --configs   comma list of names (DeepSeek-V3,Kimi-K2,GLM-4.5,Qwen3-MoE,\n"
+                    "              Qwen3-Next,Mixtral; default all)\n"
+                    "  --dry       print the plan, check for a GPU and exit (77: no GPU)\n"
+                    "  --budget-s  skip what is left after this many seconds (default 300)\n"
+                    "exit: 0 ran (failed arms are listed), 1 the GPU context was lost, 2 usage,\n"
+                    "      77 no GPU\n");
 }
 
 int parse(int argc, char **argv)
@@ -1670,8 +1742,8 @@ void write_meta(int runtime_ver, int driver_ver)
                      "\"memra_pdl\": %d, \"memra_error\": \"%s\", \"quick\": %d, "
                      "\"layers\": %d, \"exact_tokens\": %d, \"commit\": \"%s\"}",
                      jesc(st.device).c_str(), st.sm, runtime_ver, driver_ver,
-                     jesc(memra_version_string()).c_str(), st.memra_pdl,
-                     jesc(st.memra_err).c_str(), opt.quick ? 1 : 0, LAYERS, EXACT_T,
+                     jesc(memra_version_string()).c_str(), st.memra_pdl, jesc(st.memra_err).c_str(),
+                     opt.quick ? 1 : 0, LAYERS, EXACT_T,
                      jesc(getenv("MEMRA_COMMIT") ? getenv("MEMRA_COMMIT") : "").c_str());
 }
 
@@ -1692,7 +1764,8 @@ int run_all()
         for (CfgState &cs : cfgs)
             for (int T : DECODE_T) {
                 if (over_budget()) {
-                    failures.push_back(strf("decode %s T=%d: skipped (time budget)", cs.c->name, T));
+                    failures.push_back(
+                        strf("decode %s T=%d: skipped (time budget)", cs.c->name, T));
                     continue;
                 }
                 fprintf(stderr, "[%6.1f s] decode %s, %d tokens\n", elapsed(), cs.c->name, T);
@@ -1708,12 +1781,11 @@ int run_all()
             if (section_on("prefill"))
                 for (int T : PREFILL_T) {
                     if (over_budget()) {
-                        failures.push_back(strf("prefill %s T=%d: skipped (time budget)",
-                                                cs.c->name, T));
+                        failures.push_back(
+                            strf("prefill %s T=%d: skipped (time budget)", cs.c->name, T));
                         continue;
                     }
-                    fprintf(stderr, "[%6.1f s] prefill %s, %d tokens\n", elapsed(), cs.c->name,
-                            T);
+                    fprintf(stderr, "[%6.1f s] prefill %s, %d tokens\n", elapsed(), cs.c->name, T);
                     prefill_one(cs, T, h);
                 }
             if (section_on("exact") && !over_budget()) {
@@ -1732,8 +1804,8 @@ int run_all()
                     try {
                         align_prefill_one(cs, T, h, T == EXACT_T);
                     } catch (const Failure &f) {
-                        failures.push_back(strf("align prefill %s T=%d: %s", cs.c->name, T,
-                                                f.what()));
+                        failures.push_back(
+                            strf("align prefill %s T=%d: %s", cs.c->name, T, f.what()));
                         health_check("align prefill");
                     }
                 }
@@ -1758,13 +1830,13 @@ int run_all()
                 for (int T : DECODE_T) {
                     if (over_budget())
                         continue;
-                    fprintf(stderr, "[%6.1f s] align decode %s, %d tokens\n", elapsed(),
-                            cs.c->name, T);
+                    fprintf(stderr, "[%6.1f s] align decode %s, %d tokens\n", elapsed(), cs.c->name,
+                            T);
                     try {
                         align_decode_one(cs, T);
                     } catch (const Failure &f) {
-                        failures.push_back(strf("align decode %s T=%d: %s", cs.c->name, T,
-                                                f.what()));
+                        failures.push_back(
+                            strf("align decode %s T=%d: %s", cs.c->name, T, f.what()));
                         health_check("align decode");
                     }
                 }
@@ -1801,8 +1873,16 @@ int main(int argc, char **argv)
     int ndev = 0;
     const cudaError_t dr = cudaGetDeviceCount(&ndev);
     if (dr != cudaSuccess || ndev == 0) {
-        printf("\nbench_peers: no CUDA device (cudaGetDeviceCount: %s); nothing measured.\n",
-               dr != cudaSuccess ? cudaGetErrorString(dr) : "0 devices");
+        const std::string why = strf("no CUDA device (cudaGetDeviceCount: %s)",
+                                     dr != cudaSuccess ? cudaGetErrorString(dr) : "0 devices");
+        printf("\nbench_peers: %s; nothing measured.\n", why.c_str());
+        if (!opt.dry) {
+            st.memra_err = why;
+            write_meta(0, 0);
+            json_rows.push_back(strf("{\"section\": \"summary\", \"error\": \"%s\", \"exit\": 77}",
+                                     jesc(why).c_str()));
+            json_write();
+        }
         return 77;
     }
     int rt = 0, drv = 0;
@@ -1832,11 +1912,12 @@ int main(int argc, char **argv)
         CU(cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking));
         CU(cudaMalloc(&st.sink, 64));
         CU(cudaMalloc(&st.flush, st.flush_bytes));
-        CU(cudaMemset(st.flush, 0x5a, st.flush_bytes));
+        CU(cudaMemsetAsync(st.flush, 0x5a, st.flush_bytes, st.s));
+        sync_stream();
         memra_status ms = memra_engine_create(0, &st.eng);
         if (ms != MEMRA_OK) {
-            st.memra_err = strf("memra_engine_create: %s: %s", memra_status_string(ms),
-                                memra_last_error());
+            st.memra_err =
+                strf("memra_engine_create: %s: %s", memra_status_string(ms), memra_last_error());
             st.eng = nullptr;
         } else {
             int active = 0;
@@ -1878,10 +1959,15 @@ int main(int argc, char **argv)
     json_write();
     printf("\nbench_peers: done in %.1f s, %zu failed measurement(s)%s\n", elapsed(),
            failures.size(), opt.json ? strf(", JSON in %s", opt.json).c_str() : "");
-    if (rc == 0) {
-        if (st.eng)
-            memra_engine_destroy(st.eng);
-        cudaStreamDestroy(st.s);
-    }
+    fflush(stdout);
+    fflush(stderr);
+    if (st.dead || rc != 0)
+        _exit(rc ? rc : 1); /* a lost context: no teardown that could wait on it */
+    cfgs.clear();
+    if (st.eng)
+        memra_engine_destroy(st.eng);
+    cudaFree(st.flush);
+    cudaFree(st.sink);
+    cudaStreamDestroy(st.s);
     return rc;
 }

@@ -44,6 +44,15 @@ vllm_inc=(-I "$P" -I "$P/shim/vllm" -I "$P/vllm/csrc/libtorch_stable")
 sgl_inc=(-I "$P" -I "$P/shim/sglang")
 
 echo "build.sh: $("$nvcc" --version | tail -1)"
+# The vendored peers are upstream's bytes (README.md): say so, or say loudly that they are not.
+if command -v sha256sum >/dev/null; then
+  if (cd "$P" && sha256sum --quiet -c SHA256SUMS >"$objs/sha256.log" 2>&1); then
+    echo "build.sh: vendored peer sources match SHA256SUMS (unmodified)"
+  else
+    echo "build.sh: WARNING: vendored peer sources differ from SHA256SUMS:" >&2
+    cat "$objs/sha256.log" >&2
+  fi
+fi
 echo "build.sh: memra from $build, objects in $objs"
 
 # compile NAME ARGS...: one object, its log kept, its status in NAME.rc; nonzero on failure.

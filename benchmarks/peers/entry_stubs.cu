@@ -26,9 +26,8 @@ extern "C" int peer_vllm_topk(const float *, const float *, int, int, int, int, 
 }
 #endif
 #ifdef STUB_SGLANG
-extern "C" int peer_sglang_fused_gate(const float *, const float *, int, int, int, int, int,
-                                      double, float *, int32_t *, cudaStream_t, char *err,
-                                      size_t errlen)
+extern "C" int peer_sglang_fused_gate(const float *, const float *, int, int, int, int, int, double,
+                                      float *, int32_t *, cudaStream_t, char *err, size_t errlen)
 {
     NOT_BUILT("SGLang moe_fused_gate");
 }

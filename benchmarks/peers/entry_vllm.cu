@@ -11,9 +11,9 @@
 #include "peers.h"
 
 extern "C" int peer_vllm_topk(const float *logits, const float *bias, int n_tokens, int n_expert,
-                              int top_k, int sigmoid, int renormalize, double scale,
-                              float *weights, int32_t *ids, int32_t *token_expert_indices,
-                              float *workspace, cudaStream_t s, char *err, size_t errlen)
+                              int top_k, int sigmoid, int renormalize, double scale, float *weights,
+                              int32_t *ids, int32_t *token_expert_indices, float *workspace,
+                              cudaStream_t s, char *err, size_t errlen)
 {
     (void)cudaGetLastError(); /* a stale error is not this launch's */
     try {

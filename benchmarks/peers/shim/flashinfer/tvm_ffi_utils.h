@@ -17,10 +17,12 @@
 #include <string>
 #include <vector>
 
-namespace memra_shim {
+namespace memra_shim
+{
 [[noreturn]] inline void unreachable(const char *what)
 {
-    std::fprintf(stderr, "memra bench shim: %s reached (the framework binding is not used)\n", what);
+    std::fprintf(stderr, "memra bench shim: %s reached (the framework binding is not used)\n",
+                 what);
     std::abort();
 }
 /* TVM_FFI_ICHECK(cond) << ...: a stream that aborts when a check fails. */
@@ -65,28 +67,62 @@ constexpr int64_t float32_code = encode_dlpack_dtype(DLDataType{kDLFloat, 32, 1}
 constexpr int64_t int32_code = encode_dlpack_dtype(DLDataType{kDLInt, 32, 1});
 
 /* The tensor view the binding takes; never constructed by the benchmark. */
-class TensorView {
+class TensorView
+{
   public:
-    DLDataType dtype() const { memra_shim::unreachable("TensorView::dtype"); }
-    std::vector<int64_t> sizes() const { memra_shim::unreachable("TensorView::sizes"); }
-    DLDevice device() const { memra_shim::unreachable("TensorView::device"); }
-    int64_t dim() const { memra_shim::unreachable("TensorView::dim"); }
-    int64_t ndim() const { memra_shim::unreachable("TensorView::ndim"); }
-    int64_t numel() const { memra_shim::unreachable("TensorView::numel"); }
-    void *data_ptr() const { memra_shim::unreachable("TensorView::data_ptr"); }
+    DLDataType dtype() const
+    {
+        memra_shim::unreachable("TensorView::dtype");
+    }
+    std::vector<int64_t> sizes() const
+    {
+        memra_shim::unreachable("TensorView::sizes");
+    }
+    DLDevice device() const
+    {
+        memra_shim::unreachable("TensorView::device");
+    }
+    int64_t dim() const
+    {
+        memra_shim::unreachable("TensorView::dim");
+    }
+    int64_t ndim() const
+    {
+        memra_shim::unreachable("TensorView::ndim");
+    }
+    int64_t numel() const
+    {
+        memra_shim::unreachable("TensorView::numel");
+    }
+    void *data_ptr() const
+    {
+        memra_shim::unreachable("TensorView::data_ptr");
+    }
 };
 
-namespace tvm {
-namespace ffi {
-template <typename T> class Optional {
+namespace tvm
+{
+namespace ffi
+{
+template <typename T> class Optional
+{
   public:
-    bool has_value() const { return false; }
-    T value() const { memra_shim::unreachable("Optional::value"); }
+    bool has_value() const
+    {
+        return false;
+    }
+    T value() const
+    {
+        memra_shim::unreachable("Optional::value");
+    }
 };
 } // namespace ffi
 } // namespace tvm
 
-inline cudaStream_t get_stream(DLDevice) { memra_shim::unreachable("get_stream"); }
+inline cudaStream_t get_stream(DLDevice)
+{
+    memra_shim::unreachable("get_stream");
+}
 
 #define TVM_FFI_ICHECK(cond)                                                                       \
     if (cond) {                                                                                    \

@@ -42,19 +42,37 @@ struct DLDevice {
 };
 enum { kDLFloat = 2, kDLCUDA = 2 };
 
-namespace tvm {
-namespace ffi {
-class TensorView {
+namespace tvm
+{
+namespace ffi
+{
+class TensorView
+{
   public:
     TensorView(void *data, DLDataType dtype, std::vector<int64_t> shape, DLDevice device)
         : data_(data), dtype_(dtype), shape_(std::move(shape)), device_(device)
     {
     }
-    void *data_ptr() const { return data_; }
-    DLDataType dtype() const { return dtype_; }
-    int64_t dim() const { return (int64_t)shape_.size(); }
-    const std::vector<int64_t> &shape() const { return shape_; }
-    DLDevice device() const { return device_; }
+    void *data_ptr() const
+    {
+        return data_;
+    }
+    DLDataType dtype() const
+    {
+        return dtype_;
+    }
+    int64_t dim() const
+    {
+        return (int64_t)shape_.size();
+    }
+    const std::vector<int64_t> &shape() const
+    {
+        return shape_;
+    }
+    DLDevice device() const
+    {
+        return device_;
+    }
 
   private:
     void *data_;
@@ -65,7 +83,8 @@ class TensorView {
 } // namespace ffi
 } // namespace tvm
 
-namespace host {
+namespace host
+{
 template <typename Cond, typename... Args> inline void RuntimeCheck(Cond &&cond, Args &&...args)
 {
     if (!cond) {
@@ -75,7 +94,10 @@ template <typename Cond, typename... Args> inline void RuntimeCheck(Cond &&cond,
     }
 }
 
-inline constexpr int64_t div_ceil(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline constexpr int64_t div_ceil(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
 
 /* The stream the launcher resolves a device to (tvm-ffi's environment stream). */
 inline cudaStream_t &memra_shim_current_stream()
@@ -96,7 +118,10 @@ struct LaunchKernel {
     }
     LaunchKernel(const LaunchKernel &) = delete;
     LaunchKernel &operator=(const LaunchKernel &) = delete;
-    static cudaStream_t resolve_device(DLDevice) { return memra_shim_current_stream(); }
+    static cudaStream_t resolve_device(DLDevice)
+    {
+        return memra_shim_current_stream();
+    }
     template <typename K, typename... Args> void operator()(K &&kernel, Args &&...args) const
     {
         const cudaError_t r = cudaLaunchKernelEx(&config_, kernel, std::forward<Args>(args)...);

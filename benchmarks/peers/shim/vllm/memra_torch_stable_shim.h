@@ -22,7 +22,8 @@
 #include <optional>
 #include <stdexcept>
 
-namespace memra_shim {
+namespace memra_shim
+{
 [[noreturn]] inline void unreachable(const char *what)
 {
     std::fprintf(stderr, "memra bench shim: %s reached (the torch binding is not used)\n", what);
@@ -36,20 +37,45 @@ namespace memra_shim {
             throw std::runtime_error("STD_TORCH_CHECK(" #cond ") failed");                         \
     } while (0)
 
-namespace torch {
-namespace headeronly {
+namespace torch
+{
+namespace headeronly
+{
 enum class ScalarType { Float, Half, BFloat16, Int, UInt32, Long };
 } // namespace headeronly
-namespace stable {
-class Tensor {
+namespace stable
+{
+class Tensor
+{
   public:
-    headeronly::ScalarType scalar_type() const { memra_shim::unreachable("Tensor::scalar_type"); }
-    int64_t dim() const { memra_shim::unreachable("Tensor::dim"); }
-    int64_t size(int64_t) const { memra_shim::unreachable("Tensor::size"); }
-    int64_t numel() const { memra_shim::unreachable("Tensor::numel"); }
-    bool is_contiguous() const { memra_shim::unreachable("Tensor::is_contiguous"); }
-    int32_t get_device_index() const { memra_shim::unreachable("Tensor::get_device_index"); }
-    const void *const_data_ptr() const { memra_shim::unreachable("Tensor::const_data_ptr"); }
+    headeronly::ScalarType scalar_type() const
+    {
+        memra_shim::unreachable("Tensor::scalar_type");
+    }
+    int64_t dim() const
+    {
+        memra_shim::unreachable("Tensor::dim");
+    }
+    int64_t size(int64_t) const
+    {
+        memra_shim::unreachable("Tensor::size");
+    }
+    int64_t numel() const
+    {
+        memra_shim::unreachable("Tensor::numel");
+    }
+    bool is_contiguous() const
+    {
+        memra_shim::unreachable("Tensor::is_contiguous");
+    }
+    int32_t get_device_index() const
+    {
+        memra_shim::unreachable("Tensor::get_device_index");
+    }
+    const void *const_data_ptr() const
+    {
+        memra_shim::unreachable("Tensor::const_data_ptr");
+    }
     template <typename T> const T *const_data_ptr() const
     {
         memra_shim::unreachable("Tensor::const_data_ptr<T>");
@@ -63,9 +89,13 @@ inline Tensor new_empty(const Tensor &, std::initializer_list<int64_t>, headeron
 {
     memra_shim::unreachable("torch::stable::new_empty");
 }
-namespace accelerator {
+namespace accelerator
+{
 struct DeviceGuard {
-    explicit DeviceGuard(int32_t) { memra_shim::unreachable("DeviceGuard"); }
+    explicit DeviceGuard(int32_t)
+    {
+        memra_shim::unreachable("DeviceGuard");
+    }
 };
 } // namespace accelerator
 } // namespace stable
