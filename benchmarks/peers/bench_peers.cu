@@ -444,7 +444,8 @@ struct CfgState {
     }
 };
 
-void cfg_init(CfgState &cs, int idx)
+/* The host side of a configuration: bias, planes, slabs, memra's spec. */
+void cfg_host_init(CfgState &cs, int idx)
 {
     const Cfg &c = CFGS[idx];
     cs.c = &c, cs.idx = idx, cs.il_base = idx * 128;
@@ -452,8 +453,6 @@ void cfg_init(CfgState &cs, int idx)
     if (c.bias)
         fill_normal(cs.bias.data(), c.E, seed_of(idx, 1, 0, 0),
                     0.01); /* like e_score_correction_bias */
-    cs.d_bias = DevMem((size_t)c.E * 4);
-    h2d(cs.d_bias.p, cs.bias.data(), (size_t)c.E * 4);
     cs.planes.resize(3 * (size_t)c.E);
     for (int k = 0; k < 3; k++)
         for (int e = 0; e < c.E; e++)
@@ -476,6 +475,15 @@ void cfg_init(CfgState &cs, int idx)
     cs.spec.routed_scaling_factor = c.scale;
     cs.spec.bias = c.bias ? cs.bias.data() : nullptr;
     cs.spec.group_scoring = MEMRA_GROUP_TOP2_SUM;
+}
+
+/* The device side: the bias on the device, memra's layers prepared. */
+void cfg_init(CfgState &cs, int idx)
+{
+    const Cfg &c = CFGS[idx];
+    cfg_host_init(cs, idx);
+    cs.d_bias = DevMem((size_t)c.E * 4);
+    h2d(cs.d_bias.p, cs.bias.data(), (size_t)c.E * 4);
     if (!st.memra_err.empty()) {
         cs.memra_err = st.memra_err;
         return;
@@ -1207,9 +1215,33 @@ void ref_route(const float *x, const CfgState &cs, std::vector<int> &ids, std::v
         w[j] = s[ids[j]] / sum * (double)c.scale;
 }
 
+/* The exactness batches: the prefill data's first EXACT_T tokens as they are (float32 normal
+ * values), and the same rounded to bfloat16 values (as a bf16 router GEMM writes them), where
+ * exact ties between experts are common and near-ties more so. */
+const char *BATCHES[] = {"f32", "bf16-valued"};
+constexpr int N_BATCHES = 2;
+float bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest even; the inputs are finite and small */
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+std::vector<float> exact_batch(const std::vector<float> &h, int E, int batch)
+{
+    std::vector<float> v(h.begin(), h.begin() + (size_t)EXACT_T * E);
+    if (batch == 1)
+        for (float &x : v)
+            x = bf16_round(x);
+    return v;
+}
+
 struct ExactRow {
     const Cfg *c;
     int T;
+    const char *batch;
     Cell run[N_ARMS];
     long vs_ref[N_ARMS] = {};  /* tokens whose set differs from the fp64 reference */
     double w_err[N_ARMS] = {}; /* max |w - w64| over tokens whose set equals the reference's */
@@ -1219,13 +1251,13 @@ struct ExactRow {
 };
 std::vector<ExactRow> exact_rows;
 
-void exact_one(CfgState &cs, const std::vector<float> &h)
+void exact_one(CfgState &cs, const std::vector<float> &h, const char *batch)
 {
     const Cfg &c = *cs.c;
     const int T = EXACT_T, K = c.top_k;
     ExactRow row;
-    row.c = &c, row.T = T;
-    const std::string where = strf("exact %s T=%d", c.name, T);
+    row.c = &c, row.T = T, row.batch = batch;
+    const std::string where = strf("exact %s T=%d %s", c.name, T, batch);
     Bufs b;
     b.alloc(c, T, vllm_needs_ws(c.E));
     h2d(b.logits.p, h.data(), (size_t)T * c.E * 4);
@@ -1332,7 +1364,8 @@ void exact_one(CfgState &cs, const std::vector<float> &h)
                  : strf(", \"sets_differing_from_memra\": %ld, \"memra_matches_fp64\": "
                         "%ld, \"peer_matches_fp64\": %ld, \"neither\": %ld",
                         row.diff[a], row.memra_right[a], row.peer_right[a], row.neither[a]));
-        json_cell("exact", c, T, ARM_KEY[a], 0, "run", row.run[a], x);
+        json_cell("exact", c, T, ARM_KEY[a], 0, "run", row.run[a],
+                  strf(", \"batch\": \"%s\"", batch) + x);
     }
     exact_rows.push_back(row);
 }
@@ -1342,29 +1375,30 @@ void print_exact_table()
     printf("\n## Exactness: %d tokens per configuration, expert sets against an fp64 host "
            "reference and against memra\n\n",
            EXACT_T);
-    printf("| config | arm | tokens ≠ fp64 | max abs weight err vs fp64 (agreeing tokens) | sets ≠ "
-           "memra | of those memra = fp64 | peer = fp64 | neither |\n");
-    printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| config | logits | arm | tokens ≠ fp64 | max abs weight err vs fp64 (agreeing "
+           "tokens) | sets ≠ memra | of those memra = fp64 | peer = fp64 | neither |\n");
+    printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (const ExactRow &r : exact_rows)
         for (int a = 0; a < N_ARMS; a++) {
             if (r.run[a].s == C_NA)
                 continue;
             if (r.run[a].s != C_OK) {
-                printf("| %s | %s | %s | | | | | |\n", r.c->name, ARM_NAME[a],
+                printf("| %s | %s | %s | %s | | | | | |\n", r.c->name, r.batch, ARM_NAME[a],
                        state_name(r.run[a].s));
                 continue;
             }
             if (a == A_MEMRA)
-                printf("| %s | %s | %ld | %.3g | — | — | — | — |\n", r.c->name, ARM_NAME[a],
-                       r.vs_ref[a], r.w_err[a]);
+                printf("| %s | %s | %s | %ld | %.3g | — | — | — | — |\n", r.c->name, r.batch,
+                       ARM_NAME[a], r.vs_ref[a], r.w_err[a]);
             else
-                printf("| %s | %s | %ld | %.3g | %ld | %ld | %ld | %ld |\n", r.c->name, ARM_NAME[a],
-                       r.vs_ref[a], r.w_err[a], r.diff[a], r.memra_right[a], r.peer_right[a],
-                       r.neither[a]);
+                printf("| %s | %s | %s | %ld | %.3g | %ld | %ld | %ld | %ld |\n", r.c->name,
+                       r.batch, ARM_NAME[a], r.vs_ref[a], r.w_err[a], r.diff[a], r.memra_right[a],
+                       r.peer_right[a], r.neither[a]);
         }
     printf("\nmemra's device output against its host arm (memra_route_tables_host):\n\n");
     for (const ExactRow &r : exact_rows)
-        printf("- %s: %s\n", r.c->name, r.host_arm.empty() ? "not run" : r.host_arm.c_str());
+        printf("- %s, %s logits: %s\n", r.c->name, r.batch,
+               r.host_arm.empty() ? "not run" : r.host_arm.c_str());
     fflush(stdout);
 }
 
@@ -1648,6 +1682,60 @@ void print_align_table()
 
 /* ------------------------------------------------------------------ plan, setup, main */
 
+/* Host only, no GPU: memra's host arm (the bits its device arm must reproduce) against the
+ * fp64 reference, on the exactness section's batch. Checks the reference itself before a GPU
+ * run, and says how often binary32 routing meets an fp64 near-tie. */
+void host_check()
+{
+    printf("\nHost check (no GPU): memra_route_tables_host against the fp64 reference, %d "
+           "tokens per batch:\n\n",
+           EXACT_T);
+    printf("| config | logits | tokens ≠ fp64 | max abs weight err vs fp64 (agreeing tokens) "
+           "|\n| --- | --- | ---: | ---: |\n");
+    for (CfgState &cs : cfgs)
+        for (int bt = 0; bt < N_BATCHES; bt++) {
+            const Cfg &c = *cs.c;
+            cfg_host_init(cs, cs.idx);
+            const int T = EXACT_T, K = c.top_k;
+            const std::vector<float> h = exact_batch(prefill_logits(cs, T), c.E, bt);
+            const size_t np = (size_t)T * K;
+            std::vector<int32_t> sel(np);
+            std::vector<float> selw(np), scl(3 * np);
+            std::vector<uint64_t> ptrs(3 * np);
+            memra_faults f;
+            const memra_status r =
+                memra_route_tables_host(h.data(), (uint32_t)T, &cs.spec, &cs.mac, &cs.sl,
+                                        sel.data(), selw.data(), ptrs.data(), scl.data(), &f);
+            if (r != MEMRA_OK) {
+                printf("| %s | %s | host arm: %s: %s | |\n", c.name, BATCHES[bt],
+                       memra_status_string(r), memra_last_error());
+                continue;
+            }
+            long differ = 0;
+            double werr = 0;
+            std::vector<int> rid;
+            std::vector<double> rw;
+            for (int t = 0; t < T; t++) {
+                ref_route(h.data() + (size_t)t * c.E, cs, rid, rw);
+                std::vector<std::pair<int, float>> got(K);
+                for (int j = 0; j < K; j++)
+                    got[j] = {sel[(size_t)t * K + j], selw[(size_t)t * K + j]};
+                std::sort(got.begin(), got.end());
+                bool same = true;
+                for (int j = 0; j < K; j++)
+                    same = same && got[j].first == rid[j];
+                if (!same) {
+                    differ++;
+                    continue;
+                }
+                for (int j = 0; j < K; j++)
+                    werr = std::max(werr, std::fabs((double)got[j].second - rw[j]));
+            }
+            printf("| %s | %s | %ld | %.3g |\n", c.name, BATCHES[bt], differ, werr);
+        }
+    fflush(stdout);
+}
+
 void print_plan()
 {
     printf("# bench_peers: memra against the peer routers, one process, one GPU\n\n");
@@ -1790,12 +1878,14 @@ int run_all()
                 }
             if (section_on("exact") && !over_budget()) {
                 fprintf(stderr, "[%6.1f s] exact %s\n", elapsed(), cs.c->name);
-                try {
-                    exact_one(cs, h);
-                } catch (const Failure &f) {
-                    failures.push_back(strf("exact %s: %s", cs.c->name, f.what()));
-                    health_check("exact");
-                }
+                for (int bt = 0; bt < N_BATCHES; bt++)
+                    try {
+                        exact_one(cs, exact_batch(h, cs.c->E, bt), BATCHES[bt]);
+                    } catch (const Failure &f) {
+                        failures.push_back(
+                            strf("exact %s %s: %s", cs.c->name, BATCHES[bt], f.what()));
+                        health_check("exact");
+                    }
             }
             if (section_on("align") && section_on("prefill"))
                 for (int T : PREFILL_T) {
@@ -1869,6 +1959,8 @@ int main(int argc, char **argv)
     }
     print_plan();
     printf("\nmemra library: %s (header %s)\n", memra_version_string(), MEMRA_VERSION_STRING);
+    if (opt.dry)
+        host_check();
 
     int ndev = 0;
     const cudaError_t dr = cudaGetDeviceCount(&ndev);
