@@ -794,6 +794,15 @@ struct Cell {
         return s == C_OK && std::isfinite(v);
     }
 };
+/* a - b when both were measured; else why not */
+Cell diff_cell(const Cell &a, const Cell &b)
+{
+    if (!a.good())
+        return a;
+    if (!b.good())
+        return Cell::fail("its baseline was not measured");
+    return Cell::ok(a.v - b.v);
+}
 const char *state_name(CellState s)
 {
     switch (s) {
@@ -986,6 +995,10 @@ void decode_one(CfgState &cs, int T)
             continue;
         }
         const Cell &base = row.cons[1][pdl];
+        if (!base.good()) {
+            row.two_step[pdl] = Cell::fail("consumer baseline failed");
+            continue;
+        }
         Cell full = attempt(
             strf("%s %s + memra_vrows_tables%s", where.c_str(), ARM_NAME[best], pdl ? " PDL" : ""),
             [&] {
@@ -1001,7 +1014,7 @@ void decode_one(CfgState &cs, int T)
                     },
                     pdl);
             });
-        row.two_step[pdl] = full.good() && base.good() ? Cell::ok(full.v - base.v) : full;
+        row.two_step[pdl] = full.good() ? Cell::ok(full.v - base.v) : full;
         json_cell("decode", c, T, std::string(ARM_KEY[best]) + "+memra_vrows_tables", pdl,
                   "node_us", row.two_step[pdl]);
     }
@@ -1542,7 +1555,7 @@ void align_decode_one(CfgState &cs, int T)
             },
             false);
     });
-    row.router_node = cons.good() && rc.good() ? Cell::ok(rc.v - cons.v) : rc;
+    row.router_node = diff_cell(rc, cons);
     for (int i = 0; i < N_ALIGN; i++) {
         const Cell full = attempt(
             strf("%s %s + %s + consumer", where.c_str(), ARM_NAME[best], ALIGN_ARMS[i].name), [&] {
@@ -1554,8 +1567,8 @@ void align_decode_one(CfgState &cs, int T)
                     },
                     false);
             });
-        row.node[i] = full.good() && cons.good() ? Cell::ok(full.v - cons.v) : full;
-        row.incr[i] = full.good() && rc.good() ? Cell::ok(full.v - rc.v) : full;
+        row.node[i] = diff_cell(full, cons);
+        row.incr[i] = diff_cell(full, rc);
         json_cell("align_decode", c, T, ALIGN_ARMS[i].key, 0, "router_plus_align_node_us",
                   row.node[i],
                   strf(", \"router\": \"%s\", \"block_size\": %d", ARM_KEY[best], row.bs));
@@ -1572,7 +1585,7 @@ void align_decode_one(CfgState &cs, int T)
                 },
                 false);
         });
-        row.node[N_ALIGN] = full.good() && cons.good() ? Cell::ok(full.v - cons.v) : full;
+        row.node[N_ALIGN] = diff_cell(full, cons);
     } catch (const NotAvailable &e) {
         row.node[N_ALIGN] = Cell::na(e.what());
     }
