@@ -257,7 +257,7 @@ std::string jesc(const std::string &s)
 }
 std::string jnum(double v)
 {
-    return std::isfinite(v) ? strf("%.4f", v) : "null";
+    return std::isfinite(v) ? strf("%.6g", v) : "null";
 }
 
 void json_write()
