@@ -2,7 +2,7 @@
  * GPU (issue #28 item 1; the align step of issue #31 item 5).
  *
  * Arms: memra_route_tables (routing + the three pointer/scale planes, one launch), FlashInfer's
- * NoAuxTc, vLLM's topk_softmax / topk_sigmoid, SGLang's moe_fused_gate (benchmarks/peers/*),
+ * NoAuxTc, vLLM's topk_softmax / topk_sigmoid, SGLang's moe_fused_gate (this folder),
  * each on the configurations it serves. Sections:
  *   decode   1, 8, 64, 256 tokens: 32 layers in one CUDA graph, each layer the arm's router
  *            launch and the same small consumer kernel reading what the arm wrote; the
