@@ -4,7 +4,8 @@
 # elsewhere and carried in .device/), the Python package's CPU tests, NVRTC
 # from an unusual folder (throwaway machines only), and the benchmarks.
 # Logs go to $1 (default out/).
-#   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all)
+#   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all;
+#                 "peers" runs only bench's peer benchmark, benchmarks/peers/)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,4 +63,14 @@ fi
 if has bench; then
   "$b/cli/memra" bench -o "$out/bench.json" 2>&1 | tee "$out/bench.log"
   MEMRA_LIB="$lib" python3 benchmarks/bench_torch.py --json "$out/bench-torch.json" 2>&1 | tee "$out/bench-torch.log"
+fi
+if has bench || has peers; then
+  # memra beside the peer routers (FlashInfer, vLLM, SGLang), built with nvcc where there is one.
+  nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  if [ -x "$nv" ] && NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers >"$out/bench-peers-build.log" 2>&1; then
+    /tmp/bench_peers --json "$out/bench-peers.json" 2>&1 | tee "$out/bench-peers.log"
+  else
+    echo "bench_peers: not built (no nvcc at $nv, or the build failed: bench-peers-build.log)" | tee "$out/bench-peers.log"
+    tail -30 "$out/bench-peers-build.log" 2>/dev/null
+  fi
 fi

@@ -1,0 +1,3 @@
+/* memra bench shim: see memra_torch_stable_shim.h */
+#pragma once
+#include "../../../memra_torch_stable_shim.h"
