@@ -131,7 +131,8 @@ static void router(setup *su, layer *l)
     const uint32_t E = su->spec.n_expert;
     const int block = memra_route_use_block(su->T, E);
     MK(memra_launch(su->eng, "bench",
-                    atomic_load(&su->eng->kernel[memra_route_kernel(block, &su->spec)]),
+                    atomic_load(&su->eng->kernel[memra_route_kernel(memra_route_variant, su->T,
+                                                                    &su->spec)]),
                     block ? su->T : memra_route_team_grid(su->T, E),
                     block ? memra_route_block_threads(E) : MEMRA_ROUTE_TEAM_THREADS, &l->router,
                     MEMRA_ROUTE_PARAM_BYTES, su->s));

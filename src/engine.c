@@ -84,6 +84,7 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
     eng->d = d;
     pthread_mutex_init(&eng->load_lock, NULL);
     pthread_mutex_init(&eng->state_lock, NULL);
+    memra_pinned_init(&eng->pinned);
     eng->info.ordinal = ordinal;
 
     CUresult r;
@@ -151,6 +152,8 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         call = "initialising the fault word";
         goto fail_pop;
     }
+    /* The mirror's first pinned chunk now, not at a layer's first upload. */
+    memra_pinned_reserve(d, &eng->pinned);
     memra_call_leave(&c);
     *out = eng;
     return MEMRA_OK;

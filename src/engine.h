@@ -10,6 +10,7 @@
 #include "driver.h"
 #include "kernels.h"
 #include "mirror.h"
+#include "pinned.h"
 
 /* Readback areas of the fault word: each reset takes one for the length of
  * its copy, so concurrent readers on different streams never share one and
@@ -44,6 +45,7 @@ struct memra_engine {
     memra_slot **slots[MEMRA_MIRROR_KINDS];
     size_t n_slots[MEMRA_MIRROR_KINDS];
     memra_retired *retired;
+    memra_pinned pinned; /* the mirror's host shadows */
     memra_engine_info info;
     memra_kernel_origin origin;
 };

@@ -53,12 +53,14 @@ static int slot_matches(const memra_slot *m, uint32_t n_expert, const float *con
     return 1;
 }
 
-static void retire(memra_engine *eng, memra_slot *m, CUdeviceptr dev, float *host)
+static void retire(memra_engine *eng, memra_slot *m, CUdeviceptr dev, float *host,
+                   size_t host_bytes)
 {
     memra_retired *r = calloc(1, sizeof *r);
     if (!r)
         return; /* leaking the buffer is safe; freeing what an upload reads is not */
-    *r = (memra_retired){.slot = m, .last_reader = m->version, .dev = dev, .host = host};
+    *r = (memra_retired){
+        .slot = m, .last_reader = m->version, .dev = dev, .host = host, .host_bytes = host_bytes};
     pthread_mutex_lock(&eng->state_lock);
     r->next = eng->retired;
     eng->retired = r;
@@ -83,8 +85,7 @@ static void reclaim(memra_call *c)
         if (r->last_reader <= atomic_load(&r->slot->finished)) {
             if (r->dev)
                 d->cuMemFree(r->dev);
-            if (r->host)
-                d->cuMemFreeHost(r->host);
+            memra_pinned_free(&eng->pinned, r->host, r->host_bytes);
             free(r);
         } else {
             r->next = NULL;
@@ -158,16 +159,18 @@ static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_
     CUresult r;
     if (grow && (r = d->cuMemAlloc(&dev, cap * sizeof(float))) != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, c->fn, "cuMemAlloc(mirrored planes)");
-    if ((r = d->cuMemAllocHost(&host, cap * sizeof(float))) != CUDA_SUCCESS) {
+    memra_status st = memra_pinned_alloc(c, &c->eng->pinned, cap * sizeof(float), &host);
+    if (st) {
         if (dev)
             d->cuMemFree(dev);
-        return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, c->fn, "cuMemAllocHost(plane shadow)");
+        return st;
     }
+    const size_t held = m->capacity * sizeof(float); /* the old shadows' size */
     if (grow) {
         if (m->shadow || m->dev)
-            retire(c->eng, m, m->dev, m->shadow);
+            retire(c->eng, m, m->dev, m->shadow, held);
         if (m->spare)
-            retire(c->eng, m, 0, m->spare);
+            retire(c->eng, m, 0, m->spare, held);
         m->spare = NULL;
         m->dev = dev;
         m->capacity = cap;
@@ -175,7 +178,7 @@ static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_
         m->spare = m->shadow;
         m->spare_reader = m->version;
     } else {
-        retire(c->eng, m, 0, m->shadow);
+        retire(c->eng, m, 0, m->shadow, held);
     }
     m->shadow = host;
     return MEMRA_OK;
@@ -321,10 +324,6 @@ void memra_mirror_release(memra_engine *eng, int touch_device)
             if (touch_device) {
                 if (m->dev)
                     d->cuMemFree(m->dev);
-                if (m->shadow)
-                    d->cuMemFreeHost(m->shadow);
-                if (m->spare)
-                    d->cuMemFreeHost(m->spare);
                 if (m->uploaded)
                     d->cuEventDestroy(m->uploaded);
             }
@@ -339,9 +338,9 @@ void memra_mirror_release(memra_engine *eng, int touch_device)
         next = r->next;
         if (touch_device && r->dev)
             d->cuMemFree(r->dev);
-        if (touch_device && r->host)
-            d->cuMemFreeHost(r->host);
         free(r);
     }
     eng->retired = NULL;
+    /* The shadows, live and retired, are blocks of the arena. */
+    memra_pinned_release(d, &eng->pinned, touch_device);
 }

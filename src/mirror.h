@@ -63,7 +63,8 @@ typedef struct memra_retired {
     memra_slot *slot;
     uint64_t last_reader;
     CUdeviceptr dev;
-    float *host; /* pinned */
+    float *host; /* pinned: a block of the engine's arena (pinned.h) */
+    size_t host_bytes;
 } memra_retired;
 
 /* The device address of (il, kind)'s planes, uploaded on `s` when missing or

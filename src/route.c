@@ -98,7 +98,7 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     CUfunction f;
     /* Both kernels a call may take for this spec: the block kernel for
      * decode batches, the team kernel for its expert count. */
-    const memra_kernel_id team = memra_route_kernel(0, spec);
+    const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
     if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, &c, &cap,
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
@@ -138,12 +138,12 @@ int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
     return use_block(memra_route_variant, n_tokens, n_expert);
 }
 
-memra_kernel_id memra_route_kernel(int block, const memra_route_spec *spec)
+memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec)
 {
-    if (block || spec->n_expert > MEMRA_ROUTE_TEAM_MAX_EXPERT)
+    if (use_block(variant, n_tokens, spec->n_expert))
         return MEMRA_KERNEL_ROUTE_BLOCK;
     return team_kernel(spec->n_expert, spec->scoring == MEMRA_ROUTE_SIGMOID,
-                       memra_route_variant == MEMRA_ROUTE_VARIANT_WARP_EXACT);
+                       variant == MEMRA_ROUTE_VARIANT_WARP_EXACT);
 }
 
 memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
@@ -187,8 +187,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s, memra_route_kernel(block, spec), &c,
-                    &cap, &f)))
+    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
+                    memra_route_kernel(variant, n_tokens, spec), &c, &cap, &f)))
         goto done;
 
     memra_route_args a = {

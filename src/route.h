@@ -32,9 +32,10 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                                 int variant);
 
 /* Whether a launch of n_tokens over n_expert takes the block kernel
- * (memra_route_variant honoured), and the kernel either way. */
+ * (memra_route_variant honoured), and the kernel a launch of n_tokens takes
+ * under `variant`. */
 int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
-memra_kernel_id memra_route_kernel(int block, const memra_route_spec *spec);
+memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec);
 
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);

@@ -70,8 +70,9 @@ static void test_route_param_layout(void **state)
     }
 }
 
-/* 2^20 tokens per configuration, in chunks of 2^17: half through each
- * kernel, half of each with edge values. The host arm is the slow side: one
+/* 2^20 tokens per configuration, in chunks of 2^17: a quarter through each
+ * kernel choice (memra's own, the block kernel, the team kernel, the team
+ * kernel unscreened), half of each with edge values. The host arm is the slow side: one
  * thread per configuration, the faults compared in the small batches below
  * (the fault word is the engine's, shared by the threads). */
 typedef struct million {
@@ -86,7 +87,7 @@ static void *million_main(void *arg)
     memra_stream own;
     memra_engine_stream(eng, &own);
     for (int chunk = 0; chunk < 8 && !m->failed; chunk++) {
-        const int v = chunk & 2 ? MEMRA_ROUTE_VARIANT_WARP : MEMRA_ROUTE_VARIANT_BLOCK;
+        const int v = chunk >> 1; /* MEMRA_ROUTE_VARIANT_AUTO .. _WARP_EXACT */
         m->failed =
             memra_route_case_check(eng, m->ci, 1u << 17, 1000 * m->ci + (uint64_t)chunk, chunk & 1,
                                    40 + (int)m->ci, 0, v, 0, own, m->why, sizeof m->why) != 0;
@@ -121,7 +122,7 @@ static void test_small_batches_with_faults(void **state)
     char why[512];
     for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
         for (uint32_t T = 1; T <= 1024; T *= 4)
-            for (int v = MEMRA_ROUTE_VARIANT_AUTO; v <= MEMRA_ROUTE_VARIANT_WARP; v++)
+            for (int v = MEMRA_ROUTE_VARIANT_AUTO; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++)
                 if (memra_route_case_check(eng, ci, T, 77 * ci + T, 1, 40 + (int)ci, 0, v, 1, own,
                                            why, sizeof why))
                     fail_msg("%s, %u tokens: %s", route_cases[ci].name, T, why);
@@ -155,8 +156,8 @@ static void test_crafted_ties(void **state)
     assert_int_equal(memra_upload(eng, dl, logits, sizeof logits), MEMRA_OK);
     memra_stream own;
     memra_engine_stream(eng, &own);
-    for (int g = 0; g < 2; g++)
-        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
+    for (int g = MEMRA_GROUP_TOP2_SUM; g <= MEMRA_GROUP_MAX; g++)
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
             s.group_scoring = (memra_group_scoring)g;
             memra_route_variant = v;
             assert_int_equal(

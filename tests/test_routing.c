@@ -107,6 +107,34 @@ static void test_expf_selects_equal_branches(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The team kernel's sigmoid screen (route_common.cuh) stays within 2^-18 of
+ * memra's sigmoid on every 61st float, both signs (every 6101st under
+ * valgrind): the bound the screening margin (2^-12) is built on, with 32x
+ * to spare for the margin's two sides. Non-finite inputs come out finite. */
+static void test_sigmoid_screen_within_its_bound(void **state)
+{
+    (void)state;
+    const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 6101 : 61;
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    uint64_t n = 0;
+    for (uint64_t b = 0; b <= 0xffffffffu; b += step) {
+        const float x = u2f((uint32_t)b), a = memra_route_sigmoid_screen(x);
+        if (isnan(x) || isinf(x)) {
+            assert_true(isfinite(a) && a >= 0.0f && a <= 1.0f);
+            continue;
+        }
+        const double d = fabs((double)a - (double)memra_route_sigmoid(x));
+        n++;
+        if (d > worst)
+            worst = d, worst_x = x;
+    }
+    printf("sigmoid screen: %llu points, worst %.3g (2^%.2f) at %.9g\n", (unsigned long long)n,
+           worst, log2(worst), (double)worst_x);
+    assert_true(n > 1000000 / (step / 61));
+    assert_true(worst <= 0x1p-18);
+}
+
 /* ---- a straightforward reference of the routing rules ---------------------- */
 
 typedef struct ranked {
@@ -1063,7 +1091,9 @@ static void device_case(memra_engine *eng, const config *c, int variant, uint32_
     host_route(&s, mac, logits, T, &h);
     char what[256];
     snprintf(what, sizeof what, "%s (%s kernel)", c->name,
-             variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "warp");
+             variant == MEMRA_ROUTE_VARIANT_BLOCK        ? "block"
+             : variant == MEMRA_ROUTE_VARIANT_WARP_EXACT ? "team, unscreened"
+                                                         : "team");
     expect_same(&dv, &h, np, what);
     assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
     assert_int_equal(f1.nonfinite, h.f.nonfinite);
@@ -1089,6 +1119,8 @@ static void test_device_matches_host_every_config(void **state)
         const uint32_t T = configs[ci].spec.n_expert > 256 ? 6 : 37;
         device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_WARP, T, 5 + ci, (int)ci);
         device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_BLOCK, T, 5 + ci, (int)ci);
+        if (configs[ci].spec.scoring == MEMRA_ROUTE_SIGMOID) /* the team kernel unscreened */
+            device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci, (int)ci);
     }
     memra_engine_destroy(eng);
 }
@@ -1116,7 +1148,7 @@ static void test_device_crafted_ties(void **state)
         dev_bufs d;
         dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
         assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
-        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
             memra_route_variant = v;
             assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel,
                                                 d.selw, d.ptrs, d.scl, NULL),
@@ -1385,6 +1417,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expf_within_2_ulp),
         cmocka_unit_test(test_expf_edges),
         cmocka_unit_test(test_expf_selects_equal_branches),
+        cmocka_unit_test(test_sigmoid_screen_within_its_bound),
         cmocka_unit_test(test_host_arm_matches_reference),
         cmocka_unit_test(test_ties_go_to_the_lower_index),
         cmocka_unit_test(test_group_scoring_max_and_top2_sum),
