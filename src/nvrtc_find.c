@@ -488,23 +488,25 @@ memra_status memra_set_nvrtc_path(const char *path)
     if (!path || !*path)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: path is %s", fn, path ? "empty" : "NULL");
     char e[MEMRA_ESCAPED_MAX], abs[MEMRA_NVRTC_PATH_MAX + 1], why[256];
-    /* A relative path means the working directory now, not at first use. */
-    size_t len = strlen(path);
+    /* A relative path means the working directory now, not at first use.
+     * snprintf's count is the whole length, cut or not: what decides
+     * whether the path fits (and, being used, what keeps gcc's
+     * -Wformat-truncation quiet at -O0, where it cannot see a check made
+     * before the call). */
+    int len;
     if (path[0] != '/') {
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd))
             return memra_fail(MEMRA_ERR_NVRTC,
                               "%s: %s is relative and the working directory cannot be read (%s)",
                               fn, memra_escape(path, e, sizeof e), strerror(errno));
-        len += strlen(cwd) + 1;
-        if (len <= MEMRA_NVRTC_PATH_MAX)
-            snprintf(abs, sizeof abs, "%s/%s", cwd, path);
-    } else if (len <= MEMRA_NVRTC_PATH_MAX) {
-        snprintf(abs, sizeof abs, "%s", path);
+        len = snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+    } else {
+        len = snprintf(abs, sizeof abs, "%s", path);
     }
-    if (len > MEMRA_NVRTC_PATH_MAX)
+    if (len < 0 || (size_t)len > MEMRA_NVRTC_PATH_MAX)
         return memra_fail(MEMRA_ERR_INVALID_ARG,
-                          "%s: the path is %zu bytes%s, longer than the %zu memra keeps: %s", fn,
+                          "%s: the path is %d bytes%s, longer than the %zu memra keeps: %s", fn,
                           len, path[0] == '/' ? "" : " once made absolute",
                           (size_t)MEMRA_NVRTC_PATH_MAX, memra_escape(path, e, sizeof e));
     /* Checked now, so a wrong path is said to the caller; loaded only when
