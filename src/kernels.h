@@ -18,12 +18,13 @@
     X(ROUTE_BLOCK, route_block)                                                                    \
     X(ROUTE_WARP, route_warp)
 
-/* X(id, entry point name, module id) */
+/* X(id, entry point name, module id, the public call that loads it before
+ * a capture: what a launch refused under capture tells its caller to make) */
 #define MEMRA_KERNELS(X)                                                                           \
-    X(VROWS, MEMRA_VROWS_KERNEL, VROWS)                                                            \
-    X(FAULTS_TAKE, MEMRA_TAKE_KERNEL, VROWS)                                                       \
-    X(ROUTE, MEMRA_ROUTE_KERNEL, ROUTE_WARP)                                                       \
-    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK)
+    X(VROWS, MEMRA_VROWS_KERNEL, VROWS, "memra_vrows_prepare_layer() or memra_engine_warmup()")    \
+    X(FAULTS_TAKE, MEMRA_TAKE_KERNEL, VROWS, "memra_engine_warmup()")                              \
+    X(ROUTE, MEMRA_ROUTE_KERNEL, ROUTE_WARP, "memra_route_prepare_layer()")                        \
+    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK, "memra_route_prepare_layer()")
 
 typedef enum memra_module_id {
 #define MEMRA_X(id, sym) MEMRA_MODULE_##id,
@@ -33,15 +34,16 @@ typedef enum memra_module_id {
 } memra_module_id;
 
 typedef enum memra_kernel_id {
-#define MEMRA_X(id, name, module) MEMRA_KERNEL_##id,
+#define MEMRA_X(id, name, module, prepare) MEMRA_KERNEL_##id,
     MEMRA_KERNELS(MEMRA_X)
 #undef MEMRA_X
         MEMRA_KERNEL_COUNT
 } memra_kernel_id;
 
-/* Kernel k's entry point name and module. */
+/* Kernel k's entry point name, module, and the call that loads it. */
 const char *memra_kernel_name(memra_kernel_id k);
 memra_module_id memra_kernel_module(memra_kernel_id k);
+const char *memra_kernel_prepare(memra_kernel_id k);
 /* Module m's embedded source. */
 memra_source memra_module_source(memra_module_id m);
 

@@ -211,12 +211,9 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
     }
     if (cap != MEMRA_CAPTURE_NONE)
         return memra_fail(MEMRA_ERR_CAPTURE,
-                          "%s: the stream is capturing and this call would compile and load the "
-                          "kernels; call %s (or memra_engine_warmup()) before capture. The "
-                          "capture is untouched.",
-                          c->fn,
-                          k == MEMRA_KERNEL_ROUTE ? "memra_route_prepare_layer()"
-                                                  : "memra_vrows_prepare_layer()");
+                          "%s: the stream is capturing and this call would compile and load its "
+                          "kernel (%s); call %s before capture. The capture is untouched.",
+                          c->fn, memra_kernel_name(k), memra_kernel_prepare(k));
     /* What the load warns (the cache folder, NVRTC found and refused) is
      * sent once the lock is let go: the log callback may warm this engine up. */
     memra_warn_hold();
