@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "text.h"
 
 /* The once-check has its own mutex. The callback is called with no lock
  * held (it may call memra, which may warn again or take the lock of
@@ -60,22 +61,30 @@ static void to_stderr(memra_log_level level, const char *message, void *user)
     fprintf(stderr, "memra: %s: %s\n", name, message);
 }
 
-/* Control characters of the whole message shown as escapes: whatever a
- * caller put into it, a warning is one line. */
+/* Control characters of the whole message shown as escapes (C0, DEL, the
+ * C1 controls and bytes that are not UTF-8, see text.h): whatever a caller
+ * put into it, a warning is one line that no terminal takes as a command. */
 static void one_line(const char *in, char *out, size_t len)
 {
     size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)in; *p && o + 5 < len; p++) {
+    for (const unsigned char *p = (const unsigned char *)in; *p && o + 5 < len;) {
+        const int n = memra_shown_len(p);
+        if (n > 0 && o + (size_t)n < len) {
+            memcpy(out + o, p, (size_t)n);
+            o += (size_t)n, p += n;
+            continue;
+        }
+        if (n > 0) /* a character that does not fit: the line ends before it */
+            break;
         if (*p == '\n')
             o += (size_t)snprintf(out + o, len - o, "\\n");
         else if (*p == '\r')
             o += (size_t)snprintf(out + o, len - o, "\\r");
         else if (*p == '\t')
             o += (size_t)snprintf(out + o, len - o, "\\t");
-        else if (*p < 0x20 || *p == 0x7f)
-            o += (size_t)snprintf(out + o, len - o, "\\x%02x", *p);
         else
-            out[o++] = (char)*p;
+            o += (size_t)snprintf(out + o, len - o, "\\x%02x", *p);
+        p++;
     }
     out[o] = 0;
 }

@@ -24,6 +24,12 @@ static void warn_one(void)
     memra_warn(MEMRA_WARN_CACHE_CAP, "cap %d", 7);
 }
 
+static void warn_c1(void)
+{
+    memra_warn(MEMRA_WARN_CACHE_CAP, "\xc2\x9b"
+                                     "31m");
+}
+
 static const char *capture_stderr(void (*fn)(void))
 {
     char path[] = "/tmp/memra-log-test-XXXXXX";
@@ -101,6 +107,26 @@ static void test_message_is_one_line(void **state)
     memra_set_log_callback(to_sink, &s);
     memra_warn(MEMRA_WARN_CACHE_ENV, "a\nmemra: warning: b\r\x1b");
     assert_string_equal(s.last, "a\\nmemra: warning: b\\r\\x1b");
+}
+
+/* C1 controls (U+0080..U+009F) and bytes that are not UTF-8 are control
+ * characters to a terminal: escaped like C0, whatever the message holds;
+ * other UTF-8 is kept. They passed raw. */
+static void test_c1_controls_are_escaped(void **state)
+{
+    (void)state;
+    sink s = {0};
+    memra_set_log_callback(to_sink, &s);
+    memra_warn(MEMRA_WARN_CACHE_ENV, "a\xc2\x9b"
+                                     "2Jb\x9b"
+                                     "c\xc2\x85 caf\xc3\xa9 \xff");
+    assert_string_equal(s.last, "a\\xc2\\x9b"
+                                "2Jb\\x9b"
+                                "c\\xc2\\x85 caf\xc3\xa9 \\xff");
+    memra_set_log_callback(NULL, NULL);
+    memra_warn_reset();
+    assert_string_equal(capture_stderr(warn_c1), "memra: warning: \\xc2\\x9b"
+                                                 "31m\n");
 }
 
 /* A callback that makes memra warn again (another kind) is fine; one that
@@ -322,6 +348,7 @@ int main(void)
         T(test_default_is_stderr),
         T(test_callback_then_null_restores_stderr),
         T(test_message_is_one_line),
+        T(test_c1_controls_are_escaped),
         T(test_callback_may_warn_but_not_swap),
         T(test_swap_while_others_warn),
         T(test_held_until_released),

@@ -150,6 +150,17 @@ rc, out, err = run(["info", "--json"], env)
 paths = [c["path"] for c in json.loads(out)["nvrtc"]] if rc == 0 else []
 check("info --json keeps an odd path's bytes", [os.fsencode(p) for p in paths
                                                 if p.startswith("/no/such")] == [odd], paths)
+# C1 control characters (U+009B is CSI: a terminal obeys it like ESC [) and a
+# lone 0x9b byte: escaped in the text, never written raw; \u009b in JSON.
+c1 = b"/no/such/c1\xc2\x9b2J\x9b31m/libnvrtc.so.13"
+env = dict(NO_GPU, MEMRA_NVRTC_PATH=os.fsdecode(c1))
+p = subprocess.run([TOOL, "info"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                   timeout=120)
+raw = p.stdout + p.stderr
+check("info escapes C1 controls", p.returncode == 0 and
+      b"c1\\xc2\\x9b2J\\x9b31m" in p.stdout and not any(0x80 <= c <= 0x9f for c in raw), raw)
+rc, out, err = run(["info", "--json"], env)
+check("info --json escapes C1 controls", rc == 0 and "c1\\u009b2J\\udc9b31m" in out, out)
 if os.path.exists("/dev/full"):
     with open("/dev/full", "w") as full:
         expect("info to a full disk", ["info"], None, err_has=["writing standard output failed"],
