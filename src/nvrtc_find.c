@@ -405,7 +405,8 @@ static void open_one_locked(const pending *p)
         const int n = atomic_load(&n_cands);
         for (int i = 0; h && i < n; i++)
             if (handles[i] == h && !ids[i].known) { /* found another way, file unknown */
-                close(fd);
+                if (fd >= 0)
+                    close(fd);
                 return;
             } else if (handles[i] == h) {
                 snprintf(why, sizeof why, "the loader gave back %s for it instead",
