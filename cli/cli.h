@@ -31,10 +31,12 @@ int usage_error(const char *verb, const char *fmt, ...) __attribute__((format(pr
 /* Milliseconds on the monotonic clock. */
 double now_ms(void);
 
-/* `s` with control characters shown as \n, \xNN (paths and messages come
- * from the environment and must not forge output lines). */
+/* `s` with control characters (C0, DEL, C1) and bytes that are not UTF-8
+ * shown as \n, \xNN (paths and messages come from the environment and must
+ * not forge output lines or reach a terminal as commands; src/text.h). */
 void put_text(FILE *f, const char *s);
-/* `s` as a JSON string, quotes included. NULL is null. */
+/* `s` as a JSON string, quotes included, control characters (C1 too) as
+ * \uXXXX, bytes that are not UTF-8 as \udcXX. NULL is null. */
 void put_json(FILE *f, const char *s);
 
 /* A transient status line on stdout, only when stdout is a terminal and

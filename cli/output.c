@@ -10,6 +10,8 @@
 
 #include <memra/memra.h>
 
+#include "text.h"
+
 double now_ms(void)
 {
     struct timespec ts;
@@ -30,33 +32,16 @@ int usage_error(const char *verb, const char *fmt, ...)
 
 void put_text(FILE *f, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '\n')
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        const int n = memra_shown_len(p);
+        if (n > 0)
+            fwrite(p, 1, (size_t)n, f);
+        else if (*p == '\n')
             fputs("\\n", f);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\x%02x", *p);
         else
-            fputc(*p, f);
+            fprintf(f, "\\x%02x", *p);
+        p += n ? n : 1;
     }
-}
-
-/* Length of the well-formed UTF-8 sequence at p (1..4), or 0. */
-static int utf8_len(const unsigned char *p)
-{
-    const unsigned char c = p[0];
-    int n = c < 0x80                 ? 1
-            : c >= 0xc2 && c <= 0xdf ? 2
-            : c >= 0xe0 && c <= 0xef ? 3
-            : c >= 0xf0 && c <= 0xf4 ? 4
-                                     : 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    /* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
-    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
-        (c == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return n;
 }
 
 void put_json(FILE *f, const char *s)
@@ -67,7 +52,7 @@ void put_json(FILE *f, const char *s)
     }
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        const int n = utf8_len(p);
+        const int n = memra_utf8_len(p);
         if (*p == '"' || *p == '\\')
             fprintf(f, "\\%c", *p);
         else if (*p == '\n')
@@ -76,6 +61,8 @@ void put_json(FILE *f, const char *s)
             fputs("\\t", f);
         else if (*p < 0x20 || *p == 0x7f)
             fprintf(f, "\\u%04x", *p);
+        else if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)
+            fprintf(f, "\\u%04x", p[1]); /* a C1 control, escaped like C0 */
         else if (n == 0)
             /* A byte that is not UTF-8 (a path is bytes): the lone surrogate
              * U+DC00+byte, as Python's surrogateescape spells it, so

@@ -60,6 +60,7 @@ static void engine_release(memra_engine *eng)
         d->cuDevicePrimaryCtxRelease(eng->dev);
     pthread_mutex_destroy(&eng->load_lock);
     pthread_mutex_destroy(&eng->state_lock);
+    pthread_mutex_destroy(&eng->check_lock);
     free(eng);
 }
 
@@ -85,6 +86,7 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
     pthread_mutex_init(&eng->load_lock, NULL);
     pthread_mutex_init(&eng->state_lock, NULL);
     memra_pinned_init(&eng->pinned);
+    pthread_mutex_init(&eng->check_lock, NULL);
     eng->info.ordinal = ordinal;
 
     CUresult r;

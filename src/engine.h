@@ -39,6 +39,11 @@ struct memra_engine {
     CUmodule module[MEMRA_MODULE_COUNT];
     const memra_nvrtc *nvrtc; /* the NVRTC that built the first module (NULL: the cache alone) */
 
+    /* One memra_engine_self_check at a time: each reads what its launches
+     * add to the fault word, which another check's launches would add to
+     * meanwhile. No launch or other call takes it. */
+    pthread_mutex_t check_lock;
+
     /* Short critical sections only, no driver call inside: the slot tables,
      * the retired list and info. */
     pthread_mutex_t state_lock;

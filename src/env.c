@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "text.h"
 #include "warn.h"
 
 const char *memra_env(const char *name)
@@ -34,21 +35,26 @@ int memra_env_flag(const char *name, int dflt)
     return dflt;
 }
 
-/* One byte as printed; returns its length. */
-static size_t escape_one(unsigned char c, char one[5])
+/* The text at p as printed, in one[]: a character as it is (*taken its
+ * bytes), or one byte as an escape (*taken 1). Returns its length. */
+static size_t escape_at(const unsigned char *p, size_t *taken, char one[5])
 {
-    if (c == '\\')
+    *taken = 1;
+    if (*p == '\\')
         return (size_t)snprintf(one, 5, "\\\\");
-    if (c == '\n')
+    if (*p == '\n')
         return (size_t)snprintf(one, 5, "\\n");
-    if (c == '\r')
+    if (*p == '\r')
         return (size_t)snprintf(one, 5, "\\r");
-    if (c == '\t')
+    if (*p == '\t')
         return (size_t)snprintf(one, 5, "\\t");
-    if (c < 0x20 || c == 0x7f)
-        return (size_t)snprintf(one, 5, "\\x%02x", c);
-    one[0] = (char)c, one[1] = 0;
-    return 1;
+    const int n = memra_shown_len(p);
+    if (n == 0)
+        return (size_t)snprintf(one, 5, "\\x%02x", *p);
+    memcpy(one, p, (size_t)n);
+    one[n] = 0;
+    *taken = (size_t)n;
+    return (size_t)n;
 }
 
 const char *memra_escape(const char *s, char *buf, size_t len)
@@ -59,14 +65,15 @@ const char *memra_escape(const char *s, char *buf, size_t len)
         return buf;
     }
     char one[5];
-    size_t total = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        total += escape_one(*p, one);
-    /* Cut only when it does not fit, keeping room for "..." then. */
+    size_t total = 0, taken;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p += taken)
+        total += escape_at(p, &taken, one);
+    /* Cut only when it does not fit, keeping room for "..." then; never
+     * inside a character. */
     const size_t room = total < len ? len - 1 : len - 4;
     size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        const size_t n = escape_one(*p, one);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p += taken) {
+        const size_t n = escape_at(p, &taken, one);
         if (o + n > room)
             break;
         memcpy(buf + o, one, n);

@@ -15,9 +15,10 @@ const char *memra_env(const char *name);
 int memra_env_flag(const char *name, int dflt);
 
 /* `s` as printable text in buf: backslash, newline, carriage return and tab
- * as \\, \n, \r, \t, other control bytes (and DEL) as \xNN; bytes above
- * 0x7f are kept (UTF-8 paths stay readable). Too long for buf: cut and
- * ended with "...". Returns buf. */
+ * as \\, \n, \r, \t, other control characters (C0, DEL and the C1 controls
+ * U+0080..U+009F) and bytes that are not UTF-8 as \xNN, each byte; other
+ * UTF-8 is kept (paths stay readable). Too long for buf: cut, never inside
+ * a character, and ended with "...". Returns buf. */
 const char *memra_escape(const char *s, char *buf, size_t len);
 
 /* Room that memra_escape needs for any printed value (longer is cut). */

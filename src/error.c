@@ -46,3 +46,9 @@ memra_status memra_fail(memra_status status, const char *fmt, ...)
     va_end(ap);
     return status;
 }
+
+void memra_error_restore(const char *message)
+{
+    if (message != last_error)
+        snprintf(last_error, sizeof last_error, "%s", message);
+}

@@ -22,7 +22,7 @@ memra_source memra_module_source(memra_module_id m)
 const char *memra_kernel_name(memra_kernel_id k)
 {
     static const char *const names[] = {
-#define MEMRA_X(id, name, module) name,
+#define MEMRA_X(id, name, module, prepare) name,
         MEMRA_KERNELS(MEMRA_X)
 #undef MEMRA_X
     };
@@ -32,9 +32,19 @@ const char *memra_kernel_name(memra_kernel_id k)
 memra_module_id memra_kernel_module(memra_kernel_id k)
 {
     static const memra_module_id modules[] = {
-#define MEMRA_X(id, name, module) MEMRA_MODULE_##module,
+#define MEMRA_X(id, name, module, prepare) MEMRA_MODULE_##module,
         MEMRA_KERNELS(MEMRA_X)
 #undef MEMRA_X
     };
     return modules[k];
+}
+
+const char *memra_kernel_prepare(memra_kernel_id k)
+{
+    static const char *const calls[] = {
+#define MEMRA_X(id, name, module, prepare) prepare,
+        MEMRA_KERNELS(MEMRA_X)
+#undef MEMRA_X
+    };
+    return calls[k];
 }

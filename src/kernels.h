@@ -24,18 +24,19 @@
     X(ROUTE_SIG8, route_sig8)                                                                      \
     X(ROUTE_SIG16, route_sig16)
 
-/* X(id, entry point name, module id) */
+/* X(id, entry point name, module id, the public call that loads it before
+ * a capture: what a launch refused under capture tells its caller to make) */
 #define MEMRA_KERNELS(X)                                                                           \
-    X(VROWS, MEMRA_VROWS_KERNEL, VROWS)                                                            \
-    X(FAULTS_TAKE, MEMRA_TAKE_KERNEL, VROWS)                                                       \
-    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK)                                          \
-    X(ROUTE_WARP1, MEMRA_ROUTE_WARP_KERNEL(1), ROUTE_WARP1)                                        \
-    X(ROUTE_WARP4, MEMRA_ROUTE_WARP_KERNEL(4), ROUTE_WARP4)                                        \
-    X(ROUTE_WARP8, MEMRA_ROUTE_WARP_KERNEL(8), ROUTE_WARP8)                                        \
-    X(ROUTE_WARP16, MEMRA_ROUTE_WARP_KERNEL(16), ROUTE_WARP16)                                     \
-    X(ROUTE_SIG4, MEMRA_ROUTE_SIG_KERNEL(4), ROUTE_SIG4)                                           \
-    X(ROUTE_SIG8, MEMRA_ROUTE_SIG_KERNEL(8), ROUTE_SIG8)                                           \
-    X(ROUTE_SIG16, MEMRA_ROUTE_SIG_KERNEL(16), ROUTE_SIG16)
+    X(VROWS, MEMRA_VROWS_KERNEL, VROWS, "memra_vrows_prepare_layer() or memra_engine_warmup()")    \
+    X(FAULTS_TAKE, MEMRA_TAKE_KERNEL, VROWS, "memra_engine_warmup()")                              \
+    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK, "memra_route_prepare_layer()")          \
+    X(ROUTE_WARP1, MEMRA_ROUTE_WARP_KERNEL(1), ROUTE_WARP1, "memra_route_prepare_layer()")        \
+    X(ROUTE_WARP4, MEMRA_ROUTE_WARP_KERNEL(4), ROUTE_WARP4, "memra_route_prepare_layer()")        \
+    X(ROUTE_WARP8, MEMRA_ROUTE_WARP_KERNEL(8), ROUTE_WARP8, "memra_route_prepare_layer()")        \
+    X(ROUTE_WARP16, MEMRA_ROUTE_WARP_KERNEL(16), ROUTE_WARP16, "memra_route_prepare_layer()")     \
+    X(ROUTE_SIG4, MEMRA_ROUTE_SIG_KERNEL(4), ROUTE_SIG4, "memra_route_prepare_layer()")           \
+    X(ROUTE_SIG8, MEMRA_ROUTE_SIG_KERNEL(8), ROUTE_SIG8, "memra_route_prepare_layer()")           \
+    X(ROUTE_SIG16, MEMRA_ROUTE_SIG_KERNEL(16), ROUTE_SIG16, "memra_route_prepare_layer()")
 
 typedef enum memra_module_id {
 #define MEMRA_X(id, sym) MEMRA_MODULE_##id,
@@ -45,15 +46,16 @@ typedef enum memra_module_id {
 } memra_module_id;
 
 typedef enum memra_kernel_id {
-#define MEMRA_X(id, name, module) MEMRA_KERNEL_##id,
+#define MEMRA_X(id, name, module, prepare) MEMRA_KERNEL_##id,
     MEMRA_KERNELS(MEMRA_X)
 #undef MEMRA_X
         MEMRA_KERNEL_COUNT
 } memra_kernel_id;
 
-/* Kernel k's entry point name and module. */
+/* Kernel k's entry point name, module, and the call that loads it. */
 const char *memra_kernel_name(memra_kernel_id k);
 memra_module_id memra_kernel_module(memra_kernel_id k);
+const char *memra_kernel_prepare(memra_kernel_id k);
 /* Module m's embedded source. */
 memra_source memra_module_source(memra_module_id m);
 

@@ -12,6 +12,7 @@
 #include "error.h"
 #include "jit.h"
 #include "nvrtc_find.h"
+#include "warn.h"
 
 static memra_status get_function(const memra_driver *d, CUmodule mod, const char *name,
                                  const char *fn, CUfunction *f)
@@ -210,13 +211,12 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
     }
     if (cap != MEMRA_CAPTURE_NONE)
         return memra_fail(MEMRA_ERR_CAPTURE,
-                          "%s: the stream is capturing and this call would compile and load the "
-                          "kernels; call %s (or memra_engine_warmup()) before capture. The "
-                          "capture is untouched.",
-                          c->fn,
-                          k == MEMRA_KERNEL_VROWS || k == MEMRA_KERNEL_FAULTS_TAKE
-                              ? "memra_vrows_prepare_layer()"
-                              : "memra_route_prepare_layer()");
+                          "%s: the stream is capturing and this call would compile and load its "
+                          "kernel (%s); call %s before capture. The capture is untouched.",
+                          c->fn, memra_kernel_name(k), memra_kernel_prepare(k));
+    /* What the load warns (the cache folder, NVRTC found and refused) is
+     * sent once the lock is let go: the log callback may warm this engine up. */
+    memra_warn_hold();
     pthread_mutex_lock(&eng->load_lock);
     memra_status st = MEMRA_OK;
     if (!atomic_load_explicit(&eng->kernel[k], memory_order_relaxed)) {
@@ -224,6 +224,7 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
         st = load_module(eng, c->fn, memra_kernel_module(k));
     }
     pthread_mutex_unlock(&eng->load_lock);
+    memra_warn_release();
     *out = atomic_load_explicit(&eng->kernel[k], memory_order_acquire);
     return st;
 }

@@ -43,11 +43,33 @@ typedef struct pending {
  * no lock. Everything else is under `lock`. */
 static memra_nvrtc cands[MEMRA_NVRTC_MAX];
 static void *handles[MEMRA_NVRTC_MAX];
+/* A loaded candidate's file by identity (st_dev, st_ino): what the loader
+ * itself compares, whatever name the file was reached by. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+    int known;
+} file_id;
+static file_id ids[MEMRA_NVRTC_MAX];
 static _Atomic int n_cands, has_usable, discovered;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Not opened yet, in order: named ones before derived ones. Paths set
  * before discovery wait in `early` to go after MEMRA_NVRTC_PATH. */
 static pending *named, *derived, *early;
+
+/* The lock, with what is warned under it sent after it is let go: the log
+ * callback may call memra_nvrtc_list() and the like, which take it. */
+static void lock_discovery(void)
+{
+    memra_warn_hold();
+    pthread_mutex_lock(&lock);
+}
+
+static void unlock_discovery(void)
+{
+    pthread_mutex_unlock(&lock);
+    memra_warn_release();
+}
 
 static void append(pending **q, pending *p)
 {
@@ -98,11 +120,28 @@ static void describe(memra_nvrtc *c, void *h)
     c->status = MEMRA_OK;
 }
 
-/* Lists a loaded library (h) or a refusal (h NULL, the reason in fmt); a
- * library already listed (the same handle) is not listed again. */
-static void list_locked(const char *path, const char *origin, void *h, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void list_locked(const char *path, const char *origin, void *h, const char *fmt, ...)
+static file_id id_of(const struct stat *sb)
+{
+    return (file_id){sb->st_dev, sb->st_ino, 1};
+}
+
+/* The listed library that is the file `id`, or -1. */
+static int listed_file(const file_id *id)
+{
+    const int n = atomic_load(&n_cands);
+    for (int i = 0; id && id->known && i < n; i++)
+        if (handles[i] && ids[i].known && ids[i].dev == id->dev && ids[i].ino == id->ino)
+            return i;
+    return -1;
+}
+
+/* Lists a loaded library (h, the file `id` when known) or a refusal (h
+ * NULL, the reason in fmt); a library already listed (the same handle) is
+ * not listed again. */
+static void list_locked(const char *path, const char *origin, void *h, const file_id *id,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void list_locked(const char *path, const char *origin, void *h, const file_id *id,
+                        const char *fmt, ...)
 {
     const int n = atomic_load(&n_cands);
     for (int i = 0; h && i < n; i++)
@@ -124,6 +163,7 @@ static void list_locked(const char *path, const char *origin, void *h, const cha
         va_end(ap);
     }
     handles[n] = h;
+    ids[n] = h && id ? *id : (file_id){0, 0, 0};
     atomic_store(&n_cands, n + 1);
     if (c->status == MEMRA_OK)
         atomic_store(&has_usable, 1);
@@ -196,7 +236,8 @@ static int root_trusted(const char *path, size_t root_len, char *why, size_t n)
  * the toolkit folder, the folder the file is named in and the folder it
  * really lives in (a toolkit's libnvrtc.so.13 is a link) trusted. The
  * descriptor, or -1 with why. */
-static int open_checked(const char *path, cand_kind kind, size_t root_len, char *why, size_t n)
+static int open_checked(const char *path, cand_kind kind, size_t root_len, file_id *id, char *why,
+                        size_t n)
 {
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
@@ -220,17 +261,25 @@ static int open_checked(const char *path, cand_kind kind, size_t root_len, char 
         close(fd);
         return -1;
     }
+    *id = id_of(&sb);
     return fd;
 }
 
+/* The lowest descriptor number never yet put in a /proc/self/fd name. */
+static int fresh_fd_name;
+
 /* dlopen of the file behind fd, through /proc/self/fd, so the file checked
  * is the file loaded whatever happens to the path meanwhile. The loader
- * knows objects by name first: a name another object was loaded under
- * before (its descriptor since closed and the number reused) would give
- * that object back, so such a number is traded for a fresh one. The
- * descriptor of a loaded library stays open for the process's life (the
- * handle is never closed either) so its number is never reused. Without
- * /proc the checked path is loaded by name. *fd is closed unless loaded. */
+ * knows objects by name first, and remembers every name it was handed for
+ * an object (the one an object was loaded under, and each name that turned
+ * out to be a file already loaded): a /proc/self/fd/N name it has seen
+ * would give that object back, whatever file N is now. So every load takes
+ * a number never used in such a name before (moving the descriptor up
+ * when needed), and a name some other code loaded an object under is
+ * traded for a fresh one too. The descriptor of a loaded library stays
+ * open for the process's life (the handle is never closed either), so no
+ * one else's name reuses its number. Without /proc the checked path is
+ * loaded by name. *fd is closed unless loaded. */
 static void *load_fd(int *fd, const char *path, char *why, size_t n)
 {
     char via[64];
@@ -244,22 +293,27 @@ static void *load_fd(int *fd, const char *path, char *why, size_t n)
         return h;
     }
     for (int tries = 0; tries < 8; tries++) {
+        if (*fd < fresh_fd_name) {
+            const int fresh = fcntl(*fd, F_DUPFD_CLOEXEC, fresh_fd_name);
+            close(*fd);
+            if ((*fd = fresh) < 0) {
+                snprintf(why, n, "cannot be loaded (no file descriptor: %s)", strerror(errno));
+                return NULL;
+            }
+        }
+        fresh_fd_name = *fd + 1;
+        snprintf(via, sizeof via, "/proc/self/fd/%d", *fd);
+        /* A name some other code loaded an object under (its descriptor
+         * since closed and the number reused): the loader answers NOLOAD by
+         * name before it looks at any file. */
         void *old = dlopen(via, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
         struct link_map *lm = NULL;
         const int stale = old && dlinfo(old, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name &&
                           strcmp(lm->l_name, via) == 0;
         if (old)
             dlclose(old); /* NOLOAD took a reference */
-        if (stale) {
-            const int fresh = fcntl(*fd, F_DUPFD_CLOEXEC, *fd + 1);
-            close(*fd);
-            if ((*fd = fresh) < 0) {
-                snprintf(why, n, "cannot be loaded (no file descriptor: %s)", strerror(errno));
-                return NULL;
-            }
-            snprintf(via, sizeof via, "/proc/self/fd/%d", *fd);
+        if (stale)
             continue;
-        }
         void *h = dlopen(via, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             snprintf(why, n, "%s", dlerror());
@@ -304,39 +358,70 @@ static void *load_soname(const char *soname, char *why, size_t n)
 
 /* ---- opening the next candidate --------------------------------------------- */
 
+/* The file a loaded object was loaded from, by identity (stat does not
+ * open it). */
+static file_id loaded_id(void *h)
+{
+    struct link_map *lm = NULL;
+    struct stat sb;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name &&
+        stat(lm->l_name, &sb) == 0)
+        return id_of(&sb);
+    return (file_id){0, 0, 0};
+}
+
 static void open_one_locked(const pending *p)
 {
     char why[256] = "", e[MEMRA_ESCAPED_MAX];
     void *h = NULL;
     const char *path = p->path;
     struct link_map *lm = NULL;
+    file_id id = {0, 0, 0};
     if (p->kind == SONAME) {
         h = load_soname(p->path, why, sizeof why);
         /* Say which file the loader took. */
         if (h && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name &&
             strlen(lm->l_name) <= MEMRA_NVRTC_PATH_MAX)
             path = lm->l_name;
+        if (h)
+            id = loaded_id(h);
     } else {
-        int fd = open_checked(p->path, p->kind, p->root_len, why, sizeof why);
+        int fd = open_checked(p->path, p->kind, p->root_len, &id, why, sizeof why);
         /* A derived file that is there but fails the checks is worth a
          * word: someone may be planting code, or a toolkit is misinstalled. */
         if (fd < 0 && p->kind == DERIVED && strncmp(why, "cannot be opened", 16) != 0)
             memra_warn(MEMRA_WARN_NVRTC_TRUST, "%s (from %s) %s: not loaded",
                        memra_escape(p->path, e, sizeof e), p->origin, why);
+        /* A library already listed, reached by another name (a toolkit's
+         * lib and lib64 holding the same file): not loaded or listed again. */
+        if (fd >= 0 && listed_file(&id) >= 0) {
+            close(fd);
+            return;
+        }
         if (fd >= 0)
             h = load_fd(&fd, p->path, why, sizeof why);
-        /* A library already listed (found another way) needs no second
-         * descriptor held open for it. */
-        for (int i = 0; h && fd >= 0 && i < atomic_load(&n_cands); i++)
-            if (handles[i] == h) {
-                close(fd);
-                fd = -1;
+        /* The loader gave back a library already listed as another file:
+         * never take it for this one. */
+        const int n = atomic_load(&n_cands);
+        for (int i = 0; h && i < n; i++)
+            if (handles[i] == h && !ids[i].known) { /* found another way, file unknown */
+                if (fd >= 0)
+                    close(fd);
+                return;
+            } else if (handles[i] == h) {
+                snprintf(why, sizeof why, "the loader gave back %s for it instead",
+                         memra_escape(cands[i].path, e, sizeof e));
+                h = NULL;
             }
+        if (!h && fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
         if (!h && strcmp(p->origin, "MEMRA_NVRTC_PATH") == 0)
             memra_warn(MEMRA_WARN_NVRTC_ENV, "MEMRA_NVRTC_PATH=%s %s: not used",
                        memra_escape(p->path, e, sizeof e), why);
     }
-    list_locked(path, p->origin, h, "%s", why);
+    list_locked(path, p->origin, h, &id, "%s", why);
 }
 
 static int open_next_locked(void)
@@ -376,7 +461,7 @@ static const char *path_var_locked(const char *var, size_t suffix)
         memra_warn(MEMRA_WARN_NVRTC_ENV,
                    "%s=%s is not an absolute path: not searched for NVRTC (give the full path)",
                    var, memra_escape(v, e, sizeof e));
-        list_locked(v, var, NULL, "is not an absolute path");
+        list_locked(v, var, NULL, NULL, "is not an absolute path");
         return NULL;
     }
     if (strlen(v) + suffix > MEMRA_NVRTC_PATH_MAX) {
@@ -390,7 +475,7 @@ static const char *path_var_locked(const char *var, size_t suffix)
                        "%s is %zu bytes long, more than the %zu bytes memra keeps for a path: not "
                        "used",
                        var, strlen(v), (size_t)MEMRA_NVRTC_PATH_MAX);
-        list_locked("(too long)", var, NULL, "is %zu bytes, longer than the %zu memra keeps",
+        list_locked("(too long)", var, NULL, NULL, "is %zu bytes, longer than the %zu memra keeps",
                     strlen(v) + suffix, (size_t)MEMRA_NVRTC_PATH_MAX);
         return NULL;
     }
@@ -419,24 +504,94 @@ static void add_toolkit_locked(const char *var)
             }
         }
     if (!found)
-        list_locked(home, var, NULL, "no libnvrtc.so.13, .12 or .11.2 in its lib64 or lib");
+        list_locked(home, var, NULL, NULL, "no libnvrtc.so.13, .12 or .11.2 in its lib64 or lib");
+}
+
+/* ---- what the process already loaded ---------------------------------------- */
+
+/* Whether [a, a + len) lies in one of the object's loaded segments. */
+static int in_segments(const struct dl_phdr_info *info, ElfW(Addr) a, size_t len)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        const ElfW(Addr) lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && a >= lo && len <= ph->p_memsz && a - lo <= ph->p_memsz - len)
+            return 1;
+    }
+    return 0;
+}
+
+/* A loaded object's DT_SONAME, read from its dynamic section in memory, or
+ * NULL. The loader rewrites the section's addresses to run-time ones on
+ * most targets but not on all (nor in the vDSO): DT_STRTAB is taken as it
+ * stands where that lies inside the object, else as relative to its base. */
+static const char *soname_of(const struct dl_phdr_info *info)
+{
+    const ElfW(Dyn) *dyn = NULL;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    ElfW(Addr) strtab = 0;
+    size_t strsz = 0, soname = 0;
+    int has_soname = 0;
+    for (; dyn && dyn->d_tag != DT_NULL; dyn++)
+        if (dyn->d_tag == DT_STRTAB)
+            strtab = dyn->d_un.d_ptr;
+        else if (dyn->d_tag == DT_STRSZ)
+            strsz = dyn->d_un.d_val;
+        else if (dyn->d_tag == DT_SONAME)
+            soname = dyn->d_un.d_val, has_soname = 1;
+    if (!has_soname || !strtab || soname >= strsz)
+        return NULL;
+    if (!in_segments(info, strtab, strsz))
+        strtab += info->dlpi_addr;
+    if (!in_segments(info, strtab, strsz))
+        return NULL;
+    const char *name = (const char *)strtab + soname;
+    return memchr(name, 0, strsz - soname) ? name : NULL;
+}
+
+typedef struct loaded_query {
+    const char *soname;
+    char path[MEMRA_NVRTC_PATH_MAX + 1]; /* the loaded object's file name */
+    int found;
+} loaded_query;
+
+static int find_soname(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    loaded_query *q = arg;
+    const char *name = soname_of(info);
+    /* A name with a slash is matched among the loaded objects by the loader
+     * before it searches anything; one without is not worth the risk. */
+    if (!name || strcmp(name, q->soname) != 0 || !info->dlpi_name ||
+        !strchr(info->dlpi_name, '/') || strlen(info->dlpi_name) > MEMRA_NVRTC_PATH_MAX)
+        return 0;
+    snprintf(q->path, sizeof q->path, "%s", info->dlpi_name);
+    q->found = 1;
+    return 1;
 }
 
 /* Once: what the process already loaded (listed at once: it is in the
- * process anyway), then the rest queued in order. */
+ * process anyway), then the rest queued in order. "Already loaded" is read
+ * from the loader's own list of objects (dl_iterate_phdr, each object's
+ * soname), never by dlopen(soname, RTLD_NOLOAD): for a soname nothing
+ * loaded has, that searches the loader path and opens what it finds there,
+ * and a FIFO on LD_LIBRARY_PATH would block it for ever. The handle is then
+ * taken by the object's own file name, which the loader matches among what
+ * it has loaded without opening anything. */
 static void discover_locked(void)
 {
     if (atomic_load(&discovered))
         return;
     for (size_t i = 0; i < N_SONAMES; i++) {
-        void *h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        loaded_query q = {sonames[i], "", 0};
+        dl_iterate_phdr(find_soname, &q);
+        void *h = q.found ? dlopen(q.path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
         if (!h)
             continue;
-        struct link_map *lm = NULL;
-        const char *where = sonames[i];
-        if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name)
-            where = lm->l_name;
-        list_locked(where, "already loaded in the process", h, "%s", "");
+        const file_id id = loaded_id(h);
+        list_locked(q.path, "already loaded in the process", h, &id, "%s", "");
     }
     const char *env = path_var_locked("MEMRA_NVRTC_PATH", 0);
     pending *p = env ? new_pending(NAMED, "MEMRA_NVRTC_PATH", env) : NULL;
@@ -459,11 +614,11 @@ int memra_nvrtc_candidates(const memra_driver *d, const memra_nvrtc **list)
         return d->n_nvrtc;
     }
     if (!atomic_load(&discovered) || !atomic_load(&has_usable)) {
-        pthread_mutex_lock(&lock);
+        lock_discovery();
         discover_locked();
         while (!atomic_load(&has_usable) && open_next_locked())
             ;
-        pthread_mutex_unlock(&lock);
+        unlock_discovery();
     }
     *list = cands;
     return atomic_load(&n_cands);
@@ -473,10 +628,10 @@ int memra_nvrtc_open_next(const memra_driver *d)
 {
     if (d->nvrtc)
         return 0;
-    pthread_mutex_lock(&lock);
+    lock_discovery();
     discover_locked();
     const int r = open_next_locked();
-    pthread_mutex_unlock(&lock);
+    unlock_discovery();
     return r;
 }
 
@@ -488,32 +643,35 @@ memra_status memra_set_nvrtc_path(const char *path)
     if (!path || !*path)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: path is %s", fn, path ? "empty" : "NULL");
     char e[MEMRA_ESCAPED_MAX], abs[MEMRA_NVRTC_PATH_MAX + 1], why[256];
-    /* A relative path means the working directory now, not at first use. */
-    size_t len = strlen(path);
+    /* A relative path means the working directory now, not at first use.
+     * snprintf's count is the whole length, cut or not: what decides
+     * whether the path fits (and, being used, what keeps gcc's
+     * -Wformat-truncation quiet at -O0, where it cannot see a check made
+     * before the call). */
+    int len;
     if (path[0] != '/') {
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd))
             return memra_fail(MEMRA_ERR_NVRTC,
                               "%s: %s is relative and the working directory cannot be read (%s)",
                               fn, memra_escape(path, e, sizeof e), strerror(errno));
-        len += strlen(cwd) + 1;
-        if (len <= MEMRA_NVRTC_PATH_MAX)
-            snprintf(abs, sizeof abs, "%s/%s", cwd, path);
-    } else if (len <= MEMRA_NVRTC_PATH_MAX) {
-        snprintf(abs, sizeof abs, "%s", path);
+        len = snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+    } else {
+        len = snprintf(abs, sizeof abs, "%s", path);
     }
-    if (len > MEMRA_NVRTC_PATH_MAX)
+    if (len < 0 || (size_t)len > MEMRA_NVRTC_PATH_MAX)
         return memra_fail(MEMRA_ERR_INVALID_ARG,
-                          "%s: the path is %zu bytes%s, longer than the %zu memra keeps: %s", fn,
+                          "%s: the path is %d bytes%s, longer than the %zu memra keeps: %s", fn,
                           len, path[0] == '/' ? "" : " once made absolute",
                           (size_t)MEMRA_NVRTC_PATH_MAX, memra_escape(path, e, sizeof e));
     /* Checked now, so a wrong path is said to the caller; loaded only when
      * no candidate before it serves. */
-    const int fd = open_checked(abs, NAMED, 0, why, sizeof why);
+    file_id id;
+    const int fd = open_checked(abs, NAMED, 0, &id, why, sizeof why);
     if (fd < 0)
         return memra_fail(MEMRA_ERR_NVRTC, "%s: %s %s", fn, memra_escape(abs, e, sizeof e), why);
     close(fd);
-    pthread_mutex_lock(&lock);
+    lock_discovery();
     memra_status st = MEMRA_OK;
     int listed = 0;
     for (int i = 0; i < atomic_load(&n_cands); i++)
@@ -525,7 +683,7 @@ memra_status memra_set_nvrtc_path(const char *path)
         else
             append(atomic_load(&discovered) ? &named : &early, p);
     }
-    pthread_mutex_unlock(&lock);
+    unlock_discovery();
     return st;
 }
 
@@ -573,7 +731,7 @@ memra_status memra_nvrtc_list(memra_nvrtc_info *out, int max, int *count)
     }
     /* One consistent view: the listed ones, then those not tried yet in
      * the order they would be. */
-    pthread_mutex_lock(&lock);
+    lock_discovery();
     n = atomic_load(&n_cands);
     for (int i = 0; i < n && i < max; i++)
         info_of(&cands[i], &out[i]);
@@ -586,7 +744,7 @@ memra_status memra_nvrtc_list(memra_nvrtc_info *out, int max, int *count)
                 snprintf(out[n].origin, sizeof out[n].origin, "%s", p->origin);
                 out[n].state = MEMRA_NVRTC_NOT_TRIED;
             }
-    pthread_mutex_unlock(&lock);
+    unlock_discovery();
     *count = n;
     return MEMRA_OK;
 }

@@ -4,8 +4,10 @@
  * it could not be used, why: a copy already loaded in the process (the one
  * PyTorch or CuPy use), $MEMRA_NVRTC_PATH, paths given to
  * memra_set_nvrtc_path(), $CUDA_HOME and $CUDA_PATH (lib64, lib), and the
- * loader path by soname, newest first. The same library found twice is
- * listed once.
+ * loader path by soname, newest first. The same library found twice (the
+ * same file, st_dev and st_ino) is listed and loaded once. "Already
+ * loaded" is read from the loader's list of objects, never asked of
+ * dlopen(soname, RTLD_NOLOAD), which searches the loader path.
  *
  * Nothing is loaded before it is needed: a candidate is opened only when
  * none opened before it serves, the first time for any use, then for each

@@ -24,4 +24,19 @@ void memra_warn(memra_warn_kind kind, const char *fmt, ...) __attribute__((forma
 /* The test seam: forget what was sent. Not exported. */
 void memra_warn_reset(void);
 
+/* Around every memra lock under which something may warn: hold before
+ * taking the lock, release after letting it go. Messages raised on this
+ * thread in between reach the log callback at the outermost release, with
+ * no memra lock held, since the callback may call memra (which would wait
+ * for that lock for ever). They nest. */
+void memra_warn_hold(void);
+void memra_warn_release(void);
+
+/* How long memra_set_log_callback waits for the calls into the callback it
+ * replaced before it returns an error instead (a callback that waits for
+ * the thread swapping it out would otherwise hang both). The variable is
+ * the test seam. */
+#define MEMRA_LOG_SWAP_TIMEOUT_MS 5000
+extern int memra_log_swap_timeout_ms;
+
 #endif /* MEMRA_WARN_H */

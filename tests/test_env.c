@@ -151,6 +151,38 @@ static void test_values_are_escaped(void **state)
     assert_non_null(strstr(seen[2], "1\\n2"));
 }
 
+/* C1 control characters (U+0080..U+009F; U+009B is CSI, which a terminal
+ * obeys like ESC [) and bytes that are not UTF-8 (a lone 0x9b is CSI to a
+ * terminal in an 8-bit mode) are escaped too; other UTF-8 stays readable.
+ * They passed raw into warnings, the log callback and memra info. */
+static void test_c1_controls_are_escaped(void **state)
+{
+    (void)state;
+    char b[128];
+    assert_string_equal(memra_escape("a\xc2\x9b"
+                                     "31mb\x9b"
+                                     "c\xc2\x85\xc2\xa0"
+                                     "caf\xc3\xa9",
+                                     b, sizeof b),
+                        "a\\xc2\\x9b"
+                        "31mb\\x9b"
+                        "c\\xc2\\x85\xc2\xa0"
+                        "caf\xc3\xa9");
+    assert_string_equal(memra_escape("\xff\xc3", b, sizeof b), "\\xff\\xc3");
+    /* Cut between characters, never inside one (6 bytes of room before the
+     * "...": not "abcd\xe2\x82"). */
+    char small[10];
+    assert_string_equal(memra_escape("abcd\xe2\x82\xac\xe2\x82\xac", small, sizeof small),
+                        "abcd...");
+    setenv("MEMRA_CACHE_DIR", "rel\xc2\x9b[2J\x9b[31m", 1);
+    memra_cache_dir(dir, sizeof dir);
+    unsetenv("MEMRA_CACHE_DIR");
+    assert_int_equal(n_seen, 1);
+    for (const unsigned char *p = (const unsigned char *)seen[0]; *p; p++)
+        assert_false(*p >= 0x80 && *p <= 0x9f);
+    assert_non_null(strstr(seen[0], "rel\\xc2\\x9b[2J\\x9b[31m is not"));
+}
+
 static void test_escape_cuts_with_an_ellipsis(void **state)
 {
     (void)state;
@@ -178,6 +210,7 @@ int main(void)
         T(test_no_home_warns_cache_off),
         T(test_values_are_escaped),
         T(test_escape_cuts_with_an_ellipsis),
+        T(test_c1_controls_are_escaped),
 #undef T
     };
     // clang-format on

@@ -762,6 +762,179 @@ static void test_refusals_then_good_path(void **state)
     in_child(case_refusals_then_good);
 }
 
+/* ---- the log callback may call memra ------------------------------------- */
+
+/* A callback that calls memra: the discovery lock or the engine's load lock
+ * held around the warning hung it (and every thread's first engine). */
+static memra_engine *cb_engine;
+static int cb_calls, cb_failed;
+static void calls_memra(memra_log_level level, const char *message, void *user)
+{
+    catch_warning(level, message, user);
+    cb_calls++;
+    int n = 0;
+    memra_nvrtc_info info[8];
+    cb_failed += memra_nvrtc_available(&n) != MEMRA_OK;
+    cb_failed += memra_nvrtc_list(info, 8, &n) != MEMRA_OK;
+    cb_failed += memra_set_nvrtc_path(fake("V12_9")) != MEMRA_OK;
+    if (cb_engine)
+        cb_failed += memra_engine_warmup(cb_engine) != MEMRA_OK;
+}
+
+/* Warned during discovery (a relative MEMRA_NVRTC_PATH). */
+static int case_callback_in_discovery(void)
+{
+    char msg[4096] = "";
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    memra_set_log_callback(calls_memra, NULL);
+    setenv("MEMRA_NVRTC_PATH", "rel/libnvrtc.so.13", 1);
+    int n = 0;
+    CHILD_CHECK(memra_nvrtc_available(&n) == MEMRA_OK);
+    snprintf(msg, sizeof msg, "%.4000s", warnings);
+    CHILD_CHECK(cb_calls == 1 && cb_failed == 0);
+    CHILD_CHECK(strstr(warnings, "MEMRA_NVRTC_PATH=rel/libnvrtc.so.13 is not an absolute") != NULL);
+    CHILD_CHECK(state_of(fake("V12_9"), NULL, 0) >= 0); /* the callback's path was taken */
+    return 0;
+}
+
+static void test_callback_may_call_memra_during_discovery(void **state)
+{
+    (void)state;
+    in_child(case_callback_in_discovery);
+}
+
+/* Warned while an engine loads its kernel (MEMRA_FORCE_PTX neither yes nor
+ * no): the callback warms the same engine up and lists NVRTC. */
+static int case_callback_in_load(void)
+{
+    char msg[4096] = "";
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    setenv("MEMRA_NVRTC_PATH", fake("V13_0"), 1);
+    CHILD_CHECK(memra_engine_create(0, &cb_engine) == MEMRA_OK);
+    memra_set_log_callback(calls_memra, NULL);
+    setenv("MEMRA_FORCE_PTX", "perhaps", 1);
+    memra_status st = memra_engine_warmup(cb_engine);
+    snprintf(msg, sizeof msg, "%.4000s", st ? memra_last_error() : warnings);
+    CHILD_CHECK(st == MEMRA_OK);
+    CHILD_CHECK(cb_calls == 1 && cb_failed == 0);
+    CHILD_CHECK(strstr(warnings, "MEMRA_FORCE_PTX=perhaps is not a yes/no value") != NULL);
+    memra_engine_kernel_origin(cb_engine, &o);
+    CHILD_CHECK(o.ready && !o.is_ptx);
+    memra_engine_destroy(cb_engine);
+    return 0;
+}
+
+static void test_callback_may_call_memra_during_a_load(void **state)
+{
+    (void)state;
+    in_child(case_callback_in_load);
+}
+
+/* ---- the duplicate and the FIFO ---------------------------------------------- */
+
+/* A toolkit for an older driver beside one whose lib/ and lib64/ hold the
+ * same libnvrtc.so.13: under a CUDA 12.8 driver the second toolkit's 12.9
+ * serves. The duplicate was loaded by /proc/self/fd/N; the loader gave back
+ * the 13.0 already loaded and memra closed N, and the loader, remembering
+ * the name, gave back 13.0 again for the next file opened as N: 12.9 was
+ * never listed and no engine started. Candidates are known by file identity
+ * now, and every load takes a descriptor number never used in a name. */
+static int case_duplicate_then_older_toolkit(void)
+{
+    char msg[4096] = "", lib64[700], lib[700], older[700];
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(12080, 9, 0);
+    const char *home = toolkit_with(fake("V13_0"), 13);
+    char home_copy[400];
+    snprintf(home_copy, sizeof home_copy, "%s", home);
+    snprintf(lib64, sizeof lib64, "%s/lib64/libnvrtc.so.13", home_copy);
+    snprintf(lib, sizeof lib, "%s/lib", home_copy);
+    CHILD_CHECK(mkdir(lib, 0700) == 0);
+    snprintf(lib, sizeof lib, "%s/lib/libnvrtc.so.13", home_copy);
+    CHILD_CHECK(symlink(fake("V13_0"), lib) == 0);
+    setenv("CUDA_HOME", home_copy, 1);
+    const char *older_home = toolkit_with(fake("V12_9"), 12);
+    snprintf(older, sizeof older, "%s/lib64/libnvrtc.so.12", older_home);
+    setenv("CUDA_PATH", older_home, 1);
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12090 && !o.is_ptx && o.arch == 90);
+    CHILD_CHECK(strcmp(o.nvrtc_path, older) == 0);
+    CHILD_CHECK(state_of(lib64, NULL, 0) == MEMRA_NVRTC_USABLE);
+    CHILD_CHECK(state_of(lib, NULL, 0) == -1); /* the same file: listed once */
+    CHILD_CHECK(state_of(older, NULL, 0) == MEMRA_NVRTC_USABLE);
+    return 0;
+}
+
+static void test_duplicate_toolkit_file_then_older_toolkit(void **state)
+{
+    (void)state;
+    in_child(case_duplicate_then_older_toolkit);
+}
+
+/* The FIFO case runs in a program started with LD_LIBRARY_PATH naming a
+ * folder of FIFOs (the loader reads it at start only): this test program
+ * again, with this argument. By the path it was started as (meson gives an
+ * absolute one): under valgrind /proc/self/exe is valgrind's. */
+#define FIFO_CHILD_ARG "--discover-with-fifos-on-the-loader-path"
+static const char *self_path = "/proc/self/exe";
+
+/* Discovery with libnvrtc.so.13, .12 and .11.2 FIFOs on LD_LIBRARY_PATH:
+ * "is one already loaded?" asked dlopen(soname, RTLD_NOLOAD), which opens
+ * what it finds on the search path, and blocked on the FIFO for ever. Each
+ * soname candidate is refused as not a regular file, and the named NVRTC
+ * serves. */
+static int fifo_child(void)
+{
+    char msg[4096] = "", why[256] = "";
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    setenv("MEMRA_NVRTC_PATH", fake("V13_0"), 1);
+    int n = 0;
+    CHILD_CHECK(memra_nvrtc_available(&n) == MEMRA_OK && n == 1);
+    while (memra_nvrtc_open_next(memra_driver_get()))
+        ;
+    CHILD_CHECK(state_of("libnvrtc.so.12", why, sizeof why) == MEMRA_NVRTC_REFUSED);
+    snprintf(msg, sizeof msg, "%s", why);
+    CHILD_CHECK(strstr(why, "in LD_LIBRARY_PATH is not a regular file (a FIFO)") != NULL);
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 13000);
+    return 0;
+}
+
+static void test_fifo_on_the_loader_path(void **state)
+{
+    (void)state;
+    char dir[400], fifo[500];
+    snprintf(dir, sizeof dir, "%s/fifo-llp-%ld", tmp, (long)getpid());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(fifo, sizeof fifo, "%s/%s", dir, names[i]);
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+    }
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        clean_env();
+        setenv("LD_LIBRARY_PATH", dir, 1);
+        char *const argv[] = {"test_nvrtc_discovery", FIFO_CHILD_ARG, NULL};
+        execv(self_path, argv);
+        perror("execv");
+        _exit(6);
+    }
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws)); /* killed by SIGALRM: discovery blocked */
+    assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
 /* ---- the choice itself, with in-process candidates ----------------------- */
 
 static memra_nvrtc cands[2];
@@ -908,8 +1081,12 @@ static void test_no_visible_device(void **state)
     assert_non_null(strstr(memra_last_error(), "0 CUDA device(s)"));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], FIFO_CHILD_ARG) == 0)
+        return fifo_child();
+    if (argc > 0 && argv[0][0] == '/')
+        self_path = argv[0];
     snprintf(tmp, sizeof tmp, "/tmp/memra-nvrtc-choice-XXXXXX");
     assert_non_null(mkdtemp(tmp));
     const struct CMUnitTest tests[] = {
@@ -932,6 +1109,10 @@ int main(void)
         cmocka_unit_test(test_relative_paths),
         cmocka_unit_test(test_long_paths_refused_not_cut),
         cmocka_unit_test(test_refusals_then_good_path),
+        cmocka_unit_test(test_callback_may_call_memra_during_discovery),
+        cmocka_unit_test(test_callback_may_call_memra_during_a_load),
+        cmocka_unit_test(test_duplicate_toolkit_file_then_older_toolkit),
+        cmocka_unit_test(test_fifo_on_the_loader_path),
         cmocka_unit_test_setup_teardown(test_newer_minor_sm_takes_compatible_cubin, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_sm_takes_older_nvrtc, setup, teardown),

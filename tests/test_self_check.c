@@ -90,6 +90,48 @@ static void test_self_check_beside_another_threads_capture(void **state)
     memra_engine_destroy(eng);
 }
 
+/* Four workers run the boot gate on one engine at once: each is exact (each
+ * read the fault word while the others' launches added to it, and all four
+ * reported "not exact"). */
+typedef struct check_job {
+    memra_engine *eng;
+    memra_status st;
+    memra_self_check_report rep;
+    char error[512];
+} check_job;
+
+static void *run_check(void *arg)
+{
+    check_job *j = arg;
+    j->st = memra_engine_self_check(j->eng, &j->rep);
+    snprintf(j->error, sizeof j->error, "%s", j->st ? memra_last_error() : "");
+    return NULL;
+}
+
+static void test_concurrent_self_checks_stay_exact(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    check_job jobs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (check_job){.eng = eng, .st = MEMRA_ERR_DRIVER};
+        assert_int_equal(pthread_create(&t[i], NULL, run_check, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        if (jobs[i].st || jobs[i].rep.failed)
+            fail_msg("check %d: %s (%s)", i, memra_status_string(jobs[i].st), jobs[i].error);
+        assert_int_equal(jobs[i].rep.cases, 6 + 2 * N_ROUTE_CASES);
+    }
+    memra_faults f;
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 0), MEMRA_OK);
+    assert_int_equal(f.bad_expert, 0);
+    assert_int_equal(f.first_pair, MEMRA_NO_FAULT);
+    memra_engine_destroy(eng);
+}
+
 /* A device whose tables are off by one bit fails it, and says where. */
 static void test_self_check_catches_a_wrong_bit(void **state)
 {
@@ -132,6 +174,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_self_check_exact, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_self_check_beside_another_threads_capture, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_self_checks_stay_exact, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, mock_setup,
                                         mock_teardown),

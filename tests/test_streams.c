@@ -15,6 +15,7 @@
 #include "device_case.h"
 #include "gate_cases.h"
 #include "mock_fixture.h"
+#include "route_cases.h"
 
 #include "stream_work.h"
 
@@ -207,6 +208,50 @@ static void test_capture_after_pending_upload(void **state)
     }
     work_free(eng, &w);
     mock_table.cuStreamDestroy(a), mock_table.cuStreamDestroy(c);
+    memra_engine_destroy(eng);
+}
+
+/* A launch whose kernel is not loaded is refused under capture, and the
+ * message names the call that loads that kernel: the routing block kernel
+ * (up to 512 tokens, the decode path) was told to call
+ * memra_vrows_prepare_layer() or memra_engine_warmup(), which never load it. */
+static void test_capture_refusal_names_the_call_that_loads_the_kernel(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    const memra_route_spec spec = route_cases[1].spec; /* no bias, no planes */
+    const uint32_t tokens[] = {8, 600};                /* the block kernel, the warp kernel */
+    const size_t np = 600 * spec.top_k;
+    memra_devptr logits, sel, selw, ptrs, scl;
+    assert_int_equal(memra_alloc(eng, 600 * spec.n_expert * 4, &logits), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, np * 4, &sel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, np * 4, &selw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * np * 8, &ptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * np * 4, &scl), MEMRA_OK);
+    const memra_vrows_slabs slabs = {{1u << 20, 2u << 20, 3u << 20}, {64, 64, 64}};
+    CUstream c = make_stream();
+    assert_int_equal(mock_table.cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(memra_route_tables(eng, logits, tokens[i], &spec, 0, NULL, &slabs, sel,
+                                            selw, ptrs, scl, c),
+                         MEMRA_ERR_CAPTURE);
+        const char *m = memra_last_error();
+        if (!strstr(m, "call memra_route_prepare_layer() before capture") || strstr(m, "vrows") ||
+            strstr(m, "warmup"))
+            fail_msg("%u tokens: %s", tokens[i], m);
+    }
+    assert_int_equal(memra_vrows_tables(eng, sel, selw, 8, 64, 0, NULL, &slabs, ptrs, scl, c),
+                     MEMRA_ERR_CAPTURE);
+    assert_non_null(strstr(memra_last_error(),
+                           "call memra_vrows_prepare_layer() or memra_engine_warmup() before"));
+    CUgraph g;
+    assert_int_equal(mock_table.cuStreamEndCapture(c, &g), CUDA_SUCCESS); /* intact */
+    mock_table.cuGraphDestroy(g);
+    const memra_devptr bufs[] = {logits, sel, selw, ptrs, scl};
+    for (int i = 0; i < 5; i++)
+        memra_free(eng, bufs[i]);
+    mock_table.cuStreamDestroy(c);
     memra_engine_destroy(eng);
 }
 
@@ -473,6 +518,7 @@ int main(void)
         T(test_queued_upload_source_is_not_overwritten),
         T(test_hits_cost_nothing_once_ordered),
         T(test_capture_after_pending_upload),
+        T(test_capture_refusal_names_the_call_that_loads_the_kernel),
         T(test_fault_reset_loses_no_count),
         T(test_other_threads_global_capture_survives),
         T(test_capture_mode_restored),

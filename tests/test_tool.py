@@ -150,6 +150,33 @@ rc, out, err = run(["info", "--json"], env)
 paths = [c["path"] for c in json.loads(out)["nvrtc"]] if rc == 0 else []
 check("info --json keeps an odd path's bytes", [os.fsencode(p) for p in paths
                                                 if p.startswith("/no/such")] == [odd], paths)
+# C1 control characters (U+009B is CSI: a terminal obeys it like ESC [) and a
+# lone 0x9b byte: escaped in the text, never written raw; \u009b in JSON.
+c1 = b"/no/such/c1\xc2\x9b2J\x9b31m/libnvrtc.so.13"
+env = dict(NO_GPU, MEMRA_NVRTC_PATH=os.fsdecode(c1))
+p = subprocess.run([TOOL, "info"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                   timeout=120)
+raw = p.stdout + p.stderr
+check("info escapes C1 controls", p.returncode == 0 and
+      b"c1\\xc2\\x9b2J\\x9b31m" in p.stdout and not any(0x80 <= c <= 0x9f for c in raw), raw)
+rc, out, err = run(["info", "--json"], env)
+check("info --json escapes C1 controls", rc == 0 and "c1\\u009b2J\\udc9b31m" in out, out)
+# FIFOs named as NVRTC sonames on LD_LIBRARY_PATH (issue 30): "is one
+# already loaded?" opened them and info never returned. Bounded: a hang is a
+# failure here, not a hung suite.
+fifo_dir = os.path.join(scratch, "fifo-llp")
+os.mkdir(fifo_dir)
+for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"):
+    os.mkfifo(os.path.join(fifo_dir, name))
+try:
+    p = subprocess.run([TOOL, "info"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=dict(NO_GPU, LD_LIBRARY_PATH=fifo_dir), timeout=60, cwd=scratch)
+    out = p.stdout.decode(errors="replace")
+    # (whether the loader path is tried depends on the NVRTC before it here)
+    check("info with FIFOs on LD_LIBRARY_PATH answers", p.returncode == 0 and
+          "libnvrtc.so.12 (loader path)" in out, out)
+except subprocess.TimeoutExpired:
+    check("info with FIFOs on LD_LIBRARY_PATH answers", False, "memra info hung")
 if os.path.exists("/dev/full"):
     with open("/dev/full", "w") as full:
         expect("info to a full disk", ["info"], None, err_has=["writing standard output failed"],

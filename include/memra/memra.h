@@ -138,13 +138,19 @@ typedef enum memra_log_level {
 /* `message` is one line (control characters shown as \n, \xNN), without
  * the "memra: warning:" prefix or a newline, valid during the call only.
  * Called on the thread that hit the condition, possibly from several
- * threads at once. It may call any memra function except
- * memra_set_log_callback. */
+ * threads at once, and never with a memra lock held (a condition found
+ * under one is sent once it is let go, before the call returns). It may
+ * call any memra function except memra_set_log_callback, and must not wait
+ * for a thread that calls it. */
 typedef void (*memra_log_fn)(memra_log_level level, const char *message, void *user);
 /* Sends every later message to cb(level, message, user); NULL restores
- * stderr. Thread-safe: when it returns, no thread is still inside the
- * callback it replaced, so `user` of that one may be freed.
- * MEMRA_ERR_INVALID_ARG when called from inside the callback. */
+ * stderr. Thread-safe: when it returns MEMRA_OK, no thread is still inside
+ * the callback it replaced, so `user` of that one may be freed. It waits
+ * for those calls only (not for other swaps), and for 5 s at most: when
+ * one is still running then (a callback waiting for this thread, say), it
+ * returns MEMRA_ERR_INVALID_ARG with the callback replaced but its `user`
+ * still in use. MEMRA_ERR_INVALID_ARG, and nothing changed, when called
+ * from inside the callback. */
 MEMRA_API memra_status memra_set_log_callback(memra_log_fn cb, void *user);
 
 /* ---- the host arm ------------------------------------------------------ *
@@ -293,7 +299,10 @@ MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kerne
  * stream only (never the legacy stream, so another thread's capture is
  * safe) and mirrors its planes in scratch slots of its own (no layer of
  * yours is touched). Its cases count faults: a fault word that was clear
- * when it started is clear again when it returns (run it before serving). */
+ * when it started is clear again when it returns (run it before serving).
+ * Checks of one engine run one at a time (workers that each run it at boot
+ * wait for one another); your own launches on the engine meanwhile would
+ * add to the fault counts it compares. */
 typedef struct memra_self_check_report {
     uint32_t cases;          /* cases run */
     uint32_t failed;         /* cases whose tables or faults differ from the host arm */

@@ -31,7 +31,10 @@ _U64 = 1 << 64
 from ._route import ROUTE_MAX_EXPERT, ROUTE_MAX_GROUPS, ROUTE_MAX_TOP_K  # noqa: E402,F401
 
 _nvrtc_offered = False
-_nvrtc_lock = threading.Lock()
+# Re-entrant: memra's warnings reach logging handlers on the thread that
+# raised them, and a handler may call memra (nvrtc_candidates() runs this
+# module's first-use step again) while this thread holds the lock.
+_nvrtc_lock = threading.RLock()
 
 
 def version():

@@ -9,7 +9,9 @@ import memra
 from memra import _lib
 
 _engines = {}
-_engines_lock = threading.Lock()
+# Re-entrant: creating an engine may warn, and a logging handler on the
+# "memra" logger runs on this thread and may ask for an engine itself.
+_engines_lock = threading.RLock()
 
 
 def engine(device, model: str = ""):

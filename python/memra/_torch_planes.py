@@ -30,7 +30,10 @@ class Prepared(NamedTuple):
 
 
 _prepared = {}
-_lock = threading.Lock()  # orders prepares of one key with their registration
+# Orders prepares of one key with their registration. Re-entrant: a prepare
+# may load a kernel and warn, and a logging handler on the "memra" logger
+# (on this thread) may prepare a layer itself.
+_lock = threading.RLock()
 
 
 def device_key(device: torch.device) -> int:

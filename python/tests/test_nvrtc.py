@@ -158,3 +158,33 @@ def test_set_nvrtc_path_arguments(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(memra.NvrtcError, match="not a regular file"):
         memra.set_nvrtc_path(fifo)
+
+
+def test_log_handler_may_call_memra(tmp_path):
+    """A logging.Handler on the "memra" logger that calls memra: the warning
+    (a relative MEMRA_NVRTC_PATH) was sent while the library held its
+    discovery lock, and the handler's nvrtc_candidates() waited for that lock
+    for ever. In a child, bounded: a hang fails this test, not the suite."""
+    script = """
+        import logging
+        import memra
+        seen = []
+        class CallsMemra(logging.Handler):
+            def emit(self, record):
+                seen.append((record.getMessage(), len(memra.nvrtc_candidates())))
+        logging.getLogger("memra").addHandler(CallsMemra())
+        memra.nvrtc_candidates()
+        assert len(seen) == 1, seen
+        assert "MEMRA_NVRTC_PATH=rel/libnvrtc.so.13 is not an absolute path" in seen[0][0], seen
+        assert seen[0][1] >= 1, seen  # the handler's own call listed the refusal
+        print("handled")
+    """
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH")}
+    env.update(PYTHONPATH=PKG, MEMRA_CACHE_DIR="off", MEMRA_NVRTC_PATH="rel/libnvrtc.so.13")
+    try:
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
+                           text=True, env=env, cwd=str(tmp_path), timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the handler's call into memra hung (the warning was sent under a lock)")
+    assert r.returncode == 0 and "handled" in r.stdout, r.stdout + r.stderr

@@ -9,7 +9,7 @@ use std::os::raw::{c_int, c_void};
 
 use crate::dev::{DevSlice, DevSliceMut, Pod};
 use crate::error::{Error, Result, Status};
-use crate::{check, ffi, CuStream, DeviceBuffer, Engine};
+use crate::{check, ffi, DeviceBuffer, Engine, Stream};
 
 fn bytes_of<T>(len: usize, what: &str) -> Result<usize> {
     len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
@@ -52,6 +52,7 @@ impl Engine {
     /// intact) where that would join a stream capture.
     pub fn upload<'a, T: Pod>(&self, dst: impl Into<DevSliceMut<'a, T>>, src: &[T]) -> Result<()> {
         let dst = dst.into();
+        self.check_home("upload: dst", dst.home())?;
         fits(dst.len(), src.len(), "upload")?;
         if src.is_empty() {
             return Ok(());
@@ -71,11 +72,13 @@ impl Engine {
     /// streams); complete on return.
     pub fn upload_on<'a, T: Pod>(
         &self,
-        stream: CuStream,
+        stream: &Stream,
         dst: impl Into<DevSliceMut<'a, T>>,
         src: &[T],
     ) -> Result<()> {
+        let stream = self.raw_stream(stream)?;
         let dst = dst.into();
+        self.check_home("upload_on: dst", dst.home())?;
         fits(dst.len(), src.len(), "upload_on")?;
         if src.is_empty() {
             return Ok(());
@@ -99,6 +102,7 @@ impl Engine {
         src: impl Into<DevSlice<'a, T>>,
     ) -> Result<()> {
         let src = src.into();
+        self.check_home("download: src", src.home())?;
         fits(src.len(), dst.len(), "download (the source)")?;
         if dst.is_empty() {
             return Ok(());
@@ -117,11 +121,13 @@ impl Engine {
     /// As `download`, ordered on `stream`; complete on return.
     pub fn download_on<'a, T: Pod>(
         &self,
-        stream: CuStream,
+        stream: &Stream,
         dst: &mut [T],
         src: impl Into<DevSlice<'a, T>>,
     ) -> Result<()> {
+        let stream = self.raw_stream(stream)?;
         let src = src.into();
+        self.check_home("download_on: src", src.home())?;
         fits(src.len(), dst.len(), "download_on (the source)")?;
         if dst.is_empty() {
             return Ok(());
@@ -140,7 +146,7 @@ impl Engine {
     /// A new vector of `src`'s elements, ordered on `stream`.
     pub fn download_vec_on<'a, T: Pod>(
         &self,
-        stream: CuStream,
+        stream: &Stream,
         src: impl Into<DevSlice<'a, T>>,
     ) -> Result<Vec<T>> {
         let src = src.into();

@@ -116,10 +116,16 @@ fn range_of(r: impl RangeBounds<usize>, len: usize, what: &str) -> Result<(usize
 /// borrowed for `'a`: what a call reads. From a memra buffer
 /// (`buf.slice()`, `(&buf).into()`) or, for memory allocated elsewhere,
 /// with the `unsafe` [`DevSlice::from_raw`].
+///
+/// A view of a memra buffer knows the device of the engine that allocated
+/// it: another device's engine refuses it (`InvalidArg`) instead of
+/// launching on memory it cannot reach. A view from `from_raw` is the
+/// caller's promise, as in C.
 #[derive(Clone, Copy)]
 pub struct DevSlice<'a, T> {
     ptr: u64,
     len: usize,
+    home: Option<i32>,
     _t: PhantomData<&'a [T]>,
 }
 
@@ -128,6 +134,7 @@ pub struct DevSlice<'a, T> {
 pub struct DevSliceMut<'a, T> {
     ptr: u64,
     len: usize,
+    home: Option<i32>,
     _t: PhantomData<&'a mut [T]>,
 }
 
@@ -146,8 +153,24 @@ impl<'a, T> DevSlice<'a, T> {
         DevSlice {
             ptr,
             len,
+            home: None,
             _t: PhantomData,
         }
+    }
+
+    /// A memra buffer's memory, on the device of ordinal `home`.
+    pub(crate) fn of_buffer(ptr: u64, len: usize, home: i32) -> DevSlice<'a, T> {
+        DevSlice {
+            ptr,
+            len,
+            home: Some(home),
+            _t: PhantomData,
+        }
+    }
+
+    /// The device of the engine whose buffer this is (None: from `from_raw`).
+    pub(crate) fn home(&self) -> Option<i32> {
+        self.home
     }
 
     /// The device address (a `CUdeviceptr`).
@@ -172,6 +195,7 @@ impl<'a, T> DevSlice<'a, T> {
                 .ptr
                 .wrapping_add((start as u64).wrapping_mul(std::mem::size_of::<T>() as u64)),
             len,
+            home: self.home,
             _t: PhantomData,
         })
     }
@@ -187,8 +211,23 @@ impl<'a, T> DevSliceMut<'a, T> {
         DevSliceMut {
             ptr,
             len,
+            home: None,
             _t: PhantomData,
         }
+    }
+
+    /// A memra buffer's memory, on the device of ordinal `home`.
+    pub(crate) fn of_buffer(ptr: u64, len: usize, home: i32) -> DevSliceMut<'a, T> {
+        DevSliceMut {
+            ptr,
+            len,
+            home: Some(home),
+            _t: PhantomData,
+        }
+    }
+
+    pub(crate) fn home(&self) -> Option<i32> {
+        self.home
     }
 
     pub fn device_ptr(&self) -> u64 {
@@ -208,6 +247,7 @@ impl<'a, T> DevSliceMut<'a, T> {
         DevSliceMut {
             ptr: self.ptr,
             len: self.len,
+            home: self.home,
             _t: PhantomData,
         }
     }
@@ -217,6 +257,7 @@ impl<'a, T> DevSliceMut<'a, T> {
         DevSlice {
             ptr: self.ptr,
             len: self.len,
+            home: self.home,
             _t: PhantomData,
         }
     }
@@ -229,6 +270,7 @@ impl<'a, T> DevSliceMut<'a, T> {
                 .ptr
                 .wrapping_add((start as u64).wrapping_mul(std::mem::size_of::<T>() as u64)),
             len,
+            home: self.home,
             _t: PhantomData,
         })
     }
@@ -239,6 +281,7 @@ impl<'a, T> From<DevSliceMut<'a, T>> for DevSlice<'a, T> {
         DevSlice {
             ptr: s.ptr,
             len: s.len,
+            home: s.home,
             _t: PhantomData,
         }
     }

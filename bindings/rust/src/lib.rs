@@ -32,7 +32,7 @@
 //! use memra::{Bf16, DevSlice, DevSliceMut, Engine, Layer, RouteOut, RouteSpec, Scoring, Slabs};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let (logits_ptr, bias_ptr, sel_ptr, selw_ptr, ptrs_ptr, scl_ptr) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-//! # let stream = std::ptr::null_mut();
+//! # let stream = &memra::Stream::legacy();
 //! # let n_tokens = 4;
 //! let e = Engine::new(0)?;
 //! let n = n_tokens * 8; // pairs: tokens * top_k
@@ -66,10 +66,6 @@
 //! # Ok(()) }
 //! ```
 
-// A CUstream is an opaque driver handle passed through to the library, as
-// CUDA's own API and cudarc's raw calls pass it; memra never dereferences it.
-#![allow(clippy::not_unsafe_ptr_arg_deref)]
-
 mod copy;
 mod dev;
 mod error;
@@ -78,11 +74,14 @@ mod find;
 mod log;
 mod route;
 mod spec;
+mod stream;
 mod tables;
 
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
+
+use crate::error::Status as St;
 
 pub use dev::{Bf16, DevSlice, DevSliceMut, Pod, F16};
 pub use error::{Error, Result, Status};
@@ -92,15 +91,8 @@ pub use route::{route_tables_host, HostRoute, RouteOut};
 pub use spec::{
     BiasDtype, BiasElem, GroupScoring, LogitsDtype, LogitsElem, RouteSpec, Scoring, VrowsOptions,
 };
+pub use stream::{CuStream, Stream, STREAM_LEGACY, STREAM_PER_THREAD};
 pub use tables::{vrows_tables_host_ex, Layer};
-
-/// A raw `CUstream` (cudarc's `CUstream`, PyTorch's `cuda_stream`, cast to
-/// `*mut c_void`). Null is the legacy default stream.
-pub type CuStream = *mut c_void;
-/// `CU_STREAM_LEGACY`: the legacy default stream, named explicitly.
-pub const STREAM_LEGACY: CuStream = 0x1 as CuStream;
-/// `CU_STREAM_PER_THREAD`: the calling thread's default stream.
-pub const STREAM_PER_THREAD: CuStream = 0x2 as CuStream;
 
 /// `MEMRA_MAX_PAIRS`: the most (token, expert) pairs one call takes.
 pub const MAX_PAIRS: usize = 1 << 28;
@@ -156,6 +148,10 @@ pub fn device_count() -> Result<usize> {
 
 struct Inner {
     ptr: ffi::EnginePtr,
+    /// The device: an engine's buffers and stream are refused by the
+    /// engines of other devices (engines of one device share its primary
+    /// context, and so its memory).
+    ordinal: i32,
     /// Expert count for calls without macro planes (see `set_expert_count`).
     experts: std::sync::atomic::AtomicU32,
 }
@@ -199,7 +195,10 @@ impl Ctx<'_> {
     }
 }
 
-/// A device buffer of `len` elements of `T`, freed on drop.
+/// A device buffer of `len` elements of `T`, freed on drop. It knows its
+/// engine: a call of an engine on another device refuses it
+/// (`Status::InvalidArg`), where C would launch on memory that device
+/// cannot reach.
 pub struct DeviceBuffer<T> {
     engine: Arc<Inner>,
     ptr: ffi::DevPtr,
@@ -225,14 +224,14 @@ impl<T> DeviceBuffer<T> {
 impl<T> DeviceBuffer<T> {
     /// The buffer, read by a call.
     pub fn slice(&self) -> DevSlice<'_, T> {
-        // Safety: memra allocated it; it lives (and so does its engine) as
-        // long as the borrow.
-        unsafe { DevSlice::from_raw(self.ptr, self.len) }
+        // memra allocated it; it lives (and so does its engine) as long as
+        // the borrow.
+        DevSlice::of_buffer(self.ptr, self.len, self.engine.ordinal)
     }
 
     /// The buffer, written by a call.
     pub fn slice_mut(&mut self) -> DevSliceMut<'_, T> {
-        unsafe { DevSliceMut::from_raw(self.ptr, self.len) }
+        DevSliceMut::of_buffer(self.ptr, self.len, self.engine.ordinal)
     }
 }
 
@@ -327,9 +326,35 @@ impl Engine {
         Ok(Engine {
             inner: Arc::new(Inner {
                 ptr,
+                ordinal,
                 experts: std::sync::atomic::AtomicU32::new(0),
             }),
         })
+    }
+
+    /// Refuses memory of another device's engine (`what` names it).
+    pub(crate) fn check_home(&self, what: &str, home: Option<i32>) -> Result<()> {
+        match home {
+            Some(h) if h != self.inner.ordinal => Err(Error::arg(
+                St::InvalidArg,
+                format!(
+                    "{what} is a buffer of the engine on device {h}, not of this engine's device {}",
+                    self.inner.ordinal
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The raw handle of `stream` for this engine's calls.
+    pub(crate) fn raw_stream(&self, stream: &Stream) -> Result<CuStream> {
+        stream.raw_for(self.inner.ordinal)
+    }
+
+    fn own_stream(&self) -> Result<CuStream> {
+        let mut s: ffi::Stream = std::ptr::null_mut();
+        check(unsafe { (ffi::lib()?.memra_engine_stream)(self.inner.ptr, &mut s) })?;
+        Ok(s)
     }
 
     fn info(&self) -> Result<ffi::EngineInfo> {
@@ -344,18 +369,16 @@ impl Engine {
         Ctx { engine: self }
     }
 
-    /// The engine's own non-blocking stream (a `CUstream`), on which `htod`,
-    /// `dtoh` and `moe_vrows_tables_from_sel` are ordered.
-    pub fn stream(&self) -> Result<*mut c_void> {
-        let mut s: ffi::Stream = std::ptr::null_mut();
-        check(unsafe { (ffi::lib()?.memra_engine_stream)(self.inner.ptr, &mut s) })?;
-        Ok(s)
+    /// The engine's own non-blocking stream, on which `htod`, `dtoh` and
+    /// `moe_vrows_tables_from_sel` are ordered. It keeps the engine alive.
+    pub fn stream(&self) -> Result<Stream> {
+        Ok(Stream::of_engine(self.own_stream()?, self.inner.clone()))
     }
 
-    /// Waits for the work queued on `stream` (a raw `CUstream`; null is the
-    /// legacy default stream).
-    pub fn sync(&self, stream: *mut c_void) -> Result<()> {
-        check(unsafe { (ffi::lib()?.memra_sync)(self.inner.ptr, stream) })
+    /// Waits for the work queued on `stream`.
+    pub fn sync(&self, stream: &Stream) -> Result<()> {
+        let s = self.raw_stream(stream)?;
+        check(unsafe { (ffi::lib()?.memra_sync)(self.inner.ptr, s) })
     }
 
     /// Compiles (or loads from the kernel cache) the table kernel now.
@@ -370,14 +393,14 @@ impl Engine {
             .store(n_expert, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Reads the fault word after the work queued on `stream` (a raw
-    /// `CUstream` where the launches went; null is the legacy default
-    /// stream, `self.stream()` the engine's own), returning when it has;
-    /// `reset` clears it in the same step on the device.
-    pub fn faults(&self, stream: *mut c_void, reset: bool) -> Result<Faults> {
+    /// Reads the fault word after the work queued on `stream` (where the
+    /// launches went; `self.stream()` is the engine's own), returning when
+    /// it has; `reset` clears it in the same step on the device.
+    pub fn faults(&self, stream: &Stream, reset: bool) -> Result<Faults> {
+        let s = self.raw_stream(stream)?;
         let mut f = Faults::default();
         check(unsafe {
-            (ffi::lib()?.memra_engine_faults)(self.inner.ptr, stream, &mut f, reset as c_int)
+            (ffi::lib()?.memra_engine_faults)(self.inner.ptr, s, &mut f, reset as c_int)
         })?;
         Ok(f)
     }
@@ -400,13 +423,14 @@ impl Engine {
                 ptr,
                 data.as_ptr() as *const c_void,
                 std::mem::size_of_val(data),
-                self.stream()?,
+                self.own_stream()?,
             )
         })?;
         Ok(buf)
     }
 
     fn vec_of<T: Copy + Default>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        self.check_home("buf", Some(buf.engine.ordinal))?;
         let mut out = vec![T::default(); buf.len];
         check(unsafe {
             (ffi::lib()?.memra_download_on)(
@@ -414,7 +438,7 @@ impl Engine {
                 out.as_mut_ptr() as *mut c_void,
                 buf.ptr,
                 std::mem::size_of_val(out.as_slice()),
-                self.stream()?,
+                self.own_stream()?,
             )
         })?;
         Ok(out)
@@ -443,7 +467,8 @@ impl Engine {
     }
 
     /// Mirrors layer `il`'s macro planes now (call before capturing a graph).
-    pub fn prepare_layer(&self, il: u16, macros: Macros<'_>, stream: *mut c_void) -> Result<()> {
+    pub fn prepare_layer(&self, il: u16, macros: Macros<'_>, stream: &Stream) -> Result<()> {
+        let stream = self.raw_stream(stream)?;
         let n = experts_of(macros, 0)?;
         let m = macros_of(macros);
         check(unsafe {
@@ -479,16 +504,16 @@ impl Engine {
     ) -> Result<()> {
         let s = self.stream()?;
         self.moe_vrows_tables_from_sel_on(
-            s, sel, selw, il, macros, bases, strides, n_pairs, ptrs, scl,
+            &s, sel, selw, il, macros, bases, strides, n_pairs, ptrs, scl,
         )
     }
 
-    /// As `moe_vrows_tables_from_sel`, on a stream the caller owns (a raw
-    /// `CUstream`; null is the legacy default stream). Never synchronises.
+    /// As `moe_vrows_tables_from_sel`, on a stream of the caller's. Never
+    /// synchronises.
     #[allow(clippy::too_many_arguments)] // allow: the seed's call shape plus the stream
     pub fn moe_vrows_tables_from_sel_on(
         &self,
-        stream: *mut c_void,
+        stream: &Stream,
         sel: &DeviceBuffer<i32>,
         selw: &DeviceBuffer<f32>,
         il: u16,
@@ -499,13 +524,15 @@ impl Engine {
         ptrs: &mut DeviceBuffer<u64>,
         scl: &mut DeviceBuffer<f32>,
     ) -> Result<()> {
+        let stream = self.raw_stream(stream)?;
         let n = pairs_u32(n_pairs)?;
-        for (what, len, need) in [
-            ("sel", sel.len, n_pairs),
-            ("selw", selw.len, n_pairs),
-            ("ptrs", ptrs.len, 3 * n_pairs),
-            ("scl", scl.len, 3 * n_pairs),
+        for (what, len, need, home) in [
+            ("sel", sel.len, n_pairs, sel.engine.ordinal),
+            ("selw", selw.len, n_pairs, selw.engine.ordinal),
+            ("ptrs", ptrs.len, 3 * n_pairs, ptrs.engine.ordinal),
+            ("scl", scl.len, 3 * n_pairs, scl.engine.ordinal),
         ] {
+            self.check_home(what, Some(home))?;
             if len < need {
                 return Err(Error::arg(
                     Status::InvalidArg,

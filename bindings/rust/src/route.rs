@@ -8,7 +8,7 @@ use crate::dev::{need, DevSlice, DevSliceMut};
 use crate::error::{Error, Result, Status};
 use crate::spec::{Arm, LogitsElem, RouteSpec};
 use crate::tables::{opt_ptr, planes, u32_of, Layer};
-use crate::{check, ffi, CuStream, Engine, Faults, Macros, Slabs, MAX_PAIRS};
+use crate::{check, ffi, Engine, Faults, Macros, Slabs, Stream, MAX_PAIRS};
 
 /// What the host arm wrote for `n_tokens` tokens of `K = top_k + n_shared`
 /// pairs each (pair `t * K + j`).
@@ -164,7 +164,7 @@ impl Engine {
     /// no-op.
     pub fn route_tables<'a, L: LogitsElem>(
         &self,
-        stream: CuStream,
+        stream: &Stream,
         logits: impl Into<DevSlice<'a, L>>,
         n_tokens: usize,
         spec: &RouteSpec<'_>,
@@ -174,7 +174,16 @@ impl Engine {
         let lib = ffi::lib()?;
         ffi::need(lib.memra_vrows_tables_host_ex, "memra_vrows_tables_host_ex")?;
         let f = ffi::need(lib.memra_route_tables, "memra_route_tables")?;
+        let stream = self.raw_stream(stream)?;
         let logits = logits.into();
+        self.check_home("logits", logits.home())?;
+        self.check_home("out.sel", out.sel.home())?;
+        self.check_home("out.selw", out.selw.home())?;
+        self.check_home("out.ptrs", out.ptrs.home())?;
+        self.check_home("out.scl", out.scl.home())?;
+        for (what, home) in spec.homes() {
+            self.check_home(what, home)?;
+        }
         let raw = spec.raw(Arm::Device, L::DTYPE)?;
         let m = planes(layer.macros, spec.n_slots())?;
         let nt = u32_of(n_tokens, "n_tokens", u32::MAX as usize)?;
@@ -213,8 +222,12 @@ impl Engine {
         il: u16,
         spec: &RouteSpec<'_>,
         macros: Macros<'_>,
-        stream: CuStream,
+        stream: &Stream,
     ) -> Result<()> {
+        let stream = self.raw_stream(stream)?;
+        for (what, home) in spec.homes() {
+            self.check_home(what, home)?;
+        }
         let lib = ffi::lib()?;
         ffi::need(lib.memra_vrows_tables_host_ex, "memra_vrows_tables_host_ex")?;
         let f = ffi::need(lib.memra_route_prepare_layer, "memra_route_prepare_layer")?;

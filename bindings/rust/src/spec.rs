@@ -92,6 +92,8 @@ struct InPlace<'a> {
     addr: u64,
     len: usize,
     arm: Arm,
+    /// A memra buffer's device (see `DevSlice`).
+    home: Option<i32>,
     _a: PhantomData<&'a ()>,
 }
 
@@ -101,6 +103,7 @@ impl<'a> InPlace<'a> {
             addr: s.as_ptr() as u64,
             len: s.len(),
             arm: Arm::Host,
+            home: None,
             _a: PhantomData,
         }
     }
@@ -110,6 +113,7 @@ impl<'a> InPlace<'a> {
             addr: s.device_ptr(),
             len: s.len(),
             arm: Arm::Device,
+            home: s.home(),
             _a: PhantomData,
         }
     }
@@ -202,6 +206,12 @@ impl<'a> VrowsOptions<'a> {
             n_expert
         };
         routed as u64 + self.n_shared as u64
+    }
+
+    /// The device of the engine whose buffer the map is (None: host memory
+    /// or from `from_raw`).
+    pub(crate) fn home(&self) -> Option<i32> {
+        self.map.and_then(|m| m.home)
     }
 
     pub(crate) fn raw(&self, arm: Arm, n_expert: u32) -> Result<ffi::VrowsOptions> {
@@ -388,6 +398,19 @@ impl<'a> RouteSpec<'a> {
             (None, Bias::None) => GroupScoring::Max,
             (None, _) => GroupScoring::Top2Sum,
         }
+    }
+
+    /// The device arrays the spec names, each with the device of the engine
+    /// whose buffer it is (None: from `from_raw`).
+    pub(crate) fn homes(&self) -> [(&'static str, Option<i32>); 2] {
+        let bias = match &self.bias {
+            Bias::InPlace(p, _) => p.home,
+            _ => None,
+        };
+        [
+            ("spec: the bias", bias),
+            ("spec: expert_map", self.options.home()),
+        ]
     }
 
     /// The C spec where the logits' type does not matter (preparing a layer).

@@ -7,7 +7,7 @@ use std::os::raw::c_int;
 use crate::dev::{need, DevSlice, DevSliceMut};
 use crate::error::{Error, Result, Status};
 use crate::spec::{Arm, VrowsOptions};
-use crate::{check, ffi, CuStream, Engine, Faults, HostTables, Macros, Slabs, MAX_PAIRS};
+use crate::{check, ffi, Engine, Faults, HostTables, Macros, Slabs, Stream, MAX_PAIRS};
 
 impl Slabs {
     /// Bases (device addresses) and strides (bytes per expert slot) of the
@@ -145,7 +145,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)] // allow: the C call's arguments, grouped where they belong together
     pub fn vrows_tables_ex<'a>(
         &self,
-        stream: CuStream,
+        stream: &Stream,
         sel: impl Into<DevSlice<'a, i32>>,
         selw: impl Into<DevSlice<'a, f32>>,
         n_pairs: usize,
@@ -157,7 +157,13 @@ impl Engine {
     ) -> Result<()> {
         let lib = ffi::lib()?;
         let f = ffi::need(lib.memra_vrows_tables_ex, "memra_vrows_tables_ex")?;
+        let stream = self.raw_stream(stream)?;
         let (sel, selw, ptrs, scl) = (sel.into(), selw.into(), ptrs.into(), scl.into());
+        self.check_home("sel", sel.home())?;
+        self.check_home("selw", selw.home())?;
+        self.check_home("ptrs", ptrs.home())?;
+        self.check_home("scl", scl.home())?;
+        self.check_home("options: expert_map", options.home())?;
         let n = u32_of(n_pairs, "n_pairs", MAX_PAIRS)?;
         let why = format!("n_pairs = {n_pairs}");
         need("sel", sel.len(), n_pairs, &why)?;

@@ -18,9 +18,9 @@
 mod common;
 
 use memra::{
-    route_tables_host, vrows_tables_host_ex, Bf16, CuStream, DevSlice, DevSliceMut, DeviceBuffer,
-    Engine, Faults, GroupScoring, HostRoute, Layer, LogitsElem, Pod, RouteOut, RouteSpec, Scoring,
-    Slabs, Status, VrowsOptions, F16,
+    route_tables_host, vrows_tables_host_ex, Bf16, DevSlice, DevSliceMut, DeviceBuffer, Engine,
+    Faults, GroupScoring, HostRoute, Layer, LogitsElem, Pod, RouteOut, RouteSpec, Scoring, Slabs,
+    Status, Stream, VrowsOptions, F16,
 };
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
@@ -103,7 +103,7 @@ struct Raw<T> {
 }
 
 impl<T: Pod> Raw<T> {
-    fn new(e: &Engine, s: CuStream, data: &[T]) -> R<Raw<T>> {
+    fn new(e: &Engine, s: &Stream, data: &[T]) -> R<Raw<T>> {
         let buf = e.alloc::<T>(data.len())?;
         let (ptr, len) = (buf.device_ptr(), data.len());
         e.upload_on(s, unsafe { DevSliceMut::from_raw(ptr, len) }, data)?;
@@ -113,7 +113,7 @@ impl<T: Pod> Raw<T> {
             len,
         })
     }
-    fn zeroed(e: &Engine, s: CuStream, len: usize) -> R<Raw<T>> {
+    fn zeroed(e: &Engine, s: &Stream, len: usize) -> R<Raw<T>> {
         Raw::new(e, s, &vec![T::default(); len])
     }
     fn r(&self) -> DevSlice<'_, T> {
@@ -122,7 +122,7 @@ impl<T: Pod> Raw<T> {
     fn w(&self) -> DevSliceMut<'_, T> {
         unsafe { DevSliceMut::from_raw(self.ptr, self.len) }
     }
-    fn get(&self, e: &Engine, s: CuStream) -> R<Vec<T>> {
+    fn get(&self, e: &Engine, s: &Stream) -> R<Vec<T>> {
         Ok(e.download_vec_on(s, self.r())?)
     }
 }
@@ -155,7 +155,7 @@ fn diff<T: PartialEq + std::fmt::Debug>(what: &str, a: &[T], b: &[T]) -> Option<
 
 struct Dev {
     e: Engine,
-    s: CuStream,
+    s: Stream,
 }
 
 impl Dev {
@@ -170,7 +170,7 @@ impl Dev {
         layer: &Layer<'_>,
         host: &HostRoute,
     ) -> R<()> {
-        let (e, s) = (&self.e, self.s);
+        let (e, s) = (&self.e, &self.s);
         let n = n_tokens * spec.pairs_per_token() as usize;
         let x = Raw::new(e, s, logits)?;
         // Poisoned outputs: a pair the kernel skipped cannot pass.
@@ -323,10 +323,10 @@ fn routers_of_the_models_match_the_host_arm_on_raw_pointers() -> R<()> {
 fn a_bias_in_device_memory_is_read_in_place() -> R<()> {
     // On the legacy default stream (null), as PyTorch's default stream is.
     let d = Dev {
-        s: std::ptr::null_mut(),
+        s: Stream::legacy(),
         ..engine()?
     };
-    let (e, s) = (&d.e, d.s);
+    let (e, s) = (&d.e, &d.s);
     let mut rng = Rng(77);
     let n_expert = 256usize;
     let bias: Vec<f32> = (0..n_expert)
@@ -390,7 +390,7 @@ fn a_bias_in_device_memory_is_read_in_place() -> R<()> {
 #[ignore = "needs a CUDA device (or the mock driver, as tools/test.sh runs it)"]
 fn expert_parallelism_and_shared_experts_match_the_host_arm() -> R<()> {
     let d = engine()?;
-    let (e, s) = (&d.e, d.s);
+    let (e, s) = (&d.e, &d.s);
     let mut rng = Rng(99);
     let n_expert = 256usize;
     let bias: Vec<f32> = (0..n_expert)
@@ -495,7 +495,7 @@ fn expert_parallelism_and_shared_experts_match_the_host_arm() -> R<()> {
 #[ignore = "needs a CUDA device (or the mock driver, as tools/test.sh runs it)"]
 fn zero_tokens_and_bad_input_launch_nothing() -> R<()> {
     let d = engine()?;
-    let (e, s) = (&d.e, d.s);
+    let (e, s) = (&d.e, &d.s);
     let layer = Layer::new(40, Slabs::new(BASES, STRIDES));
     let spec = RouteSpec::new(64, 4);
     // Zero tokens: valid with null (empty) buffers, and nothing launched.
