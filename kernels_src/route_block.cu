@@ -15,20 +15,36 @@
  *     other segments' lists that beat it (sorted lists: it stops at the first
  *     that does not); rank < top_k is its output slot;
  *  5. a second barrier, then the pairs: weights summed in rank order, the
- *     tables from the values read in step 1.
+ *     tables from the values read in step 1;
+ *  6. with a fused layout, the last block to finish lays the whole batch
+ *     out (memra_route_layout).
  * Softmax adds two barriers before step 2 (the max, then the sum in the
  * fixed order, which every warp takes alike from the exps in shared
  * memory) when the experts span more than one warp. */
 
 #define MEMRA_ROUTE_MAX_WARPS (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)
 
+/* The per-expert arrays, one buffer: the fused layout reuses it once the
+ * block's pairs are written (memra_route_layout). */
+typedef union memra_rb_shared {
+    struct {
+        memra_u64 list[MEMRA_ABI_ROUTE_MAX_EXPERT];        /* the segments' best, in order */
+        float s[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* every expert's score */
+        float e[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* softmax: the exps */
+        int slot[MEMRA_ABI_ROUTE_MAX_EXPERT];              /* each expert's slot and */
+        memra_vrows_macro mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values */
+    } r;
+    memra_u32 words[8 * MEMRA_ABI_ROUTE_MAX_EXPERT];
+} memra_rb_shared;
+MEMRA_SHARED memra_rb_shared memra_rb_sh;
+MEMRA_SHARED int memra_rb_last;
+
 MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 {
-    MEMRA_SHARED memra_u64 sh_list[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* the segments' best, in order */
-    MEMRA_SHARED float sh_s[MEMRA_ABI_ROUTE_MAX_EXPERT];        /* every expert's score */
-    MEMRA_SHARED float sh_e[MEMRA_ABI_ROUTE_MAX_EXPERT];        /* softmax: the exps */
-    MEMRA_SHARED int sh_slot[MEMRA_ABI_ROUTE_MAX_EXPERT];       /* each expert's slot and */
-    MEMRA_SHARED memra_vrows_macro sh_mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values */
+    memra_u64 *const sh_list = memra_rb_sh.r.list;
+    float *const sh_s = memra_rb_sh.r.s, *const sh_e = memra_rb_sh.r.e;
+    int *const sh_slot = memra_rb_sh.r.slot;
+    memra_vrows_macro *const sh_mac = memra_rb_sh.r.mac;
     MEMRA_SHARED memra_u32 sh_red[MEMRA_ROUTE_MAX_WARPS];
     MEMRA_SHARED int sh_bad[MEMRA_ROUTE_MAX_WARPS];
     MEMRA_SHARED int sh_sel[32]; /* the winners, by rank */
@@ -38,6 +54,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
+    (void)lp; /* the kernel's, after the routing (memra_route_layout) */
     MEMRA_PROBE(0);
     memra_grid_wait();
     memra_grid_launch_dependents();
@@ -249,4 +266,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 MEMRA_KERNEL memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
     memra_route_block(MEMRA_ROUTE_ARGS);
+    memra_route_layout(&lp, sel, n_tokens * (top_k + n_shared), memra_rb_sh.words,
+                       (memra_u32)(sizeof memra_rb_sh.words / sizeof memra_rb_sh.words[0]),
+                       &memra_rb_last);
 }

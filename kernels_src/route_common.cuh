@@ -1,7 +1,6 @@
 /* memra: what the routing kernels share (route_block.cu, route_warp.cu):
- * the warp primitives, the parameter list, and how a token's pairs are
- * written. Concatenated after vrows_pair.cuh and route_math.cuh into the
- * source NVRTC compiles; the host tests run this same text as C with each
+ * the parameter list, and how a token's pairs are written. Concatenated after vrows_pair.cuh and
+ * route_math.cuh into the source NVRTC compiles; the host tests run this same text as C with each
  * block's threads as coroutines (tests/kernel_on_host.h).
  *
  * Every kernel follows the host arm (src/route_host.c) operation for
@@ -11,48 +10,6 @@
  * and experts) is comparisons under one total order, which any order of
  * comparing reaches alike, so each kernel selects in whatever way is fastest
  * for its shape. */
-#ifdef __CUDACC_RTC__
-#define memra_warp_sync() __syncwarp()
-#define memra_warp_any(p) __any_sync(0xffffffffu, (p))
-#define memra_warp_ballot(p) __ballot_sync(0xffffffffu, (p))
-#define memra_shfl_xor_f(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
-#define memra_shfl_xor_u(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
-#define memra_shfl_f(v, l) __shfl_sync(0xffffffffu, (v), (l))
-#define memra_shfl_u(v, l) __shfl_sync(0xffffffffu, (v), (l))
-#define memra_shfl_up_u(v, d) __shfl_up_sync(0xffffffffu, (v), (d))
-#define memra_popc(x) __popc(x)
-#define memra_ffs(x) __ffs(x)
-#define memra_block_sync() __syncthreads()
-#define memra_block_or(p) __syncthreads_or(p)
-#define MEMRA_SHARED __shared__
-#if __CUDA_ARCH__ >= 800
-#define memra_warp_max_u32(x) __reduce_max_sync(0xffffffffu, (x))
-#define memra_warp_min_u32(x) __reduce_min_sync(0xffffffffu, (x))
-#else
-MEMRA_DEVICE memra_u32 memra_warp_max_u32(memra_u32 x)
-{
-    for (int off = 16; off > 0; off >>= 1) {
-        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
-        x = o > x ? o : x;
-    }
-    return x;
-}
-MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
-{
-    for (int off = 16; off > 0; off >>= 1) {
-        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
-        x = o < x ? o : x;
-    }
-    return x;
-}
-#endif
-#endif
-
-#ifdef __CUDACC_RTC__
-#define MEMRA_NO_UNROLL _Pragma("unroll 1")
-#else
-#define MEMRA_NO_UNROLL
-#endif
 #define MEMRA_ROUTE_CAT_(a, b) a##b
 #define MEMRA_ROUTE_CAT(a, b) MEMRA_ROUTE_CAT_(a, b)
 
@@ -108,11 +65,11 @@ MEMRA_DEVICE float memra_route_max_unkey(memra_u32 k)
         int *sel, float *selw, memra_u64 *ptrs, float *scl, memra_u32 *faults, const int *map,     \
         const void *n_real, memra_u32 n_tokens, memra_u32 n_expert, memra_u32 top_k,               \
         memra_u32 n_group, memra_u32 topk_group, memra_u32 flags, memra_u32 n_local,               \
-        memra_u32 n_shared, float scale, float shared_weight
+        memra_u32 n_shared, float scale, float shared_weight, memra_layout_params lp
 #define MEMRA_ROUTE_ARGS                                                                           \
     logits, bias, mg, mu, md, pg, pu, pd, sg, su, sd, sel, selw, ptrs, scl, faults, map, n_real,   \
         n_tokens, n_expert, top_k, n_group, topk_group, flags, n_local, n_shared, scale,           \
-        shared_weight
+        shared_weight, lp
 
 /* What every pair of a token needs to be written out. */
 typedef struct memra_route_out {
@@ -233,7 +190,7 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
     t = t > -80.0f ? t : -80.0f;
     t = t < 80.0f ? t : 80.0f;
     const float y = memra_mul_rn(t, 1.44269504f); /* log2(e) */
-    const float big = 12582912.0f;                 /* 1.5 * 2^23: y + big rounds y */
+    const float big = 12582912.0f;                /* 1.5 * 2^23: y + big rounds y */
     const float nf = memra_sub_rn(memra_add_rn(y, big), big);
     const float r = memra_sub_rn(y, nf); /* exact, |r| <= 1/2 */
     float p = 1.33335581e-3f;            /* ln(2)^k / k! */
@@ -254,3 +211,27 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
  * the screened bound of the top_k-th best (docs/routing.md): 2^-17; 2^-12
  * leaves 32x to spare and still keeps a handful of candidates. */
 #define MEMRA_ROUTE_SCREEN_MARGIN 0x1p-12f
+
+/* The fused layout (memra_route_tables_ex, one launch): each block, its
+ * pairs written, counts itself done on the layer's count (lp.ticket); the
+ * last lays the whole batch out from sel, in `scratch` (shared memory the
+ * routing no longer needs, `words` 32-bit words), and sets the count back
+ * to 0 for the layer's next call. Every thread of every block calls it,
+ * after its last write of sel. */
+MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_pairs,
+                                     memra_u32 *scratch, memra_u32 words, int *last)
+{
+    if (!lp->ticket)
+        return;
+    memra_thread_fence(); /* this thread's sel, seen before the count */
+    memra_block_sync();
+    if (threadIdx.x == 0)
+        *last = atomicAdd((memra_u32 *)lp->ticket, 1u) == gridDim.x - 1u;
+    memra_block_sync();
+    if (!*last)
+        return;           /* the whole block */
+    memra_thread_fence(); /* every other block's sel, seen after the count */
+    if (threadIdx.x == 0)
+        *(volatile memra_u32 *)lp->ticket = 0;
+    memra_layout_block(lp, sel, n_pairs, scratch, words, 1);
+}

@@ -50,11 +50,11 @@
 /* Per warp, shared by the steps below. */
 typedef struct MEMRA_RW_FN(memra_rw_shared) {
     memra_u32 k[32 * MEMRA_ROUTE_M]; /* keys for the groups' scan */
-    float gthr[32];                   /* each group's screening bound */
-    float x[MEMRA_ROUTE_EXACT_MAX];   /* a screened pass's logits, then exact scores */
-    memra_u64 cand[32];               /* candidates: (key, ~expert) */
-    float cs[32];                     /* their scores */
-    int we[32];                       /* winners by rank: expert, score, tables */
+    float gthr[32];                  /* each group's screening bound */
+    float x[MEMRA_ROUTE_EXACT_MAX];  /* a screened pass's logits, then exact scores */
+    memra_u64 cand[32];              /* candidates: (key, ~expert) */
+    float cs[32];                    /* their scores */
+    int we[32];                      /* winners by rank: expert, score, tables */
     float ws[32];
     int wslot[32];
     memra_vrows_macro wmac[32];
@@ -65,8 +65,8 @@ typedef struct MEMRA_RW_FN(memra_rw_shared) {
  * computes about one, MEMRA_ROUTE_EXACT_MAX at a time (an input of near
  * ties may need them all). Returns `need`. */
 MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_exact)(const float *x, float *s, float *c,
-                                                   const void *bias, int bias_dt,
-                                                   memra_u32 need, memra_u32 lane, float *buf)
+                                                   const void *bias, int bias_dt, memra_u32 need,
+                                                   memra_u32 lane, float *buf)
 {
     enum { M = MEMRA_ROUTE_M };
     const memra_u32 n = memra_popc(need);
@@ -106,10 +106,19 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_exact)(const float *x, float *s, flo
     return need;
 }
 
+/* The block's per-warp state, one buffer: the fused layout reuses it once
+ * the block's pairs are written (memra_route_layout). */
+typedef union MEMRA_RW_FN(memra_rw_block) {
+    MEMRA_RW_FN(memra_rw_shared) w[MEMRA_ROUTE_TEAM_WARPS];
+    memra_u32 words[MEMRA_ROUTE_TEAM_WARPS * sizeof(MEMRA_RW_FN(memra_rw_shared)) / 4];
+} MEMRA_RW_FN(memra_rw_block);
+MEMRA_SHARED MEMRA_RW_FN(memra_rw_block) MEMRA_RW_FN(memra_rw_sh);
+MEMRA_SHARED int MEMRA_RW_FN(memra_rw_last);
+
 MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 {
     enum { M = MEMRA_ROUTE_M };
-    MEMRA_SHARED MEMRA_RW_FN(memra_rw_shared) sh_all[MEMRA_ROUTE_TEAM_WARPS];
+    MEMRA_RW_FN(memra_rw_shared) *const sh_all = MEMRA_RW_FN(memra_rw_sh).w;
     const memra_u32 E = n_expert;
     /* The team: P lanes from lane `base` of the warp. */
     memra_u32 P = 32;
@@ -123,6 +132,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
     const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0, has_bias = bias != 0;
     const int by_max = (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0;
+    (void)lp; /* the kernel's, after the routing (memra_route_layout) */
     memra_grid_wait();
     memra_grid_launch_dependents();
     MEMRA_ROUTE_OUT_INIT(o);
@@ -332,7 +342,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             for (int i = 0; i < M; i++)
                 if ((in_play >> i) & 1u && (!tau || c[i] >= bound))
                     cand |= 1u << i;
-            exact |= MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, cand & ~exact, lane, sh->x);
+            exact |=
+                MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, cand & ~exact, lane, sh->x);
             MEMRA_UNROLL
             for (int i = 0; i < M; i++)
                 key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
@@ -354,8 +365,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             MEMRA_UNROLL
             for (int i = 0; i < M; i++)
                 if ((cand >> i) & 1u) {
-                    sh->cand[at] = ((memra_u64)key[i] << 32) |
-                                   (memra_u64)(~(lane + 32u * (memra_u32)i));
+                    sh->cand[at] =
+                        ((memra_u64)key[i] << 32) | (memra_u64)(~(lane + 32u * (memra_u32)i));
                     sh->cs[at] = s[i];
                     at++;
                 }
@@ -415,8 +426,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             memra_route_emit_bad(&o, t, j, top_k);
         } else {
             const int e = j < top_k ? we[j] : (int)(E + (j - top_k));
-            const float w = memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags,
-                                               scale, shared_weight);
+            const float w = memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags, scale,
+                                               shared_weight);
             if (M == 1 && j < top_k)
                 memra_route_emit_at(&o, t, j, e, w, sh->wslot[base + j], sh->wmac[base + j]);
             else
@@ -428,6 +439,9 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 MEMRA_KERNEL MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
+    memra_route_layout(&lp, sel, n_tokens * (top_k + n_shared), MEMRA_RW_FN(memra_rw_sh).words,
+                       (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u),
+                       &MEMRA_RW_FN(memra_rw_last));
 }
 
 #undef MEMRA_RW_KERNEL

@@ -49,6 +49,8 @@ static void engine_release(memra_engine *eng)
         }
         if (eng->faults)
             d->cuMemFree(eng->faults);
+        if (eng->layout_tickets)
+            d->cuMemFree(eng->layout_tickets);
         for (int m = 0; m < MEMRA_MODULE_COUNT; m++)
             if (eng->module[m])
                 d->cuModuleUnload(eng->module[m]);

@@ -50,7 +50,8 @@ struct memra_engine {
     memra_slot **slots[MEMRA_MIRROR_KINDS];
     size_t n_slots[MEMRA_MIRROR_KINDS];
     memra_retired *retired;
-    memra_pinned pinned; /* the mirror's host shadows */
+    CUdeviceptr layout_tickets; /* per-layer counts of the fused layout (layout.c), or 0 */
+    memra_pinned pinned;        /* the mirror's host shadows */
     memra_engine_info info;
     memra_kernel_origin origin;
 };

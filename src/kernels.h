@@ -9,12 +9,14 @@
 #define MEMRA_KERNELS_H
 
 #include "jit.h"
+#include "layout_abi.h"
 #include "route_abi.h"
 #include "vrows_abi.h"
 
 /* X(id, source symbol in kernels_src/meson.build's output) */
 #define MEMRA_MODULES(X)                                                                           \
     X(VROWS, vrows)                                                                                \
+    X(LAYOUT, layout)                                                                              \
     X(ROUTE_BLOCK, route_block)                                                                    \
     X(ROUTE_WARP1, route_warp1)                                                                    \
     X(ROUTE_WARP4, route_warp4)                                                                    \
@@ -29,13 +31,17 @@
 #define MEMRA_KERNELS(X)                                                                           \
     X(VROWS, MEMRA_VROWS_KERNEL, VROWS, "memra_vrows_prepare_layer() or memra_engine_warmup()")    \
     X(FAULTS_TAKE, MEMRA_TAKE_KERNEL, VROWS, "memra_engine_warmup()")                              \
-    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK, "memra_route_prepare_layer()")          \
-    X(ROUTE_WARP1, MEMRA_ROUTE_WARP_KERNEL(1), ROUTE_WARP1, "memra_route_prepare_layer()")        \
-    X(ROUTE_WARP4, MEMRA_ROUTE_WARP_KERNEL(4), ROUTE_WARP4, "memra_route_prepare_layer()")        \
-    X(ROUTE_WARP8, MEMRA_ROUTE_WARP_KERNEL(8), ROUTE_WARP8, "memra_route_prepare_layer()")        \
-    X(ROUTE_WARP16, MEMRA_ROUTE_WARP_KERNEL(16), ROUTE_WARP16, "memra_route_prepare_layer()")     \
-    X(ROUTE_SIG4, MEMRA_ROUTE_SIG_KERNEL(4), ROUTE_SIG4, "memra_route_prepare_layer()")           \
-    X(ROUTE_SIG8, MEMRA_ROUTE_SIG_KERNEL(8), ROUTE_SIG8, "memra_route_prepare_layer()")           \
+    X(LAYOUT_SMALL, MEMRA_LAYOUT_SMALL_KERNEL, LAYOUT, "memra_layout_prepare()")                   \
+    X(LAYOUT_COUNT, MEMRA_LAYOUT_COUNT_KERNEL, LAYOUT, "memra_layout_prepare()")                   \
+    X(LAYOUT_SCAN, MEMRA_LAYOUT_SCAN_KERNEL, LAYOUT, "memra_layout_prepare()")                     \
+    X(LAYOUT_PLACE, MEMRA_LAYOUT_PLACE_KERNEL, LAYOUT, "memra_layout_prepare()")                   \
+    X(ROUTE_BLOCK, MEMRA_ROUTE_BLOCK_KERNEL, ROUTE_BLOCK, "memra_route_prepare_layer()")           \
+    X(ROUTE_WARP1, MEMRA_ROUTE_WARP_KERNEL(1), ROUTE_WARP1, "memra_route_prepare_layer()")         \
+    X(ROUTE_WARP4, MEMRA_ROUTE_WARP_KERNEL(4), ROUTE_WARP4, "memra_route_prepare_layer()")         \
+    X(ROUTE_WARP8, MEMRA_ROUTE_WARP_KERNEL(8), ROUTE_WARP8, "memra_route_prepare_layer()")         \
+    X(ROUTE_WARP16, MEMRA_ROUTE_WARP_KERNEL(16), ROUTE_WARP16, "memra_route_prepare_layer()")      \
+    X(ROUTE_SIG4, MEMRA_ROUTE_SIG_KERNEL(4), ROUTE_SIG4, "memra_route_prepare_layer()")            \
+    X(ROUTE_SIG8, MEMRA_ROUTE_SIG_KERNEL(8), ROUTE_SIG8, "memra_route_prepare_layer()")            \
     X(ROUTE_SIG16, MEMRA_ROUTE_SIG_KERNEL(16), ROUTE_SIG16, "memra_route_prepare_layer()")
 
 typedef enum memra_module_id {

@@ -6,6 +6,8 @@
 
 #include "error.h"
 #include "launch.h"
+#include "layout.h"
+#include "layout_spec.h"
 #include "mirror.h"
 #include "route_abi.h"
 #include "route_spec.h"
@@ -153,7 +155,19 @@ memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t
                                 memra_devptr scl, memra_stream stream)
 {
     return memra_route_launch(eng, "memra_route_tables", logits, n_tokens, spec, il, 0, macros,
-                              slabs, sel, selw, ptrs, scl, stream, memra_route_variant);
+                              slabs, sel, selw, ptrs, scl, NULL, NULL, stream, memra_route_variant);
+}
+
+memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
+                                   const memra_route_spec *spec, int il,
+                                   const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+                                   memra_devptr sel, memra_devptr selw, memra_devptr ptrs,
+                                   memra_devptr scl, const memra_layout_spec *layout_spec,
+                                   const memra_layout *layout, memra_stream stream)
+{
+    return memra_route_launch(eng, "memra_route_tables_ex", logits, n_tokens, spec, il, 0, macros,
+                              slabs, sel, selw, ptrs, scl, layout_spec, layout, stream,
+                              memra_route_variant);
 }
 
 /* The 0.2 name (memra.h): an alias for one release. */
@@ -172,24 +186,44 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                                 uint32_t n_tokens, const memra_route_spec *spec, int il,
                                 int scratch, const memra_vrows_macros *macros,
                                 const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
-                                memra_devptr ptrs, memra_devptr scl, memra_stream stream,
-                                int variant)
+                                memra_devptr ptrs, memra_devptr scl,
+                                const memra_layout_spec *layout_spec, const memra_layout *layout,
+                                memra_stream stream, int variant)
 {
     if (!eng)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
     int have_macros;
     memra_status st = memra_route_validate(fn, logits, n_tokens, spec, macros, slabs, sel, selw,
                                            ptrs, scl, &have_macros);
-    if (st || n_tokens == 0)
+    memra_layout_params lp = {0};
+    const int laid = layout_spec || layout;
+    const uint32_t n_pairs = n_tokens * memra_route_pairs_per_token(spec);
+    if (!st && laid)
+        st = memra_route_layout_check(fn, spec, sel, n_pairs, layout_spec, layout, 1, &lp);
+    if (st || (n_tokens == 0 && !laid))
         return st;
     CUstream s = (CUstream)stream;
     const int block = use_block(variant, n_tokens, spec->n_expert);
     memra_call c;
     memra_capture cap;
     CUfunction f;
+    if (n_tokens == 0) { /* the empty layout alone */
+        if (!(st = memra_call_enter(eng, fn, &c)) && !(st = memra_capture_of(&c, s, &cap)))
+            st = cap == MEMRA_CAPTURE_JOINS ? memra_refuse_capture(&c, s, "launch the kernel", NULL)
+                                            : memra_layout_launch(&c, cap, sel, 0, &lp, s);
+        goto done;
+    }
     if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
                     memra_route_kernel(variant, n_tokens, spec), &c, &cap, &f)))
         goto done;
+    /* Decode-sized batches are laid out by the routing launch's last block
+     * (the layer's count); larger ones by the layout's own launches after
+     * it. */
+    const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
+    uint64_t ticket = 0;
+    if (one_launch && (st = memra_layout_ticket(&c, cap, il, scratch, &ticket)))
+        goto done;
+    lp.ticket = ticket;
 
     memra_route_args a = {
         .logits = logits,
@@ -219,6 +253,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .shared_weight = spec->shared_rule == MEMRA_SHARED_ROUTED_SUM ? spec->shared_divisor
                                                                       : spec->shared_weight,
     };
+    if (one_launch)
+        a.lp = lp;
     if (!(st = route_mirror(&c, cap, il, scratch, spec, macros, have_macros, s, &a))) {
         if (block)
             st = memra_launch(eng, fn, f, n_tokens, memra_route_block_threads(spec->n_expert), &a,
@@ -227,6 +263,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
             st = memra_launch(eng, fn, f, memra_route_team_grid(n_tokens, spec->n_expert),
                               MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
     }
+    if (!st && laid && !one_launch)
+        st = memra_layout_launch(&c, cap, sel, n_pairs, &lp, s);
 done:
     memra_call_leave(&c);
     return st;

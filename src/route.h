@@ -28,8 +28,9 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                                 uint32_t n_tokens, const memra_route_spec *spec, int il,
                                 int scratch, const memra_vrows_macros *macros,
                                 const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
-                                memra_devptr ptrs, memra_devptr scl, memra_stream stream,
-                                int variant);
+                                memra_devptr ptrs, memra_devptr scl,
+                                const memra_layout_spec *layout_spec, const memra_layout *layout,
+                                memra_stream stream, int variant);
 
 /* Whether a launch of n_tokens over n_expert takes the block kernel
  * (memra_route_variant honoured), and the kernel a launch of n_tokens takes

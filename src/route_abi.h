@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "abi.h"
+#include "layout_params.h"
 
 typedef struct memra_route_args {
     uint64_t logits, bias, mg, mu, md;
@@ -16,14 +17,17 @@ typedef struct memra_route_args {
     uint64_t sel, selw, ptrs, scl, faults, map, n_real;
     uint32_t n_tokens, n_expert, top_k, n_group, topk_group, flags, n_local, n_shared;
     float scale, shared_weight; /* shared_weight: SGLang's divisor under FLAG_SHARED_SUM */
+    memra_layout_params lp;     /* the fused layout: lp.ticket 0 for none */
 } memra_route_args;
 
-_Static_assert(sizeof(memra_route_args) == 184, "route parameter block is 184 bytes");
+_Static_assert(sizeof(memra_layout_params) == 112, "the layout's parameters are 112 bytes");
+_Static_assert(sizeof(memra_route_args) == 296, "route parameter block is 296 bytes");
 _Static_assert(offsetof(memra_route_args, n_tokens) == 144, "n_tokens at 144");
 _Static_assert(offsetof(memra_route_args, scale) == 176, "scale at 176");
+_Static_assert(offsetof(memra_route_args, lp) == 184, "lp at 184");
 
-#define MEMRA_ROUTE_PARAM_BYTES 184u
-#define MEMRA_ROUTE_NPARAMS 28
+#define MEMRA_ROUTE_PARAM_BYTES 296u
+#define MEMRA_ROUTE_NPARAMS 29
 /* One block per token, one thread per expert (decode). */
 #define MEMRA_ROUTE_BLOCK_KERNEL "memra_route_block_kernel"
 /* Teams of lanes (kernels_src/route_warp.cu), one kernel per M, the most

@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "error.h"
-#include "vrows_host.h"
+#include "layout_host.h"
 #include "route_spec.h"
+#include "vrows_host.h"
 
 /* route_math.cuh, compiled as C: plain operators in a translation unit built
  * with -ffp-contract=off, in the default floating-point environment. */
@@ -240,4 +241,37 @@ memra_status memra_route_tables_host(const void *logits, uint32_t n_tokens,
                       "bias); the first is token %u (pair %u): routed to experts 0..%u with "
                       "weight +0",
                       fn, bad_pairs / K, first_bad / K, first_bad, spec->top_k - 1);
+}
+
+memra_status memra_route_tables_host_ex(const void *logits, uint32_t n_tokens,
+                                        const memra_route_spec *spec,
+                                        const memra_vrows_macros *macros,
+                                        const memra_vrows_slabs *slabs, int32_t *sel, float *selw,
+                                        uint64_t *ptrs, float *scl, memra_faults *faults,
+                                        const memra_layout_spec *layout_spec,
+                                        const memra_layout *layout)
+{
+    static const char fn[] = "memra_route_tables_host_ex";
+    if (!layout_spec && !layout)
+        return memra_route_tables_host(logits, n_tokens, spec, macros, slabs, sel, selw, ptrs, scl,
+                                       faults);
+    /* Everything checked before anything is written, the routing's
+     * arguments first, as the device call does. */
+    int have_macros;
+    memra_status st =
+        memra_route_validate(fn, (uint64_t)(uintptr_t)logits, n_tokens, spec, macros, slabs,
+                             (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
+                             (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl, &have_macros);
+    memra_layout_params lp;
+    const uint32_t n_pairs = n_tokens * memra_route_pairs_per_token(spec);
+    if (st || (st = memra_route_layout_check(fn, spec, (uint64_t)(uintptr_t)sel, n_pairs,
+                                             layout_spec, layout, 0, &lp)))
+        return st;
+    st = memra_route_tables_host(logits, n_tokens, spec, macros, slabs, sel, selw, ptrs, scl,
+                                 faults);
+    /* A fault status still wrote every output: the layout follows. */
+    if (st != MEMRA_OK && st != MEMRA_ERR_EXPERT_RANGE && st != MEMRA_ERR_NONFINITE_SCALE)
+        return st;
+    const memra_status lst = memra_layout_host_run(fn, sel, n_pairs, &lp);
+    return lst ? lst : st;
 }

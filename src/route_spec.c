@@ -5,6 +5,7 @@
 
 #include "abi.h"
 #include "error.h"
+#include "layout_spec.h"
 #include "vrows_spec.h"
 
 /* The public structs' layouts on LP64, which the Python (ctypes) and Rust
@@ -222,4 +223,30 @@ int memra_route_planes(const memra_route_spec *spec, const memra_vrows_macros *m
         *len = L;
     }
     return n;
+}
+
+memra_status memra_route_layout_check(const char *fn, const memra_route_spec *spec, uint64_t sel,
+                                      uint32_t n_pairs, const memra_layout_spec *layout_spec,
+                                      const memra_layout *layout, int device,
+                                      memra_layout_params *lp)
+{
+    if (!layout_spec || !layout)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL (give both, or neither)", fn,
+                          layout_spec ? "layout" : "layout_spec");
+    const uint32_t want = spec->n_expert + spec->n_shared;
+    if (layout_spec->n_expert != want)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: layout_spec->n_expert = %u must be the routing's n_expert + "
+                          "n_shared = %u",
+                          fn, layout_spec->n_expert, want);
+    if (layout_spec->expert_map)
+        return memra_fail(MEMRA_ERR_INVALID_ARG,
+                          "%s: layout_spec->expert_map must be 0 here: the routing spec's "
+                          "expert_map labels the blocks",
+                          fn);
+    memra_status st = memra_layout_validate(fn, sel, n_pairs, layout_spec, layout, device, lp);
+    if (st)
+        return st;
+    lp->map = spec->expert_map, lp->map_len = spec->n_expert, lp->n_local = spec->n_local;
+    return MEMRA_OK;
 }

@@ -5,6 +5,8 @@
 
 #include <memra/memra.h>
 
+#include "layout_params.h"
+
 /* Every field of the spec (and the host bias's values), naming the field.
  * Floats are judged by their bits, whatever the caller's FTZ/DAZ. */
 memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec);
@@ -19,6 +21,15 @@ memra_status memra_route_validate(const char *fn, uint64_t logits, uint32_t n_to
                                   const memra_route_spec *spec, const memra_vrows_macros *macros,
                                   const memra_vrows_slabs *slabs, uint64_t sel, uint64_t selw,
                                   uint64_t ptrs, uint64_t scl, int *have_macros);
+
+/* The fused call's layout (memra_route_tables_ex and its host arm): both
+ * given, the layout's n_expert the routing's n_expert + n_shared, no map of
+ * its own (the routing's labels the blocks), then memra_layout_validate of
+ * sel's n_pairs; fills lp with the routing's map. */
+memra_status memra_route_layout_check(const char *fn, const memra_route_spec *spec, uint64_t sel,
+                                      uint32_t n_pairs, const memra_layout_spec *layout_spec,
+                                      const memra_layout *layout, int device,
+                                      memra_layout_params *lp);
 
 /* The table options the spec carries (expert_map, n_local, n_shared). */
 memra_vrows_options memra_route_spec_options(const memra_route_spec *spec);

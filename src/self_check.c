@@ -226,7 +226,7 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     if (check_faults)
         TRY(memra_engine_faults(eng, stream, &f0, 0));
     TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, m, &sl, dsel,
-                           dselw, dptrs, dscl, stream, variant));
+                           dselw, dptrs, dscl, NULL, NULL, stream, variant));
     TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
     TRY(memra_download_f32_async(eng, gselw, dselw, np, stream));
     TRY(memra_download_u64_async(eng, gptrs, dptrs, 3 * np, stream));

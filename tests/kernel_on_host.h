@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "layout_abi.h"
 #include "route_abi.h"
 #include "testutil.h"
 
@@ -164,6 +165,21 @@ static inline memra_u32 memra_shfl_up_u(memra_u32 v, int d)
 }
 #define memra_popc(x) __builtin_popcount(x)
 #define memra_ffs(x) __builtin_ffs((int)(x))
+/* __match_any_sync: the lanes holding the same value. */
+static inline memra_u32 memra_match_any(memra_u32 v)
+{
+    host_warp *w = HOST_WARP;
+    w->i[HOST_LANE] = (int)v;
+    memra_warp_sync();
+    memra_u32 m = 0;
+    for (int l = 0; l < 32; l++)
+        m |= (memra_u32)((memra_u32)w->i[l] == v) << l;
+    memra_warp_sync();
+    return m;
+}
+#define memra_thread_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define memra_load_cg(p) (*(p))
+#define memra_atomic_add_u64(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 static inline memra_u32 memra_shfl_xor_u(memra_u32 v, int off)
 {
     host_warp *w = HOST_WARP;
@@ -214,6 +230,8 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 #include "vrows_pair.cuh"
 #include "vrows.cu"
 #include "route_math.cuh"
+#include "warp.cuh"
+#include "layout.cu"
 #include "route_common.cuh"
 #include "route_block.cu"
 /* Every team kernel, as NVRTC compiles each in its own module. */
@@ -307,9 +325,20 @@ static inline void run_take_on_host(const unsigned char *buf)
 
 static const memra_route_args *host_route_a;
 static host_route_fn host_route_run;
+/* What each coroutine thread runs: a routing kernel from host_route_a, or
+ * a layout kernel from host_layout_a. */
+static void (*host_thread_body)(void);
+static const memra_layout_args *host_layout_a;
+static void (*host_layout_run)(const int *, memra_u32, memra_layout_params);
+
+static void host_layout_body(void)
+{
+    const memra_layout_args *a = host_layout_a;
+    host_layout_run((const int *)(uintptr_t)a->ids, a->n_pairs, a->lp);
+}
 static unsigned char host_route_done[HOST_MAX_THREADS];
 
-static void host_route_thread_main(void)
+static void host_route_body(void)
 {
     const memra_route_args *a = host_route_a;
     host_route_run((const void *)(uintptr_t)a->logits, (const void *)(uintptr_t)a->bias,
@@ -320,7 +349,12 @@ static void host_route_thread_main(void)
                    (memra_u32 *)(uintptr_t)a->faults, (const int *)(uintptr_t)a->map,
                    (const void *)(uintptr_t)a->n_real, a->n_tokens, a->n_expert, a->top_k,
                    a->n_group, a->topk_group, a->flags, a->n_local, a->n_shared, a->scale,
-                   a->shared_weight);
+                   a->shared_weight, a->lp);
+}
+
+static void host_route_thread_main(void)
+{
+    host_thread_body();
     host_route_done[host_current] = 1;
     host_progress++;
     /* returning resumes uc_link: the scheduler */
@@ -348,26 +382,19 @@ static __attribute__((noinline)) void host_resume(unsigned t)
         abort();
 }
 
-/* Executes a grid of routing kernel `fn`, a block at a time, its threads as
- * coroutines switched at every barrier. */
-static inline void run_route_on_host(const unsigned char *buf, size_t size, host_dim3 grid,
-                                     host_dim3 block, host_route_fn fn)
+/* Executes a grid of the thread body set in host_thread_body, a block at a
+ * time, its threads as coroutines switched at every barrier. The caller
+ * holds host_one_grid: shared memory, the barriers and the stacks are the
+ * process's. */
+static pthread_mutex_t host_one_grid = PTHREAD_MUTEX_INITIALIZER;
+static inline void run_blocks_on_host(host_dim3 grid, host_dim3 block)
 {
-    /* One grid at a time: shared memory, the barriers and the stacks are
-     * the process's. */
-    static pthread_mutex_t one_grid = PTHREAD_MUTEX_INITIALIZER;
     enum { STACK = 64 * 1024 };
     static unsigned char *stacks;
-    pthread_mutex_lock(&one_grid);
     if (!stacks && !(stacks = malloc((size_t)HOST_MAX_THREADS * STACK)))
         abort();
-    memra_route_args a;
-    memset(&a, 0, sizeof a);
-    memcpy(&a, buf, size);
     if (block.x == 0 || block.x % 32 || block.x > HOST_MAX_THREADS)
         abort();
-    host_route_a = &a;
-    host_route_run = fn;
     const unsigned n = block.x;
     blockDim = block, gridDim = grid;
     for (unsigned b = 0; b < grid.x; b++) {
@@ -389,14 +416,61 @@ static inline void run_route_on_host(const unsigned char *buf, size_t size, host
             }
             if (left && host_progress == before) {
                 fprintf(stderr,
-                        "kernel_on_host: block %u of a routing kernel deadlocked at a "
+                        "kernel_on_host: block %u of a kernel deadlocked at a "
                         "barrier (%u threads waiting)\n",
                         b, left);
                 abort();
             }
         }
     }
-    pthread_mutex_unlock(&one_grid);
+}
+
+/* Executes a grid of routing kernel `fn`. */
+static inline void run_route_on_host(const unsigned char *buf, size_t size, host_dim3 grid,
+                                     host_dim3 block, host_route_fn fn)
+{
+    pthread_mutex_lock(&host_one_grid);
+    memra_route_args a;
+    memset(&a, 0, sizeof a);
+    memcpy(&a, buf, size);
+    host_route_a = &a;
+    host_route_run = fn;
+    host_thread_body = host_route_body;
+    run_blocks_on_host(grid, block);
+    pthread_mutex_unlock(&host_one_grid);
+}
+
+/* A layout kernel's host run, by its id; NULL for the others. */
+typedef void (*host_layout_fn)(const int *, memra_u32, memra_layout_params);
+static inline host_layout_fn host_layout_kernel(memra_kernel_id k)
+{
+    switch (k) {
+    case MEMRA_KERNEL_LAYOUT_SMALL:
+        return memra_layout_small_kernel;
+    case MEMRA_KERNEL_LAYOUT_COUNT:
+        return memra_layout_count_kernel;
+    case MEMRA_KERNEL_LAYOUT_SCAN:
+        return memra_layout_scan_kernel;
+    case MEMRA_KERNEL_LAYOUT_PLACE:
+        return memra_layout_place_kernel;
+    default:
+        return NULL;
+    }
+}
+
+/* Executes a grid of layout kernel `fn`. */
+static inline void run_layout_on_host(const unsigned char *buf, size_t size, host_dim3 grid,
+                                      host_dim3 block, host_layout_fn fn)
+{
+    pthread_mutex_lock(&host_one_grid);
+    memra_layout_args a;
+    memset(&a, 0, sizeof a);
+    memcpy(&a, buf, size);
+    host_layout_a = &a;
+    host_layout_run = fn;
+    host_thread_body = host_layout_body;
+    run_blocks_on_host(grid, block);
+    pthread_mutex_unlock(&host_one_grid);
 }
 
 #endif /* MEMRA_KERNEL_ON_HOST_H */

@@ -29,7 +29,7 @@ enum {
 typedef struct mock_launch {
     CUfunction f;
     unsigned grid[3], block[3];
-    unsigned char args[192];
+    unsigned char args[512]; /* the largest parameter block, with room */
     size_t args_size;
     CUstream stream;
     int pdl; /* launched with programmatic stream serialization */

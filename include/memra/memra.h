@@ -582,6 +582,103 @@ MEMRA_API memra_status memra_route_prepare_layer(memra_engine *eng, int il,
                                                  const memra_vrows_macros *macros,
                                                  memra_stream stream);
 
+/* ---- the expert-sorted layout (since 0.4) -------------------------------- *
+ * What the expert GEMMs of larger batches read (vLLM's and SGLang's
+ * moe_align_block_size, CUTLASS grouped GEMMs): the pairs p = t*K + j of a
+ * step grouped by expert. From a batch's expert ids (n_pairs int32, a
+ * routing call's sel or an engine's own topk_ids) it writes, exactly as
+ * vLLM's moe_align_block_size(topk_ids, block_size, num_experts,
+ * expert_map, pad_sorted_ids) defines them (docs/layout-sorted.md):
+ *  - sorted_ids (int32[sorted_len]): expert 0's pairs, padded with the
+ *    sentinel n_pairs to a multiple of block_size, then expert 1's, ...;
+ *    every entry after the last expert's run is the sentinel too. Inside an
+ *    expert, pairs in ascending index: the same bits on every run, device
+ *    and host (vLLM's and SGLang's kernels place them with atomics);
+ *  - expert_ids (int32[n_blocks]): each block's expert, or with expert_map
+ *    its local id (-1: another rank's expert); -1 past the last run;
+ *  - n_post_pad (int32[1]): the padded total, sorted_ids' used length;
+ *  - optional: offsets (int32[n_expert + 1], exclusive prefix sum of each
+ *    expert's pairs), padded_offsets (the same of the padded runs), counts
+ *    (int32[n_expert]) for grouped GEMMs; expert_load (int32 or int64 per
+ *    load_dtype, n_expert): each expert's pairs ADDED in, expert-parallel
+ *    load balancing's statistic (vLLM's and SGLang's EPLB).
+ * An id outside [0, n_expert) (a padding row's -1, say) belongs to no
+ * expert: it is in no run and no count. Sizes (memra_layout_sizes), as
+ * vLLM's: sorted_len = n_pairs + n_expert * (block_size - 1), rounded up to
+ * block_size with pad_sorted_ids, at most n_pairs * block_size when
+ * n_pairs < n_expert; n_blocks = ceil(sorted_len / block_size). */
+#define MEMRA_LAYOUT_MAX_EXPERT (MEMRA_ROUTE_MAX_EXPERT + MEMRA_ROUTE_MAX_TOP_K)
+typedef struct memra_layout_spec {
+    uint32_t n_expert;            /* 1 .. MEMRA_LAYOUT_MAX_EXPERT: ids 0 .. n_expert - 1 */
+    uint32_t block_size;          /* 1 .. 65536: the GEMM's BLOCK_SIZE_M */
+    int pad_sorted_ids;           /* 0 or 1: vLLM's option of the same name */
+    memra_count_dtype load_dtype; /* expert_load's element type */
+    /* int32[n_expert], global id -> local id or -1 (vLLM's expert_map), an
+     * address in the memory of the arm that runs; 0: none. The fused call
+     * (memra_route_tables_ex) takes the routing spec's map instead. */
+    uint64_t expert_map;
+} memra_layout_spec;
+/* Where the layout goes: addresses in the memory of the arm that runs.
+ * sorted_ids, expert_ids and n_post_pad are required, the rest optional
+ * (0). workspace: memra_layout_workspace_bytes() of device memory for the
+ * device calls (0 bytes for decode-sized batches), content unused between
+ * calls; ignored by the host arm. */
+typedef struct memra_layout {
+    uint64_t sorted_ids, expert_ids, n_post_pad;
+    uint64_t offsets, padded_offsets, counts, expert_load;
+    uint64_t workspace;
+} memra_layout;
+
+/* vLLM's sizes of sorted_ids and expert_ids for n_pairs (above). */
+MEMRA_API memra_status memra_layout_sizes(uint32_t n_pairs, const memra_layout_spec *spec,
+                                          uint64_t *sorted_len, uint64_t *n_blocks);
+/* Device workspace the device calls need for n_pairs (0 up to
+ * MEMRA_LAYOUT_ONE_LAUNCH pairs: one launch; above: three launches over
+ * tiles of pairs, still capturable and never synchronising). */
+#define MEMRA_LAYOUT_ONE_LAUNCH 16384u
+MEMRA_API memra_status memra_layout_workspace_bytes(uint32_t n_pairs, const memra_layout_spec *spec,
+                                                    uint64_t *bytes);
+/* Loads the layout kernels and the engine's per-layer counts for the fused
+ * call (memra_route_tables_ex) now: call before capturing a graph with
+ * layouts (a first use allocates and compiles, which a capture refuses). */
+MEMRA_API memra_status memra_layout_prepare(memra_engine *eng);
+/* The layout of host ids on the host: the reference. Bad arguments write
+ * nothing. */
+MEMRA_API memra_status memra_layout_tables_host(const int32_t *ids, uint32_t n_pairs,
+                                                const memra_layout_spec *spec,
+                                                const memra_layout *out);
+/* The same on the device from device ids, on `stream`: capturable, never
+ * synchronises. n_pairs = 0 writes the empty layout (n_post_pad 0, every
+ * sorted_ids entry the sentinel 0, every block -1). */
+MEMRA_API memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, uint32_t n_pairs,
+                                           const memra_layout_spec *spec, const memra_layout *out,
+                                           memra_stream stream);
+
+/* Routing, its tables and the layout of its sel in one call: one launch
+ * for decode-sized batches (n_tokens * K up to MEMRA_LAYOUT_ONE_LAUNCH: the
+ * last block of the routing kernel lays the batch out), four above. The
+ * layout's experts are the routing's n_expert + n_shared ids (spec->n_expert
+ * of the layout must be that), with the routing spec's expert_map giving
+ * each block's local slot as the tables do (the layout spec's expert_map
+ * must be 0); padding rows (n_real) are in no run. layout_spec and layout
+ * may be NULL: then memra_route_tables. A layer's calls with a layout must
+ * not overlap in time (one step after another, as a model's are): the
+ * engine keeps a per-layer count that the launch's blocks share. */
+MEMRA_API memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits,
+                                             uint32_t n_tokens, const memra_route_spec *spec,
+                                             int il, const memra_vrows_macros *macros,
+                                             const memra_vrows_slabs *slabs, memra_devptr sel,
+                                             memra_devptr selw, memra_devptr ptrs, memra_devptr scl,
+                                             const memra_layout_spec *layout_spec,
+                                             const memra_layout *layout, memra_stream stream);
+/* The host arm of it: memra_route_tables_host, then the layout of its sel
+ * (host addresses in layout). */
+MEMRA_API memra_status memra_route_tables_host_ex(
+    const void *logits, uint32_t n_tokens, const memra_route_spec *spec,
+    const memra_vrows_macros *macros, const memra_vrows_slabs *slabs, int32_t *sel, float *selw,
+    uint64_t *ptrs, float *scl, memra_faults *faults, const memra_layout_spec *layout_spec,
+    const memra_layout *layout);
+
 /* ---- names before 0.3 ---------------------------------------------------- *
  * One vocabulary from 0.3: memra_<operation>_tables (device),
  * memra_<operation>_tables_host (host arm), memra_<operation>_prepare_layer,

@@ -23,6 +23,11 @@ void execute(const op *o)
             }
         } else if (o->l.f == MOCK_FN(FAULTS_TAKE)) {
             run_take_on_host(o->l.args);
+        } else if (host_layout_kernel((memra_kernel_id)((char *)o->l.f - fn_kernel))) {
+            pthread_mutex_unlock(&mu);
+            run_layout_on_host(o->l.args, o->l.args_size, g, b,
+                               host_layout_kernel((memra_kernel_id)((char *)o->l.f - fn_kernel)));
+            pthread_mutex_lock(&mu);
         } else if (!host_route_kernel((memra_kernel_id)((char *)o->l.f - fn_kernel))) {
             fail_msg("the mock has no host run for kernel %s",
                      memra_kernel_name((memra_kernel_id)((char *)o->l.f - fn_kernel)));
@@ -171,11 +176,29 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     }
     assert_non_null(buf);
     assert_non_null(size);
+    assert_true(*size <= sizeof(((mock_launch *)0)->args));
     if (f == MOCK_FN(VROWS)) {
         assert_int_equal(*size, sizeof(memra_vrows_args));
     } else if (f == MOCK_FN(FAULTS_TAKE)) {
         assert_int_equal(*size, sizeof(memra_take_args));
         assert_int_equal(gx * bx, 1);
+    } else if (f == MOCK_FN(LAYOUT_SMALL) || f == MOCK_FN(LAYOUT_COUNT) ||
+               f == MOCK_FN(LAYOUT_SCAN) || f == MOCK_FN(LAYOUT_PLACE)) {
+        assert_int_equal(*size, MEMRA_LAYOUT_PARAM_BYTES);
+        memra_layout_args a;
+        memcpy(&a, buf, sizeof a);
+        if (f == MOCK_FN(LAYOUT_SMALL)) {
+            assert_true(a.n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH);
+            assert_int_equal(gx, 1), assert_int_equal(bx, MEMRA_LAYOUT_SMALL_THREADS);
+        } else if (f == MOCK_FN(LAYOUT_SCAN)) {
+            assert_int_equal(gx, 1), assert_int_equal(bx, MEMRA_LAYOUT_SCAN_THREADS);
+        } else { /* a block a tile, the tiles' counts in a workspace */
+            assert_true(a.n_pairs > MEMRA_LAYOUT_ONE_LAUNCH);
+            assert_true(a.lp.workspace != 0);
+            assert_int_equal(gx, a.lp.n_tiles);
+            assert_int_equal(bx, f == MOCK_FN(LAYOUT_COUNT) ? MEMRA_LAYOUT_COUNT_THREADS
+                                                            : MEMRA_LAYOUT_PLACE_THREADS);
+        }
     } else {
         assert_int_equal(*size, MEMRA_ROUTE_PARAM_BYTES);
         memra_route_args a;

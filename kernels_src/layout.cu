@@ -1,0 +1,278 @@
+/* memra: the expert-sorted layout (docs/layout-sorted.md). Concatenated
+ * after abi.h, layout_params.h and vrows_pair.cuh (the host tests run the
+ * same text as C, kernel_on_host.h).
+ *
+ * A pair's place is fixed by counting, never by the order atomics land in:
+ * pair p of expert e goes to
+ *     cum[e] + (the pairs of e before p's tile) + (the pairs of e before
+ *     p's warp range in its tile) + (the pairs of e before p in its chunk
+ *     of 32, __match_any_sync)
+ * where cum is the exclusive prefix sum of the runs padded to block_size.
+ * Each warp walks its range of the tile 32 pairs at a time, in order, so
+ * inside an expert the pairs come out in ascending index, the same bits on
+ * every run. Decode-sized batches take one block (memra_layout_block: the
+ * standalone kernel, or the last block of a routing launch that lays its
+ * own batch out); larger ones three launches over tiles of
+ * MEMRA_LAYOUT_TILE pairs: count, scan, place. */
+
+/* A run's block label: the expert, or through the map its local id. */
+MEMRA_DEVICE int memra_layout_label(const memra_layout_params *lp, memra_u32 e)
+{
+    const int *map = (const int *)lp->map;
+    if (!map)
+        return (int)e;
+    return e < lp->map_len ? map[e] : (int)(lp->n_local + (e - lp->map_len));
+}
+
+/* Pair p's expert, n_expert for none (an id outside the range: a padding
+ * row's -1). `fresh`: another block wrote the ids in this launch, so they
+ * are read past this SM's L1. */
+MEMRA_DEVICE memra_u32 memra_layout_expert(const int *ids, memra_u32 p, memra_u32 E, int fresh)
+{
+    const memra_u32 e = (memra_u32)(fresh ? memra_load_cg(&ids[p]) : ids[p]);
+    return e < E ? e : E;
+}
+
+/* One warp's walk over pairs [lo, hi) in chunks of 32, in order. Pass 0
+ * counts each expert's pairs into hist[]; pass 1 places them: pair p of
+ * expert e at at[e] + base[e] + its rank among its chunk's pairs of e, then
+ * base[e] grows by the chunk's. */
+MEMRA_DEVICE void memra_layout_walk(const memra_layout_params *lp, const int *ids, memra_u32 lo,
+                                    memra_u32 hi, memra_u32 *hist, const memra_u32 *at, int place,
+                                    int fresh)
+{
+    const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert;
+    int *sorted = (int *)lp->sorted_ids;
+    for (memra_u32 q0 = lo; q0 < hi; q0 += 32u) {
+        const memra_u32 p = q0 + lane;
+        const memra_u32 e = p < hi ? memra_layout_expert(ids, p, E, fresh) : E;
+        const memra_u32 same = memra_match_any(e);
+        const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
+        const int leader = below == 0;
+        if (place && e < E)
+            sorted[at[e] + hist[e] + below] = (int)p;
+        memra_warp_sync(); /* every lane has read hist[e] before the leader adds */
+        if (leader && e < E)
+            hist[e] += memra_popc(same);
+        memra_warp_sync();
+    }
+}
+
+/* In warp 0: out[i] = the exclusive prefix sum of f(in[i]) for i < n, and
+ * out[n] the total; f pads to block_size when `pad`. Lane l takes a run of
+ * consecutive entries, then the lanes' sums are scanned. */
+MEMRA_DEVICE void memra_layout_scan(const memra_u32 *in, memra_u32 *out, memra_u32 n, memra_u32 bs,
+                                    int pad)
+{
+    const memra_u32 lane = threadIdx.x & 31u, per = (n + 31u) / 32u;
+    const memra_u32 lo = lane * per < n ? lane * per : n, hi = lo + per < n ? lo + per : n;
+    memra_u32 sum = 0;
+    for (memra_u32 i = lo; i < hi; i++)
+        sum += pad ? (in[i] + bs - 1u) / bs * bs : in[i];
+    memra_u32 incl = sum;
+    for (int d = 1; d < 32; d <<= 1) {
+        const memra_u32 up = memra_shfl_up_u(incl, d);
+        incl += lane >= (memra_u32)d ? up : 0u;
+    }
+    memra_u32 run = incl - sum;
+    for (memra_u32 i = lo; i < hi; i++) {
+        out[i] = run;
+        run += pad ? (in[i] + bs - 1u) / bs * bs : in[i];
+    }
+    if (lane == 31u)
+        out[n] = incl;
+}
+
+/* Everything but the pairs' own places, from each expert's count and the
+ * two prefix sums: the sentinel in each run's padding and after the last
+ * run, each block's label (-1 past the last run), n_post_pad, and the
+ * optional offsets, padded offsets, counts and load. The thread `tid` of
+ * `nthreads` takes every nthreads-th expert, slot and block. */
+MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra_u32 *count,
+                                      const memra_u32 *cum, const memra_u32 *off, memra_u32 n_pairs,
+                                      memra_u32 tid, memra_u32 nthreads)
+{
+    const memra_u32 E = lp->n_expert, bs = lp->block_size, total = cum[E];
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    if (tid == 0)
+        *(int *)lp->n_post_pad = (int)total;
+    for (memra_u32 e = tid; e <= E; e += nthreads) {
+        if (lp->offsets)
+            ((int *)lp->offsets)[e] = (int)off[e];
+        if (lp->padded_offsets)
+            ((int *)lp->padded_offsets)[e] = (int)cum[e];
+        if (e == E)
+            break;
+        for (memra_u32 q = cum[e] + count[e]; q < cum[e + 1]; q++)
+            sorted[q] = (int)n_pairs;
+        const int label = memra_layout_label(lp, e);
+        for (memra_u32 b = cum[e] / bs; b < cum[e + 1] / bs; b++)
+            eids[b] = label;
+        if (lp->counts)
+            ((int *)lp->counts)[e] = (int)count[e];
+        if (lp->load && (lp->flags & MEMRA_LAYOUT_FLAG_LOAD_I64))
+            memra_atomic_add_u64((memra_u64 *)lp->load + e, (memra_u64)count[e]);
+        else if (lp->load)
+            atomicAdd((memra_u32 *)lp->load + e, count[e]);
+    }
+    for (memra_u32 q = total + tid; q < lp->sorted_len; q += nthreads)
+        sorted[q] = (int)n_pairs;
+    for (memra_u32 b = total / bs + tid; b < lp->n_blocks; b += nthreads)
+        eids[b] = -1;
+}
+
+/* The scratch memra_layout_block needs for n_expert experts and `warps`
+ * placing warps, in 32-bit words. */
+#define MEMRA_LAYOUT_BLOCK_WORDS(E, warps) ((warps) * (E) + (E) + 2u * ((E) + 1u))
+
+/* The whole layout of n_pairs ids by the calling block (every thread of it
+ * calls), in `scratch` (`words` 32-bit words of shared memory, at least
+ * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): up to four warps walk the pairs,
+ * as many as the scratch holds the counts of. */
+MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *ids,
+                                     memra_u32 n_pairs, memra_u32 *scratch, memra_u32 words,
+                                     int fresh)
+{
+    const memra_u32 E = lp->n_expert, tid = threadIdx.x, nthreads = blockDim.x;
+    const memra_u32 wid = tid >> 5, nw = nthreads >> 5;
+    memra_u32 lw = (words - (E + 2u * (E + 1u))) / E; /* placing warps */
+    lw = lw > 4u ? 4u : lw;
+    lw = lw > nw ? nw : lw;
+    memra_u32 *count = scratch + lw * E, *cum = count + E, *off = cum + E + 1u;
+    for (memra_u32 i = tid; i < lw * E; i += nthreads)
+        scratch[i] = 0;
+    memra_block_sync();
+    const memra_u32 per = (n_pairs + lw - 1u) / lw;
+    const memra_u32 lo = wid * per < n_pairs ? wid * per : n_pairs;
+    const memra_u32 hi = lo + per < n_pairs ? lo + per : n_pairs;
+    if (wid < lw)
+        memra_layout_walk(lp, ids, lo, hi, scratch + wid * E, NULL, 0, fresh);
+    memra_block_sync();
+    /* Each expert's count, and each warp's start inside its run. */
+    for (memra_u32 e = tid; e < E; e += nthreads) {
+        memra_u32 run = 0;
+        for (memra_u32 w = 0; w < lw; w++) {
+            const memra_u32 c = scratch[w * E + e];
+            scratch[w * E + e] = run;
+            run += c;
+        }
+        count[e] = run;
+    }
+    memra_block_sync();
+    if (wid == 0) {
+        memra_layout_scan(count, cum, E, lp->block_size, 1);
+        memra_layout_scan(count, off, E, lp->block_size, 0);
+    }
+    memra_block_sync();
+    if (wid < lw)
+        memra_layout_walk(lp, ids, lo, hi, scratch + wid * E, cum, 1, fresh);
+    memra_layout_finish(lp, count, cum, off, n_pairs, tid, nthreads);
+}
+
+/* The routing modules take memra_layout_block alone (their last block lays
+ * out its launch's batch); the layout module, the kernels too. */
+#ifndef MEMRA_LAYOUT_BLOCK_ONLY
+/* Parameters of the layout kernels (src/layout_abi.h). */
+#define MEMRA_LAYOUT_KPARAMS const int *ids, memra_u32 n_pairs, memra_layout_params lp
+
+/* One block for the whole batch (up to MEMRA_LAYOUT_ONE_LAUNCH pairs). */
+#define MEMRA_LAYOUT_SMALL_WORDS MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 4u)
+MEMRA_KERNEL memra_layout_small_kernel(MEMRA_LAYOUT_KPARAMS)
+{
+    MEMRA_SHARED memra_u32 sh[MEMRA_LAYOUT_SMALL_WORDS];
+    memra_grid_wait();
+    memra_grid_launch_dependents();
+    memra_layout_block(&lp, ids, n_pairs, sh, MEMRA_LAYOUT_SMALL_WORDS, 0);
+}
+
+/* Three launches over tiles. 1: each tile's count of each expert, into the
+ * workspace (n_tiles x n_expert words). */
+MEMRA_KERNEL memra_layout_count_kernel(MEMRA_LAYOUT_KPARAMS)
+{
+    MEMRA_SHARED memra_u32 hist[MEMRA_ABI_LAYOUT_MAX_EXPERT];
+    const memra_u32 E = lp.n_expert, tile = blockIdx.x;
+    memra_grid_wait();
+    memra_grid_launch_dependents();
+    for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x)
+        hist[e] = 0;
+    memra_block_sync();
+    const memra_u32 lo = tile * MEMRA_LAYOUT_TILE;
+    const memra_u32 hi = n_pairs - lo < MEMRA_LAYOUT_TILE ? n_pairs : lo + MEMRA_LAYOUT_TILE;
+    for (memra_u32 p = lo + threadIdx.x; p < hi; p += blockDim.x) {
+        const memra_u32 e = memra_layout_expert(ids, p, E, 0);
+        if (e < E)
+            atomicAdd(&hist[e], 1u);
+    }
+    memra_block_sync();
+    memra_u32 *tc = (memra_u32 *)lp.workspace + (memra_u64)tile * E;
+    for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x)
+        tc[e] = hist[e];
+}
+
+/* 2 (one block): each tile's count turned into the pairs of each expert
+ * before it; the counts, the prefix sums (kept after the tiles' counts in
+ * the workspace for launch 3) and everything but the pairs' places. */
+MEMRA_KERNEL memra_layout_scan_kernel(MEMRA_LAYOUT_KPARAMS)
+{
+    MEMRA_SHARED memra_u32 count[MEMRA_ABI_LAYOUT_MAX_EXPERT];
+    MEMRA_SHARED memra_u32 cum[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1],
+        off[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1];
+    const memra_u32 E = lp.n_expert;
+    (void)ids; /* the tiles' counts are all it reads */
+    memra_grid_wait();
+    memra_grid_launch_dependents();
+    memra_u32 *tc = (memra_u32 *)lp.workspace;
+    for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
+        memra_u32 run = 0;
+        for (memra_u32 t = 0; t < lp.n_tiles; t++) {
+            const memra_u32 c = tc[(memra_u64)t * E + e];
+            tc[(memra_u64)t * E + e] = run;
+            run += c;
+        }
+        count[e] = run;
+    }
+    memra_block_sync();
+    if (threadIdx.x < 32u) {
+        memra_layout_scan(count, cum, E, lp.block_size, 1);
+        memra_layout_scan(count, off, E, lp.block_size, 0);
+    }
+    memra_block_sync();
+    memra_u32 *wcum = tc + (memra_u64)lp.n_tiles * E;
+    for (memra_u32 e = threadIdx.x; e <= E; e += blockDim.x)
+        wcum[e] = cum[e];
+    memra_layout_finish(&lp, count, cum, off, n_pairs, threadIdx.x, blockDim.x);
+}
+
+/* 3: each tile's pairs placed, MEMRA_LAYOUT_PLACE_WARPS warps a tile. */
+MEMRA_KERNEL memra_layout_place_kernel(MEMRA_LAYOUT_KPARAMS)
+{
+    MEMRA_SHARED memra_u32 hist[MEMRA_LAYOUT_PLACE_WARPS][MEMRA_ABI_LAYOUT_MAX_EXPERT];
+    MEMRA_SHARED memra_u32 at[MEMRA_ABI_LAYOUT_MAX_EXPERT];
+    const memra_u32 E = lp.n_expert, tile = blockIdx.x, wid = threadIdx.x >> 5;
+    memra_grid_wait();
+    memra_grid_launch_dependents();
+    for (memra_u32 i = threadIdx.x; i < MEMRA_LAYOUT_PLACE_WARPS * E; i += blockDim.x)
+        hist[i / E][i % E] = 0;
+    memra_block_sync();
+    const memra_u32 t0 = tile * MEMRA_LAYOUT_TILE;
+    const memra_u32 t1 = n_pairs - t0 < MEMRA_LAYOUT_TILE ? n_pairs : t0 + MEMRA_LAYOUT_TILE;
+    const memra_u32 per = (t1 - t0 + MEMRA_LAYOUT_PLACE_WARPS - 1u) / MEMRA_LAYOUT_PLACE_WARPS;
+    const memra_u32 lo = t0 + wid * per < t1 ? t0 + wid * per : t1;
+    const memra_u32 hi = lo + per < t1 ? lo + per : t1;
+    memra_layout_walk(&lp, ids, lo, hi, hist[wid], NULL, 0, 0);
+    memra_block_sync();
+    const memra_u32 *tc = (const memra_u32 *)lp.workspace + (memra_u64)tile * E;
+    const memra_u32 *wcum = (const memra_u32 *)lp.workspace + (memra_u64)lp.n_tiles * E;
+    for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
+        memra_u32 run = 0;
+        for (memra_u32 w = 0; w < MEMRA_LAYOUT_PLACE_WARPS; w++) {
+            const memra_u32 c = hist[w][e];
+            hist[w][e] = run;
+            run += c;
+        }
+        at[e] = wcum[e] + tc[e];
+    }
+    memra_block_sync();
+    memra_layout_walk(&lp, ids, lo, hi, hist[wid], at, 1, 0);
+}
+#endif /* MEMRA_LAYOUT_BLOCK_ONLY */

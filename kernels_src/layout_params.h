@@ -1,0 +1,30 @@
+/* The expert-sorted layout's kernel parameters (docs/layout-sorted.md), one
+ * struct passed by value, shared by the layout kernels (layout.cu) and the
+ * routing kernels that lay their own batch out (the fused call), and by the
+ * host code that fills it (src/layout.c, src/route.c). The same bytes on
+ * both sides: every field at its natural alignment, no padding. */
+#ifndef MEMRA_LAYOUT_PARAMS_H
+#define MEMRA_LAYOUT_PARAMS_H
+
+typedef struct memra_layout_params {
+    /* outputs (0: not wanted; sorted_ids 0: no layout at all) */
+    unsigned long long sorted_ids, expert_ids, n_post_pad;
+    unsigned long long offsets, padded_offsets, counts, load;
+    /* the tiles' counts (three-launch path), and the per-layer count the
+     * routing launch's blocks share (fused one-launch path) */
+    unsigned long long workspace, ticket;
+    /* each run's block label: map[e] for e < map_len, n_local + (e - map_len)
+     * above (the routing's shared experts); e itself without a map */
+    unsigned long long map;
+    unsigned int n_expert, block_size, sorted_len, n_blocks;
+    unsigned int map_len, n_local, flags, n_tiles;
+} memra_layout_params;
+
+/* flags */
+#define MEMRA_LAYOUT_FLAG_LOAD_I64 1u /* load is int64 */
+
+/* Pairs per tile of the three-launch path, and the warps that place one. */
+#define MEMRA_LAYOUT_TILE 4096u
+#define MEMRA_LAYOUT_PLACE_WARPS 4u
+
+#endif /* MEMRA_LAYOUT_PARAMS_H */

@@ -1,0 +1,50 @@
+/* memra: the warp and block primitives every multi-thread kernel uses
+ * (routing, the layout), by one name each: CUDA's intrinsics under NVRTC;
+ * the host tests define the same names over their coroutine threads
+ * (tests/kernel_on_host.h), so the mock runs the kernels' own text. */
+#ifdef __CUDACC_RTC__
+#define memra_warp_sync() __syncwarp()
+#define memra_warp_any(p) __any_sync(0xffffffffu, (p))
+#define memra_warp_ballot(p) __ballot_sync(0xffffffffu, (p))
+#define memra_shfl_xor_f(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
+#define memra_shfl_xor_u(v, o) __shfl_xor_sync(0xffffffffu, (v), (o))
+#define memra_shfl_f(v, l) __shfl_sync(0xffffffffu, (v), (l))
+#define memra_shfl_u(v, l) __shfl_sync(0xffffffffu, (v), (l))
+#define memra_shfl_up_u(v, d) __shfl_up_sync(0xffffffffu, (v), (d))
+#define memra_popc(x) __popc(x)
+#define memra_ffs(x) __ffs(x)
+#define memra_block_sync() __syncthreads()
+#define memra_block_or(p) __syncthreads_or(p)
+#define MEMRA_SHARED __shared__
+#if __CUDA_ARCH__ >= 800
+#define memra_warp_max_u32(x) __reduce_max_sync(0xffffffffu, (x))
+#define memra_warp_min_u32(x) __reduce_min_sync(0xffffffffu, (x))
+#else
+MEMRA_DEVICE memra_u32 memra_warp_max_u32(memra_u32 x)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
+        x = o > x ? o : x;
+    }
+    return x;
+}
+MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
+{
+    for (int off = 16; off > 0; off >>= 1) {
+        const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
+        x = o < x ? o : x;
+    }
+    return x;
+}
+#endif
+#define memra_match_any(v) __match_any_sync(0xffffffffu, (v))
+#define memra_thread_fence() __threadfence()
+#define memra_load_cg(p) __ldcg(p)
+#define memra_atomic_add_u64(p, v) atomicAdd((p), (v))
+#endif
+
+#ifdef __CUDACC_RTC__
+#define MEMRA_NO_UNROLL _Pragma("unroll 1")
+#else
+#define MEMRA_NO_UNROLL
+#endif

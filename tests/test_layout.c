@@ -1,0 +1,664 @@
+/* The expert-sorted layout: the host arm against a reference written from
+ * vLLM's definition (a stable sort by expert, runs padded with the
+ * sentinel), vLLM's sizes and docstring example, the optional outputs, bad
+ * arguments; and the device arm through the mock driver (which runs the
+ * kernel source): the one-launch and three-launch paths, the fused routing
+ * call on both kernels at decode and prefill sizes, padded batches, maps
+ * and shared experts, capture, and the same bytes run after run. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "testutil.h"
+
+#include "kernel_on_host.h"
+#include "mock_fixture.h"
+#include "route.h"
+#include "gate_cases.h"
+#include "route_cases.h"
+
+/* ---- a reference from the definition ---------------------------------------- */
+
+typedef struct lay {
+    int32_t *sorted, *eids, post, *offsets, *padded, *counts;
+    int64_t *load64;
+    int32_t *load32;
+    uint64_t len, blocks;
+} lay;
+
+static void lay_alloc(lay *l, uint32_t n_pairs, const memra_layout_spec *s)
+{
+    memset(l, 0, sizeof *l);
+    assert_int_equal(memra_layout_sizes(n_pairs, s, &l->len, &l->blocks), MEMRA_OK);
+    l->sorted = malloc((l->len + 1) * 4);
+    l->eids = malloc((l->blocks + 1) * 4);
+    l->offsets = malloc((s->n_expert + 1) * 4);
+    l->padded = malloc((s->n_expert + 1) * 4);
+    l->counts = malloc(s->n_expert * 4);
+    l->load64 = calloc(s->n_expert, 8);
+    l->load32 = calloc(s->n_expert, 4);
+}
+
+static void lay_free(lay *l)
+{
+    free(l->sorted), free(l->eids), free(l->offsets), free(l->padded), free(l->counts);
+    free(l->load64), free(l->load32);
+}
+
+static memra_layout lay_out(lay *l, const memra_layout_spec *s)
+{
+    memra_layout o = {(uint64_t)(uintptr_t)l->sorted,
+                      (uint64_t)(uintptr_t)l->eids,
+                      (uint64_t)(uintptr_t)&l->post,
+                      (uint64_t)(uintptr_t)l->offsets,
+                      (uint64_t)(uintptr_t)l->padded,
+                      (uint64_t)(uintptr_t)l->counts,
+                      s->load_dtype == MEMRA_COUNT_I64 ? (uint64_t)(uintptr_t)l->load64
+                                                       : (uint64_t)(uintptr_t)l->load32,
+                      0};
+    return o;
+}
+
+/* The layout by its definition: for each expert in order, its pairs in
+ * ascending index, then the sentinel up to the next multiple of
+ * block_size; each block labelled by its expert (or the map's id), -1
+ * after the last run. */
+static void reference(const int32_t *ids, uint32_t n, const memra_layout_spec *s,
+                      const int32_t *map, uint32_t map_len, uint32_t n_local, lay *r)
+{
+    const uint32_t E = s->n_expert, bs = s->block_size;
+    for (uint64_t q = 0; q < r->len; q++)
+        r->sorted[q] = (int32_t)n;
+    for (uint64_t b = 0; b < r->blocks; b++)
+        r->eids[b] = -1;
+    uint32_t at = 0, off = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        r->offsets[e] = (int32_t)off, r->padded[e] = (int32_t)at;
+        uint32_t c = 0;
+        for (uint32_t p = 0; p < n; p++)
+            if (ids[p] == (int32_t)e)
+                r->sorted[at + c++] = (int32_t)p;
+        const uint32_t padded = (c + bs - 1) / bs * bs;
+        const int32_t label = !map          ? (int32_t)e
+                              : e < map_len ? map[e]
+                                            : (int32_t)(n_local + e - map_len);
+        for (uint32_t b = at / bs; b < (at + padded) / bs; b++)
+            r->eids[b] = label;
+        r->counts[e] = (int32_t)c;
+        r->load64[e] += c, r->load32[e] += (int32_t)c;
+        at += padded, off += c;
+    }
+    r->offsets[E] = (int32_t)off, r->padded[E] = (int32_t)at;
+    r->post = (int32_t)at;
+}
+
+static void expect_same_layout(const lay *a, const lay *b, const memra_layout_spec *s,
+                               const char *what)
+{
+    for (uint64_t q = 0; q < a->len; q++)
+        if (a->sorted[q] != b->sorted[q])
+            fail_msg("%s: sorted_ids[%llu] %d / %d", what, (unsigned long long)q, a->sorted[q],
+                     b->sorted[q]);
+    for (uint64_t k = 0; k < a->blocks; k++)
+        if (a->eids[k] != b->eids[k])
+            fail_msg("%s: expert_ids[%llu] %d / %d", what, (unsigned long long)k, a->eids[k],
+                     b->eids[k]);
+    assert_int_equal(a->post, b->post);
+    assert_memory_equal(a->offsets, b->offsets, (s->n_expert + 1) * 4);
+    assert_memory_equal(a->padded, b->padded, (s->n_expert + 1) * 4);
+    assert_memory_equal(a->counts, b->counts, s->n_expert * 4);
+    if (s->load_dtype == MEMRA_COUNT_I64)
+        assert_memory_equal(a->load64, b->load64, s->n_expert * 8);
+    else
+        assert_memory_equal(a->load32, b->load32, s->n_expert * 4);
+}
+
+/* ids over n_expert experts, skewed (a few busy experts, as routing makes),
+ * with some out of range (-1 padding rows, n_expert) when `holes`. */
+static void make_ids(int32_t *ids, uint32_t n, uint32_t E, uint64_t seed, int holes)
+{
+    for (uint32_t p = 0; p < n; p++) {
+        const uint64_t r = rng_next(&seed);
+        ids[p] = (int32_t)(r % 5 == 0 ? (r >> 8) % 4 : (r >> 12) % E);
+        if (holes && r % 53 == 0)
+            ids[p] = (r >> 20) % 2 ? -1 : (int32_t)E;
+    }
+}
+
+/* ---- host --------------------------------------------------------------------- */
+
+/* vLLM's docstring example: topk_ids [[2,3,4],[1,2,4],[1,3,4],[1,2,3]],
+ * block_size 4 -> sorted [3,6,9,12, 0,4,10,12, 1,7,11,12, 2,5,8,12]. */
+static void test_vllm_docstring_example(void **state)
+{
+    (void)state;
+    const int32_t ids[12] = {2, 3, 4, 1, 2, 4, 1, 3, 4, 1, 2, 3};
+    const memra_layout_spec s = {.n_expert = 5, .block_size = 4};
+    lay l;
+    lay_alloc(&l, 12, &s);
+    const memra_layout o = lay_out(&l, &s);
+    assert_int_equal(memra_layout_tables_host(ids, 12, &s, &o), MEMRA_OK);
+    const int32_t want[16] = {3, 6, 9, 12, 0, 4, 10, 12, 1, 7, 11, 12, 2, 5, 8, 12};
+    assert_memory_equal(l.sorted, want, sizeof want);
+    assert_int_equal(l.post, 16);
+    const int32_t want_e[4] = {1, 2, 3, 4};
+    assert_memory_equal(l.eids, want_e, sizeof want_e);
+    /* vLLM's size: 12 + 5 * 3 = 27 entries, 7 blocks; the rest sentinel, -1 */
+    assert_int_equal(l.len, 27);
+    assert_int_equal(l.blocks, 7);
+    for (int q = 16; q < 27; q++)
+        assert_int_equal(l.sorted[q], 12);
+    for (int b = 4; b < 7; b++)
+        assert_int_equal(l.eids[b], -1);
+    lay_free(&l);
+}
+
+/* vLLM's sizes: numel + E (bs - 1), rounded up to bs with pad_sorted_ids,
+ * at most numel * bs when numel < E. */
+static void test_sizes_are_vllms(void **state)
+{
+    (void)state;
+    memra_layout_spec s = {.n_expert = 256, .block_size = 64};
+    uint64_t len, blocks;
+    assert_int_equal(memra_layout_sizes(8, &s, &len, &blocks), MEMRA_OK);
+    assert_int_equal(len, 8 * 64); /* fewer pairs than experts */
+    assert_int_equal(blocks, 8);
+    assert_int_equal(memra_layout_sizes(2048, &s, &len, &blocks), MEMRA_OK);
+    assert_int_equal(len, 2048 + 256 * 63);
+    assert_int_equal(blocks, (2048 + 256 * 63 + 63) / 64);
+    s.block_size = 16, s.pad_sorted_ids = 1;
+    assert_int_equal(memra_layout_sizes(1001, &s, &len, &blocks), MEMRA_OK);
+    assert_int_equal(len, (1001 + 256 * 15 + 15) / 16 * 16);
+    assert_int_equal(memra_layout_sizes(0, &s, &len, &blocks), MEMRA_OK);
+    assert_int_equal(len, 0);
+    assert_int_equal(blocks, 0);
+    assert_int_equal(memra_layout_sizes(MEMRA_MAX_PAIRS + 1, &s, &len, &blocks),
+                     MEMRA_ERR_INVALID_ARG);
+    assert_non_null(strstr(memra_last_error(), "n_pairs"));
+    uint64_t ws;
+    s.block_size = 64, s.n_expert = 256;
+    assert_int_equal(memra_layout_workspace_bytes(MEMRA_LAYOUT_ONE_LAUNCH, &s, &ws), MEMRA_OK);
+    assert_int_equal(ws, 0);
+    assert_int_equal(memra_layout_workspace_bytes(MEMRA_LAYOUT_ONE_LAUNCH + 1, &s, &ws), MEMRA_OK);
+    assert_true(ws > 0);
+}
+
+static void test_host_matches_reference(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t n, E, bs;
+        int pad, map, i64;
+    } cases[] = {{1, 8, 16, 0, 0, 0},      {2, 8, 16, 0, 0, 1},       {8, 256, 64, 0, 0, 0},
+                 {2048, 256, 64, 0, 1, 0}, {20000, 160, 16, 1, 0, 1}, {777, 1056, 128, 1, 1, 0},
+                 {4096, 3, 1, 0, 0, 0},    {5000, 384, 256, 0, 1, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const uint32_t n = cases[c].n, E = cases[c].E;
+        int32_t *ids = malloc(n * 4), *map = malloc(E * 4);
+        make_ids(ids, n, E, 3 + c, 1);
+        for (uint32_t e = 0; e < E; e++)
+            map[e] = e % 3 == 1 ? (int32_t)(e / 3) : -1;
+        memra_layout_spec s = {.n_expert = E,
+                               .block_size = cases[c].bs,
+                               .pad_sorted_ids = cases[c].pad,
+                               .load_dtype = cases[c].i64 ? MEMRA_COUNT_I64 : MEMRA_COUNT_I32,
+                               .expert_map = cases[c].map ? (uint64_t)(uintptr_t)map : 0};
+        lay h, r;
+        lay_alloc(&h, n, &s), lay_alloc(&r, n, &s);
+        /* The load is added in: twice gives twice. */
+        const memra_layout o = lay_out(&h, &s);
+        assert_int_equal(memra_layout_tables_host(ids, n, &s, &o), MEMRA_OK);
+        assert_int_equal(memra_layout_tables_host(ids, n, &s, &o), MEMRA_OK);
+        reference(ids, n, &s, cases[c].map ? map : NULL, E, 0, &r);
+        reference(ids, n, &s, cases[c].map ? map : NULL, E, 0, &r);
+        char what[64];
+        snprintf(what, sizeof what, "case %zu (%u pairs, %u experts)", c, n, E);
+        expect_same_layout(&h, &r, &s, what);
+        lay_free(&h), lay_free(&r);
+        free(ids), free(map);
+    }
+}
+
+static void test_bad_arguments_write_nothing(void **state)
+{
+    (void)state;
+    int32_t ids[4] = {0, 1, 2, 3};
+    const memra_layout_spec good = {.n_expert = 4, .block_size = 4};
+    lay l;
+    lay_alloc(&l, 4, &good);
+    memset(l.sorted, 0x5a, l.len * 4);
+    l.post = -7;
+    for (int i = 0; i < 9; i++) {
+        memra_layout_spec s = good;
+        memra_layout o = lay_out(&l, &good);
+        const int32_t *in = ids;
+        const char *field = "";
+        memra_status want = MEMRA_ERR_INVALID_ARG;
+        switch (i) {
+        case 0:
+            s.n_expert = 0, field = "n_expert";
+            break;
+        case 1:
+            s.n_expert = MEMRA_LAYOUT_MAX_EXPERT + 1, field = "n_expert";
+            break;
+        case 2:
+            s.block_size = 0, field = "block_size";
+            break;
+        case 3:
+            s.pad_sorted_ids = 2, field = "pad_sorted_ids";
+            break;
+        case 4:
+            s.load_dtype = (memra_count_dtype)2, field = "load_dtype";
+            break;
+        case 5:
+            o.n_post_pad = 0, field = "n_post_pad", want = MEMRA_ERR_NULL_ARG;
+            break;
+        case 6:
+            o.expert_load += 2, field = "expert_load", want = MEMRA_ERR_MISALIGNED;
+            break;
+        case 7:
+            in = NULL, field = "ids", want = MEMRA_ERR_NULL_ARG;
+            break;
+        case 8:
+            s.expert_map = 2, field = "expert_map", want = MEMRA_ERR_MISALIGNED;
+            break;
+        }
+        const memra_status st = memra_layout_tables_host(in, 4, &s, &o);
+        if (st != want || !strstr(memra_last_error(), field))
+            fail_msg("case %d: %s: %s", i, memra_status_string(st), memra_last_error());
+        assert_int_equal(l.post, -7);
+        assert_int_equal(l.sorted[0], 0x5a5a5a5a);
+    }
+    lay_free(&l);
+}
+
+/* ---- device, through the mock ------------------------------------------------ */
+
+typedef struct dlay {
+    memra_devptr sorted, eids, post, offsets, padded, counts, load, ws;
+} dlay;
+
+static memra_layout dlay_alloc(memra_engine *eng, dlay *d, uint32_t n, const memra_layout_spec *s,
+                               const lay *h)
+{
+    const size_t E = s->n_expert;
+    uint64_t ws;
+    assert_int_equal(memra_layout_workspace_bytes(n, s, &ws), MEMRA_OK);
+    memset(d, 0, sizeof *d);
+    assert_int_equal(memra_alloc(eng, h->len * 4 + 4, &d->sorted), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, h->blocks * 4 + 4, &d->eids), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4, &d->post), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (E + 1) * 4, &d->offsets), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (E + 1) * 4, &d->padded), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, E * 4, &d->counts), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, E * 8, &d->load), MEMRA_OK);
+    if (ws)
+        assert_int_equal(memra_alloc(eng, ws, &d->ws), MEMRA_OK);
+    /* Poisoned, so an unwritten entry cannot pass; the load starts at 0. */
+    assert_int_equal(memra_upload(eng, d->sorted, h->sorted, h->len * 4), MEMRA_OK);
+    int64_t zero[MEMRA_LAYOUT_MAX_EXPERT] = {0};
+    assert_int_equal(memra_upload(eng, d->load, zero, E * 8), MEMRA_OK);
+    memra_layout o = {d->sorted, d->eids,   d->post, d->offsets,
+                      d->padded, d->counts, d->load, d->ws};
+    return o;
+}
+
+static void dlay_read(memra_engine *eng, const dlay *d, const memra_layout_spec *s, lay *l)
+{
+    const size_t E = s->n_expert;
+    assert_int_equal(memra_download(eng, l->sorted, d->sorted, l->len * 4), MEMRA_OK);
+    assert_int_equal(memra_download(eng, l->eids, d->eids, l->blocks * 4), MEMRA_OK);
+    assert_int_equal(memra_download(eng, &l->post, d->post, 4), MEMRA_OK);
+    assert_int_equal(memra_download(eng, l->offsets, d->offsets, (E + 1) * 4), MEMRA_OK);
+    assert_int_equal(memra_download(eng, l->padded, d->padded, (E + 1) * 4), MEMRA_OK);
+    assert_int_equal(memra_download(eng, l->counts, d->counts, E * 4), MEMRA_OK);
+    if (s->load_dtype == MEMRA_COUNT_I64)
+        assert_int_equal(memra_download(eng, l->load64, d->load, E * 8), MEMRA_OK);
+    else
+        assert_int_equal(memra_download(eng, l->load32, d->load, E * 4), MEMRA_OK);
+}
+
+static void dlay_free(memra_engine *eng, dlay *d)
+{
+    memra_free(eng, d->sorted), memra_free(eng, d->eids), memra_free(eng, d->post);
+    memra_free(eng, d->offsets), memra_free(eng, d->padded), memra_free(eng, d->counts);
+    memra_free(eng, d->load);
+    if (d->ws)
+        memra_free(eng, d->ws);
+}
+
+/* memra_layout_tables on device ids against the host arm: both paths (one
+ * launch up to MEMRA_LAYOUT_ONE_LAUNCH pairs, three above), with and
+ * without a map, both load types, ids out of range among them. */
+static void test_device_layout_matches_host(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    static const struct {
+        uint32_t n, E, bs;
+        int pad, map, i64;
+    } cases[] = {{1, 8, 16, 0, 0, 0},
+                 {37, 64, 16, 0, 1, 1},
+                 {2048, 256, 64, 0, 0, 0},
+                 {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0},
+                 {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1},
+                 {3 * MEMRA_LAYOUT_TILE + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0},
+                 {0, 16, 16, 0, 0, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const uint32_t n = cases[c].n, E = cases[c].E;
+        int32_t *ids = malloc(n * 4 + 4), *map = malloc(E * 4);
+        make_ids(ids, n, E, 11 + c, 1);
+        for (uint32_t e = 0; e < E; e++)
+            map[e] = e % 2 ? (int32_t)(e / 2) : -1;
+        memra_devptr dids = 0, dmap = 0;
+        assert_int_equal(memra_alloc(eng, n * 4 + 4, &dids), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, dids, ids, n * 4), MEMRA_OK);
+        assert_int_equal(memra_alloc(eng, E * 4, &dmap), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, dmap, map, E * 4), MEMRA_OK);
+        memra_layout_spec s = {.n_expert = E,
+                               .block_size = cases[c].bs,
+                               .pad_sorted_ids = cases[c].pad,
+                               .load_dtype = cases[c].i64 ? MEMRA_COUNT_I64 : MEMRA_COUNT_I32,
+                               .expert_map = cases[c].map ? dmap : 0};
+        lay h, g;
+        lay_alloc(&h, n, &s), lay_alloc(&g, n, &s);
+        memset(h.sorted, 0xA7, h.len * 4);
+        dlay d;
+        const memra_layout o = dlay_alloc(eng, &d, n, &s, &h);
+        assert_int_equal(memra_layout_tables(eng, dids, n, &s, &o, NULL), MEMRA_OK);
+        dlay_read(eng, &d, &s, &g);
+        memra_layout_spec hs = s;
+        hs.expert_map = cases[c].map ? (uint64_t)(uintptr_t)map : 0;
+        const memra_layout ho = lay_out(&h, &hs);
+        assert_int_equal(memra_layout_tables_host(ids, n, &hs, &ho), MEMRA_OK);
+        char what[80];
+        snprintf(what, sizeof what, "device case %zu (%u pairs, %u experts)", c, n, E);
+        expect_same_layout(&g, &h, &s, what);
+        dlay_free(eng, &d);
+        memra_free(eng, dids), memra_free(eng, dmap);
+        lay_free(&h), lay_free(&g);
+        free(ids), free(map);
+    }
+    memra_engine_destroy(eng);
+}
+
+/* The fused call on each routing kernel, at decode size (the routing
+ * launch's last block lays it out: the layer's count comes back to 0, so a
+ * second call is right too) and above MEMRA_LAYOUT_ONE_LAUNCH pairs (three
+ * launches after the routing one), against memra_route_tables_host_ex:
+ * expert maps (the blocks' labels are the tables' slots), shared experts,
+ * padded batches. */
+static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed)
+{
+    static route_inputs in;
+    const route_case *rc = &route_cases[ci];
+    memra_route_spec s = route_case_inputs(rc, &in);
+    route_case_padding(rc, &in, &s, T);
+    const uint32_t K = s.top_k + s.n_shared, n = T * K;
+    const memra_vrows_macros *mac = rc->with_macros ? &in.mac : NULL;
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const size_t lbytes = (size_t)T * s.n_expert * route_logit_bytes(&s);
+    void *logits = route_case_logits(&s, T, seed, 1);
+    const memra_layout_spec ls = {.n_expert = s.n_expert + s.n_shared, .block_size = 16};
+    int32_t *hsel = malloc((size_t)n * 4), *gsel = malloc((size_t)n * 4);
+    float *hselw = malloc((size_t)n * 4), *hscl = malloc((size_t)n * 12);
+    uint64_t *hptrs = malloc((size_t)n * 24);
+    lay h, g;
+    lay_alloc(&h, n, &ls), lay_alloc(&g, n, &ls);
+    memset(h.sorted, 0xA7, h.len * 4);
+    /* device buffers and spec */
+    memra_devptr dl, dsel, dselw, dptrs, dscl, dbias = 0, dmap = 0, dreal = 0;
+    assert_int_equal(memra_alloc(eng, lbytes, &dl), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, dl, logits, lbytes), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (size_t)n * 4, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (size_t)n * 4, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (size_t)n * 24, &dptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (size_t)n * 12, &dscl), MEMRA_OK);
+    memra_route_spec ds = s;
+    if (s.bias_ptr) {
+        const size_t bb = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
+        assert_int_equal(memra_alloc(eng, bb, &dbias), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, dbias, (const void *)(uintptr_t)s.bias_ptr, bb),
+                         MEMRA_OK);
+        ds.bias_ptr = dbias;
+    }
+    if (s.expert_map) {
+        assert_int_equal(memra_alloc(eng, (size_t)s.n_expert * 4, &dmap), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, dmap, in.map, (size_t)s.n_expert * 4), MEMRA_OK);
+        ds.expert_map = dmap;
+    }
+    if (s.n_real) {
+        assert_int_equal(memra_alloc(eng, 8, &dreal), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, dreal, &in.n_real, 8), MEMRA_OK);
+        ds.n_real = dreal;
+    }
+    dlay d;
+    const memra_layout o = dlay_alloc(eng, &d, n, &ls, &h);
+    memra_faults hf;
+    const memra_layout ho = lay_out(&h, &ls);
+    const memra_status hst = memra_route_tables_host_ex(logits, T, &s, mac, &sl, hsel, hselw, hptrs,
+                                                        hscl, &hf, &ls, &ho);
+    assert_true(hst == MEMRA_OK || hst == MEMRA_ERR_NONFINITE_SCALE ||
+                hst == MEMRA_ERR_EXPERT_RANGE);
+    char what[200];
+    for (int rep = 0; rep < 2; rep++) { /* the layer's count is back at 0 after a call */
+        memra_route_variant = variant;
+        const memra_status st = memra_route_tables_ex(eng, dl, T, &ds, 3, mac, &sl, dsel, dselw,
+                                                      dptrs, dscl, &ls, &o, NULL);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+        if (st)
+            fail_msg("%s: %s", rc->name, memra_last_error());
+        assert_int_equal(memra_download(eng, gsel, dsel, (size_t)n * 4), MEMRA_OK);
+        assert_memory_equal(gsel, hsel, (size_t)n * 4);
+        dlay_read(eng, &d, &ls, &g);
+        snprintf(what, sizeof what, "%s, %u tokens, %s kernel, call %d", rc->name, T,
+                 variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "team", rep + 1);
+        if (rep == 1) /* the load was added twice on the device */
+            for (uint32_t e = 0; e < ls.n_expert; e++)
+                h.load32[e] *= 2;
+        expect_same_layout(&g, &h, &ls, what);
+    }
+    memra_faults f;
+    assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
+    dlay_free(eng, &d);
+    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            memra_free(eng, bufs[i]);
+    lay_free(&h), lay_free(&g);
+    free(logits), free(hsel), free(gsel), free(hselw), free(hscl), free(hptrs);
+}
+
+static size_t case_named(const char *prefix)
+{
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
+        if (strncmp(route_cases[ci].name, prefix, strlen(prefix)) == 0)
+            return ci;
+    fail_msg("no route case named %s", prefix);
+    return 0;
+}
+
+static void test_fused_layout_matches_host(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    const size_t ds3 = case_named("DeepSeek-V3, rank 1 of 8"), mix = case_named("Mixtral");
+    const size_t sgl = case_named("SGLang DeepSeek-V3"), v2 = case_named("DeepSeek-V2 from a zero");
+    for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
+        fused_case(eng, ds3, 5, v, 1);
+        fused_case(eng, mix, 33, v, 2);
+        fused_case(eng, sgl, 9, v, 3);
+        fused_case(eng, v2, 12, v, 4);
+    }
+    /* Above one launch's size: the team kernel, then three launches. */
+    fused_case(eng, mix, MEMRA_LAYOUT_ONE_LAUNCH / 2 + 7, MEMRA_ROUTE_VARIANT_AUTO, 5);
+    memra_engine_destroy(eng);
+}
+
+/* The fused call with nothing to route writes the empty layout. */
+static void test_fused_zero_tokens_writes_empty_layout(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    memra_route_spec s = {0};
+    s.n_expert = 64, s.top_k = 4, s.n_group = 1, s.topk_group = 1, s.routed_scaling_factor = 1.0f;
+    const memra_layout_spec ls = {.n_expert = 64, .block_size = 16};
+    memra_devptr post;
+    assert_int_equal(memra_alloc(eng, 4, &post), MEMRA_OK);
+    const int32_t junk = 99;
+    assert_int_equal(memra_upload(eng, post, &junk, 4), MEMRA_OK);
+    const memra_layout o = {.n_post_pad = post};
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    assert_int_equal(memra_route_tables_ex(eng, 0, 0, &s, 0, NULL, &sl, 0, 0, 0, 0, &ls, &o, NULL),
+                     MEMRA_OK);
+    int32_t got = -1;
+    assert_int_equal(memra_download(eng, &got, post, 4), MEMRA_OK);
+    assert_int_equal(got, 0);
+    memra_free(eng, post);
+    memra_engine_destroy(eng);
+}
+
+/* The fused call's own refusals: the layout's experts are the routing's
+ * with its shared ones, and the routing's map labels the blocks. */
+static void test_fused_refusals(void **state)
+{
+    (void)state;
+    memra_route_spec s = {0};
+    s.n_expert = 64, s.top_k = 4, s.n_group = 1, s.topk_group = 1, s.routed_scaling_factor = 1.0f;
+    s.n_shared = 1, s.shared_weight = 1.0f;
+    float logits[64] = {0};
+    int32_t sel[5], sorted[400], eids[40], post, map[65] = {0};
+    float selw[5], scl[15];
+    uint64_t ptrs[15];
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const memra_layout o = {(uint64_t)(uintptr_t)sorted,
+                            (uint64_t)(uintptr_t)eids,
+                            (uint64_t)(uintptr_t)&post,
+                            0,
+                            0,
+                            0,
+                            0,
+                            0};
+    memra_layout_spec ls = {.n_expert = 64, .block_size = 4};
+    sel[0] = -9;
+    assert_int_equal(
+        memra_route_tables_host_ex(logits, 1, &s, NULL, &sl, sel, selw, ptrs, scl, NULL, &ls, &o),
+        MEMRA_ERR_INVALID_ARG);
+    assert_non_null(strstr(memra_last_error(), "n_expert + n_shared"));
+    ls.n_expert = 65, ls.expert_map = (uint64_t)(uintptr_t)map;
+    assert_int_equal(
+        memra_route_tables_host_ex(logits, 1, &s, NULL, &sl, sel, selw, ptrs, scl, NULL, &ls, &o),
+        MEMRA_ERR_INVALID_ARG);
+    assert_non_null(strstr(memra_last_error(), "layout_spec->expert_map"));
+    ls.expert_map = 0;
+    assert_int_equal(
+        memra_route_tables_host_ex(logits, 1, &s, NULL, &sl, sel, selw, ptrs, scl, NULL, &ls, NULL),
+        MEMRA_ERR_NULL_ARG);
+    assert_int_equal(sel[0], -9); /* nothing written */
+    assert_int_equal(
+        memra_route_tables_host_ex(logits, 1, &s, NULL, &sl, sel, selw, ptrs, scl, NULL, &ls, &o),
+        MEMRA_OK);
+    assert_int_equal(post, 5 * 4); /* five experts' runs of one pair, each padded to 4 */
+}
+
+/* Under capture the fused call needs its counts and the layout kernels
+ * loaded: refused with the call that does it, the capture intact; after
+ * memra_layout_prepare (and the layer's), captured and replayed right. */
+static void test_fused_capture_needs_prepare(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    route_inputs in;
+    const size_t ci = case_named("Mixtral");
+    memra_route_spec s = route_case_inputs(&route_cases[ci], &in);
+    const uint32_t T = 6, K = s.top_k + s.n_shared, n = T * K;
+    const memra_layout_spec ls = {.n_expert = s.n_expert + s.n_shared, .block_size = 4};
+    lay h;
+    lay_alloc(&h, n, &ls);
+    memset(h.sorted, 0, h.len * 4);
+    dlay d;
+    const memra_layout o = dlay_alloc(eng, &d, n, &ls, &h);
+    memra_devptr dl, dsel, dselw, dptrs, dscl;
+    void *logits = route_case_logits(&s, T, 9, 0);
+    const size_t lbytes = (size_t)T * s.n_expert * route_logit_bytes(&s);
+    assert_int_equal(memra_alloc(eng, lbytes, &dl), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, dl, logits, lbytes), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, n * 4, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, n * 4, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, n * 24, &dptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, n * 12, &dscl), MEMRA_OK);
+    const memra_vrows_macros *mac = &in.mac;
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    CUstream st;
+    assert_int_equal(mock_table.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(memra_route_prepare_layer(eng, 2, &s, mac, st), MEMRA_OK);
+    assert_int_equal(mock_table.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        memra_route_tables_ex(eng, dl, T, &s, 2, mac, &sl, dsel, dselw, dptrs, dscl, &ls, &o, st),
+        MEMRA_ERR_CAPTURE);
+    assert_non_null(strstr(memra_last_error(), "memra_layout_prepare()"));
+    CUstreamCaptureStatus cs;
+    assert_int_equal(mock_table.cuStreamIsCapturing(st, &cs), CUDA_SUCCESS);
+    assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CUgraph g;
+    assert_int_equal(mock_table.cuStreamEndCapture(st, &g), CUDA_SUCCESS);
+    mock_table.cuGraphDestroy(g);
+    /* Prepared, the same call captures; each replay lays out again. */
+    assert_int_equal(memra_layout_prepare(eng), MEMRA_OK);
+    assert_int_equal(mock_table.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        memra_route_tables_ex(eng, dl, T, &s, 2, mac, &sl, dsel, dselw, dptrs, dscl, &ls, &o, st),
+        MEMRA_OK);
+    assert_int_equal(mock_table.cuStreamEndCapture(st, &g), CUDA_SUCCESS);
+    CUgraphExec x;
+    assert_int_equal(mock_table.cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+    int32_t hsel[64];
+    float hselw[64], hscl[192];
+    uint64_t hptrs[192];
+    const memra_layout ho = lay_out(&h, &ls);
+    assert_int_equal(memra_route_tables_host_ex(logits, T, &s, mac, &sl, hsel, hselw, hptrs, hscl,
+                                                NULL, &ls, &ho),
+                     MEMRA_OK);
+    lay gl;
+    lay_alloc(&gl, n, &ls);
+    for (int rep = 0; rep < 3; rep++) {
+        assert_int_equal(mock_table.cuGraphLaunch(x, st), CUDA_SUCCESS);
+        assert_int_equal(memra_sync(eng, st), MEMRA_OK);
+        dlay_read(eng, &d, &ls, &gl);
+        for (uint32_t e = 0; e < ls.n_expert && rep; e++)
+            h.load32[e] += h.counts[e];
+        expect_same_layout(&gl, &h, &ls, "replay");
+    }
+    mock_table.cuGraphExecDestroy(x);
+    mock_table.cuGraphDestroy(g);
+    mock_table.cuStreamDestroy(st);
+    dlay_free(eng, &d);
+    memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
+    memra_free(eng, dptrs), memra_free(eng, dscl);
+    lay_free(&h), lay_free(&gl);
+    free(logits);
+    memra_engine_destroy(eng);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest host[] = {
+        cmocka_unit_test(test_vllm_docstring_example),
+        cmocka_unit_test(test_sizes_are_vllms),
+        cmocka_unit_test(test_host_matches_reference),
+        cmocka_unit_test(test_bad_arguments_write_nothing),
+        cmocka_unit_test(test_fused_refusals),
+    };
+    const struct CMUnitTest device[] = {
+        cmocka_unit_test_setup_teardown(test_device_layout_matches_host, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_layout_matches_host, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_zero_tokens_writes_empty_layout, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_capture_needs_prepare, mock_setup,
+                                        mock_teardown),
+    };
+    if (argc > 1 && strcmp(argv[1], "device") == 0)
+        return cmocka_run_group_tests(device, NULL, NULL);
+    return cmocka_run_group_tests(host, NULL, NULL);
+}
