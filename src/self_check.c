@@ -183,6 +183,16 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     const size_t bias_bytes = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
     int bad = 1;
     memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0, dbias = 0, dmap = 0, dreal = 0;
+    /* The batch's expert-sorted layout too, laid out by the same launch
+     * (decode sizes) or the layout's own after it: block sizes 16 to 64. */
+    const memra_layout_spec ls = {.n_expert = s.n_expert + s.n_shared,
+                                  .block_size = 16u << (ci % 3)};
+    uint64_t len = 0, blocks = 0, ws = 0;
+    memra_layout_sizes((uint32_t)((size_t)T * (s.top_k + s.n_shared)), &ls, &len, &blocks);
+    memra_layout_workspace_bytes((uint32_t)((size_t)T * (s.top_k + s.n_shared)), &ls, &ws);
+    const size_t lay_words = len + blocks + 1 + 3 * ((size_t)ls.n_expert + 1);
+    int32_t *hlay = malloc(lay_words * 4), *glay = malloc(lay_words * 4);
+    memra_devptr dlay = 0, dws = 0;
     void *logits = in ? route_case_logits(&s, T, seed, edges) : NULL;
     int32_t *hsel = malloc(np * 4), *gsel = malloc(np * 4);
     float *hselw = malloc(np * 4), *gselw = malloc(np * 4);
@@ -190,8 +200,12 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     uint64_t *hptrs = malloc(3 * np * 8), *gptrs = malloc(3 * np * 8);
     memra_faults hf, f0, f1;
     snprintf(why, why_len, "out of host memory");
-    if (!in || !logits || !hsel || !gsel || !hselw || !gselw || !hscl || !gscl || !hptrs || !gptrs)
+    if (!in || !logits || !hsel || !gsel || !hselw || !gselw || !hscl || !gscl || !hptrs ||
+        !gptrs || !hlay || !glay)
         goto out;
+    TRY(memra_alloc(eng, lay_words * 4, &dlay));
+    if (ws)
+        TRY(memra_alloc(eng, ws, &dws));
     TRY(memra_alloc(eng, lbytes, &dl));
     TRY(memra_alloc(eng, np * 4, &dsel));
     TRY(memra_alloc(eng, np * 4, &dselw));
@@ -219,14 +233,27 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
      * by the previous case may come back holding its answers). */
     memset(gsel, 0xA7, np * 4), memset(gselw, 0xA7, np * 4);
     memset(gptrs, 0xA7, 3 * np * 8), memset(gscl, 0xA7, 3 * np * 4);
+    memset(glay, 0xA7, lay_words * 4);
+    TRY(memra_upload_async(eng, dlay, glay, lay_words * 4, stream));
     TRY(memra_upload_async(eng, dsel, gsel, np * 4, stream));
     TRY(memra_upload_async(eng, dselw, gselw, np * 4, stream));
     TRY(memra_upload_async(eng, dptrs, gptrs, 3 * np * 8, stream));
     TRY(memra_upload_async(eng, dscl, gscl, 3 * np * 4, stream));
     if (check_faults)
         TRY(memra_engine_faults(eng, stream, &f0, 0));
+    /* sorted_ids, expert_ids, n_post_pad, counts, offsets, padded offsets
+     * back to back in one buffer */
+    const memra_layout dl_out = {dlay,
+                                 dlay + 4 * len,
+                                 dlay + 4 * (len + blocks),
+                                 dlay + 4 * (len + blocks + 1 + (ls.n_expert + 1)),
+                                 dlay + 4 * (len + blocks + 1 + 2 * ((size_t)ls.n_expert + 1)),
+                                 dlay + 4 * (len + blocks + 1),
+                                 0,
+                                 dws};
     TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, m, &sl, dsel,
-                           dselw, dptrs, dscl, NULL, NULL, stream, variant));
+                           dselw, dptrs, dscl, &ls, &dl_out, stream, variant));
+    TRY(memra_download_async(eng, glay, dlay, lay_words * 4, stream));
     TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
     TRY(memra_download_f32_async(eng, gselw, dselw, np, stream));
     TRY(memra_download_u64_async(eng, gptrs, dptrs, 3 * np, stream));
@@ -235,7 +262,17 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         TRY(memra_engine_faults(eng, stream, &f1, 0));
     else
         TRY(memra_sync(eng, stream));
-    memra_route_tables_host(logits, T, &s, m, &sl, hsel, hselw, hptrs, hscl, &hf);
+    const uint64_t h0 = (uint64_t)(uintptr_t)hlay;
+    const memra_layout hl_out = {h0,
+                                 h0 + 4 * len,
+                                 h0 + 4 * (len + blocks),
+                                 h0 + 4 * (len + blocks + 1 + (ls.n_expert + 1)),
+                                 h0 + 4 * (len + blocks + 1 + 2 * ((size_t)ls.n_expert + 1)),
+                                 h0 + 4 * (len + blocks + 1),
+                                 0,
+                                 0};
+    memset(hlay, 0xA7, lay_words * 4); /* as the device's buffer began */
+    memra_route_tables_host_ex(logits, T, &s, m, &sl, hsel, hselw, hptrs, hscl, &hf, &ls, &hl_out);
     const size_t K = s.top_k + s.n_shared;
     for (size_t p = 0; p < np; p++)
         if (gsel[p] != hsel[p] || memcmp(&gselw[p], &hselw[p], 4)) {
@@ -254,10 +291,20 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     }
     if (check_faults && faults_differ(&f0, &f1, &hf, rc->name, why, why_len))
         goto out;
+    for (size_t i = 0; i < lay_words; i++)
+        if (glay[i] != hlay[i]) {
+            snprintf(why, why_len,
+                     "%s (%s kernel): the expert-sorted layout differs at word %zu of %zu: device "
+                     "%d, host %d",
+                     rc->name, variant_name(variant, T, rc->spec.n_expert), i, lay_words, glay[i],
+                     hlay[i]);
+            goto out;
+        }
     bad = 0;
 out:;
-    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal};
-    free_buffers(eng, bufs, 8);
+    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal, dlay, dws};
+    free_buffers(eng, bufs, 10);
+    free(hlay), free(glay);
     free(logits), free(hsel), free(gsel), free(hselw), free(gselw);
     free(hscl), free(gscl), free(hptrs), free(gptrs), free(in);
     return bad;

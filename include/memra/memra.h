@@ -287,9 +287,10 @@ MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kerne
 /* The seed gate on this engine's GPU: its four cases (fixture strides,
  * serving strides past 4 and 8 GiB, the macro-free bank, a spread
  * selection), two random batches of 2^16 pairs with special floats and
- * out-of-range ids, and the routing gate (fourteen routing configurations,
- * 64 tokens of edge-value logits each through each routing kernel), built
- * by the device arm and
+ * out-of-range ids, and the routing gate (every configuration of the
+ * library's routing cases, 64 tokens of edge-value logits each through each
+ * routing kernel, with the batch's expert-sorted layout), built by the
+ * device arm and
  * compared pointer for pointer and scale bit for bit with the host arm,
  * faults included. A few
  * milliseconds once the kernel is loaded (it loads it if needed). A serving
