@@ -5,6 +5,7 @@
 #define MEMRA_GPU_FIXTURE_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "testutil.h"
 
@@ -13,6 +14,12 @@
 /* Nonzero (after saying why) where there is no device to test on. */
 static inline int gpu_absent(void)
 {
+    /* MEMRA_TEST_FILTER=name* runs the matching tests alone (a short
+     * device run, or the suite on the fake driver: LD_LIBRARY_PATH to
+     * tests/fake_cuda). */
+    const char *filter = getenv("MEMRA_TEST_FILTER");
+    if (filter && *filter)
+        cmocka_set_test_filter(filter);
     int n = 0;
     memra_status st = memra_device_count(&n);
     if (st || n == 0) {
