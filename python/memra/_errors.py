@@ -21,9 +21,10 @@ class Error(RuntimeError):
 
 
 def _make(name, status, doc, *bases):
-    cls = type(name, (Error,) + bases, {"__doc__": doc, "status": status,
-                                         "status_name": "MEMRA_ERR_" + name[:-5].upper()})
-    return cls
+    # NullArgError -> MEMRA_ERR_NULL_ARG: memra.h's name (a word per capital)
+    c_name = "MEMRA_ERR_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name[:-5]).upper()
+    return type(name, (Error,) + bases, {"__doc__": doc, "status": status,
+                                         "status_name": c_name})
 
 
 NullArgError = _make("NullArgError", 1, "A required pointer or buffer is missing.", TypeError)
