@@ -17,9 +17,9 @@ symbolic sizes.
 Registered with torch.library.Library rather than torch.library.custom_op:
 the dispatcher reaches a Library kernel in less than half of custom_op's
 time (benchmarks/bench_torch.py measures both). Routing is not
-differentiable: each op has an Autograd kernel that runs it below autograd,
-so its outputs never require grad (a bias that is an nn.Parameter
-included), as vLLM's and SGLang's do not.
+differentiable: autograd falls through for each op, so its outputs never
+require grad (a bias that is an nn.Parameter included), as vLLM's and
+SGLang's do not.
 
 Nothing here synchronises, allocates through the library or reads a host
 tensor on the hot path: the ops take device tensors and numbers only (the
@@ -119,23 +119,40 @@ def _route_tensors(cfg, logits, bias, emap, count, fake=False):
     """The routing call's tensors, checked on every call (a cached spec says
     nothing of them): the logits 2-D of a logits dtype on the CPU or a CUDA
     device (any device for a fake), the bias, map and count beside them.
-    Returns (logits, bias, count) as the library's dtype values."""
-    N, caller = cfg.names, cfg.caller
-    name = N["logits"]
-    lc = _code(caller, name, logits, _LOGITS)
+    Returns (logits, bias, count) as the library's dtype values. (The
+    common case is tested inline: this runs on every eager call.)"""
+    lc = _LOGITS.get(logits.dtype) if isinstance(logits, torch.Tensor) else None
+    if lc is None or logits.dim() != 2 or not (fake or logits.is_cuda or logits.is_cpu):
+        _route_tensors_refuse(cfg, logits, fake)
+    bc = 0
+    if bias is not None:
+        bc = _BIAS.get(bias.dtype) if isinstance(bias, torch.Tensor) else None
+        if bc is None or bias.device != logits.device or bias.dim() != 1 or \
+                bias.shape[0] != logits.shape[1] or not bias.is_contiguous():
+            bc = _beside(cfg.caller, cfg.names["bias_ptr"], bias, _BIAS, logits.shape[1], logits,
+                         cfg.names["logits"])
+    if emap is not None:
+        _beside(cfg.caller, cfg.names["expert_map"], emap, _MAP, logits.shape[1], logits,
+                cfg.names["logits"])
+    cc = 0
+    if count is not None:
+        cc = _count_code(cfg.caller, cfg.names["n_real"], count, logits, cfg.names["logits"])
+    return lc, bc, cc
+
+
+def _route_tensors_refuse(cfg, logits, fake):
+    """Why the logits are refused, in the caller's words."""
+    caller, name = cfg.caller, cfg.names["logits"]
+    _code(caller, name, logits, _LOGITS)
     if logits.dim() != 2:
         _refuse(caller, f"{name} must be [n_tokens, n_expert], not {tuple(logits.shape)}")
-    if not fake and not (logits.is_cuda or logits.is_cpu):
-        _refuse(caller, f"{name} is on {logits.device}, not the CPU or a CUDA device")
-    E = logits.shape[1]
-    bc = _beside(caller, N["bias_ptr"], bias, _BIAS, E, logits, name)
-    _beside(caller, N["expert_map"], emap, _MAP, E, logits, name)
-    cc = _count_code(caller, N["n_real"], count, logits, name)
-    return lc, bc, cc
+    _refuse(caller, f"{name} is on {logits.device}, not the CPU or a CUDA device")
 
 
 def _layer(cfg, layer):
     """A layer index as the library's int (the library judges its range)."""
+    if type(layer) is int and -_I32 <= layer < _I32:
+        return layer
     return _int(f"{cfg.caller}: {cfg.names.get('il', 'layer')}", layer, -_I32, _I32)
 
 
@@ -274,12 +291,13 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
         cfg.refuse(L.memra_route_check(CALLS["route_tables" if cuda else "route_tables_host"],
                                        logits.data_ptr(), T, spec, il, macros, slab, _STAND_IN,
                                        _STAND_IN, _STAND_IN, _STAND_IN))
+    # (sizes as arguments, not a tuple: PyTorch parses them faster)
     device = logits.device
-    ids = torch.empty((T, K), dtype=torch.int32, device=device)
-    weights = torch.empty((T, K), dtype=torch.float32, device=device)
+    ids = torch.empty(T, K, dtype=torch.int32, device=device)
+    weights = torch.empty(T, K, dtype=torch.float32, device=device)
     if tables:
-        ptrs = torch.empty((3, T, K), dtype=torch.int64, device=device)
-        scl = torch.empty((3, T, K), dtype=torch.float32, device=device)
+        ptrs = torch.empty(3, T, K, dtype=torch.int64, device=device)
+        scl = torch.empty(3, T, K, dtype=torch.float32, device=device)
         p_ptrs, p_scl = ptrs.data_ptr(), scl.data_ptr()
     else:
         ptrs = scl = None
@@ -368,10 +386,12 @@ def _check_tokens(caller, hidden_states, gating_output):
 
 
 def _tokens_match(hidden_states, gating_output):
-    return isinstance(hidden_states, torch.Tensor) and isinstance(gating_output, torch.Tensor) \
-        and hidden_states.dim() >= 1 and gating_output.dim() >= 1 and \
-        hidden_states.shape[0] == gating_output.shape[0] and \
-        hidden_states.device == gating_output.device
+    """The common case of _check_tokens, quickly (every eager call)."""
+    try:
+        return hidden_states.shape[0] == gating_output.shape[0] and \
+            hidden_states.device == gating_output.device
+    except (AttributeError, IndexError):  # not a tensor, or 0-d: _check_tokens says which
+        return False
 
 
 # ---- route_tables (memra's own op) ---------------------------------------------
@@ -742,23 +762,17 @@ def vrows_tables_fake(sel, selw, n_expert, layer, bases=(0, 0, 0), strides=(0, 0
 
 # ---- registration ------------------------------------------------------------------
 
-def _below_autograd(op):
-    """The Autograd kernel of an op that is not differentiable: run it below
-    autograd, so its outputs never require grad (and never record a
-    backward that could only fail)."""
-    def kernel(*args, **kwargs):
-        with torch._C._AutoDispatchBelowAutograd():
-            return op(*args, **kwargs)
-    return kernel
-
-
 def register(name, impl, fake):
-    """One op's kernels: CUDA and CPU (the real call), the fake, and the
-    Autograd kernel that runs it below autograd."""
+    """One op's kernels: CUDA and CPU (the real call), the fake, and a
+    fallthrough for Autograd. Routing is not differentiable: the dispatcher
+    skips autograd for these ops (in C++, at no cost), so their outputs
+    never require grad and never record a backward that could only fail
+    (without it, PyTorch's fallback marks them as requiring grad whenever
+    an input does, as a bias that is an nn.Parameter does)."""
     LIB.impl(name, impl, "CUDA")
     LIB.impl(name, impl, "CPU")
     torch.library.register_fake(f"memra::{name}", fake, lib=LIB)
-    LIB.impl(name, _below_autograd(getattr(torch.ops.memra, name).default), "Autograd")
+    LIB.impl(name, torch.library.fallthrough_kernel, "Autograd")
 
 
 for _name, _impl, _fake in (("route_tables", route_tables_impl, route_tables_fake),

@@ -606,6 +606,8 @@ def test_compiled_fullgraph_equals_eager():
                             topk_group=4, renormalize=True, routed_scaling_factor=2.5, bias=bias)
         return w * 1.0, ids, fw, fids, r[2], r[3]
 
+    from memra import _torch_ops
+    _torch_ops._configs.clear()  # first seen under compile: built by the fake, not traced
     torch._dynamo.reset()
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager", dynamic=True)
     for T in (1, 7, 64):

@@ -312,6 +312,8 @@ def test_compiled_fullgraph_with_padding_equals_eager():
         g = sglang.moe_fused_gate(logits, bias, n_group, topk_group, K, 0, rsf, True)
         return w * 1.0, ids, g[0], g[1]
 
+    from memra import _torch_ops
+    _torch_ops._configs.clear()  # first seen under compile: built by the fake, not traced
     torch._dynamo.reset()
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager", dynamic=True)
     for T in (2, 7, 64):

@@ -83,7 +83,9 @@ except AttributeError:  # pragma: no cover
 
 def _direct(*tensors):
     """Whether the dispatcher would hand these arguments straight to the
-    CPU or CUDA implementation: not compiling or tracing, no dispatch or
+    CPU or CUDA implementation: not compiling (the functions here check that
+    first, and go straight to the operator: building a configuration, with
+    ctypes, is not traceable) or tracing, no dispatch or
     function mode, no functorch transform, plain tensors on the CPU or a
     CUDA device. (Autograd adds nothing: the ops run below it, their
     outputs never require grad, so a tensor that requires grad, as a bias
@@ -109,6 +111,10 @@ def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk:
                  e_score_correction_bias: Optional[torch.Tensor] = None):
     """vLLM's grouped_topk (DeepSeek-V2/V3 routing): (topk_weights float32
     [T, topk], topk_ids int32 [T, topk]), experts listed best first."""
+    if _is_compiling():  # the operator, whose fake judges the call at trace time
+        return _grouped_op(hidden_states, gating_output, topk, renormalize, num_expert_group,
+                           topk_group, scoring_func, routed_scaling_factor,
+                           e_score_correction_bias)
     cfg = _ops.grouped_topk_config(topk, renormalize, num_expert_group, topk_group,
                                    scoring_func, routed_scaling_factor)
     if _direct(hidden_states, gating_output, e_score_correction_bias):
@@ -125,6 +131,9 @@ def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: i
     """vLLM's fused_topk: (topk_weights float32 [T, topk], topk_ids
     (indices_type, int32 by default) [T, topk], token_expert_indices int32
     [T, topk])."""
+    if _is_compiling():
+        return _fused_op(hidden_states, gating_output, topk, renormalize, indices_type,
+                         scoring_func)
     cfg = _ops.fused_topk_config(topk, renormalize, scoring_func)
     if _direct(hidden_states, gating_output):
         return _ops.fused_topk_impl(hidden_states, gating_output, topk, renormalize,
@@ -159,6 +168,11 @@ def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] 
     the count of real tokens of a padded batch (one int32 or int64 on the
     logits' device, read in place): rows past it get id -1, weight +0, NULL
     pointers and +0 scales (faults().padded counts them)."""
+    if _is_compiling():
+        return _route_op(logits, top_k, layer, list(bases), list(strides), scoring, n_group,
+                         topk_group, renormalize, routed_scaling_factor, bias, group_scoring,
+                         expert_map, n_local, n_shared, shared_weight, model, shared_divisor,
+                         n_real)
     cfg = _ops.route_tables_config(top_k, scoring, n_group, topk_group, renormalize,
                                    routed_scaling_factor, group_scoring, n_local, n_shared,
                                    shared_weight, shared_divisor)

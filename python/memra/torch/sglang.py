@@ -36,7 +36,7 @@ import torch
 
 from .. import _torch_ops as _ops
 from .. import _torch_sglang as _sgl
-from . import _direct
+from . import _direct, _is_compiling
 
 __all__ = ["biased_grouped_topk", "grouped_topk", "fused_topk", "moe_fused_gate"]
 
@@ -63,10 +63,15 @@ def biased_grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor
     """SGLang's biased_grouped_topk (DeepSeek-V3, GLM-4.5, Kimi-K2): sigmoid
     scores plus correction_bias choose; groups by their two best; returns
     (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    _no_dispatch_info("biased_grouped_topk", expert_location_dispatch_info)
+    if _is_compiling():  # the operator, whose fake judges the call at trace time
+        return _biased_op(hidden_states, gating_output, correction_bias, topk, renormalize,
+                          num_expert_group, topk_group, num_fused_shared_experts,
+                          routed_scaling_factor, num_token_non_padded,
+                          apply_routed_scaling_factor_on_output)
     cfg = _sgl.biased_config(topk, renormalize, num_expert_group, topk_group,
                              num_fused_shared_experts, routed_scaling_factor,
                              apply_routed_scaling_factor_on_output)
-    _no_dispatch_info(cfg.caller, expert_location_dispatch_info)
     if correction_bias is None:
         _ops._refuse(cfg.caller, "correction_bias is None: biased_grouped_topk routes with a "
                                  "bias (grouped_topk routes without one)")
@@ -91,10 +96,14 @@ def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk:
     """SGLang's grouped_topk (DeepSeek-V2): softmax scores, no bias, groups
     by their best; returns (topk_weights float32 [T, topk], topk_ids int32
     [T, topk])."""
+    _no_dispatch_info("sglang.grouped_topk", expert_location_dispatch_info)
+    if _is_compiling():
+        return _grouped_op(hidden_states, gating_output, topk, renormalize, num_expert_group,
+                           topk_group, num_fused_shared_experts, routed_scaling_factor,
+                           num_token_non_padded, apply_routed_scaling_factor_on_output)
     cfg = _sgl.grouped_config(topk, renormalize, num_expert_group, topk_group,
                               num_fused_shared_experts, routed_scaling_factor,
                               apply_routed_scaling_factor_on_output)
-    _no_dispatch_info(cfg.caller, expert_location_dispatch_info)
     if _direct(hidden_states, gating_output, num_token_non_padded):
         return _sgl.grouped_topk_impl(
             hidden_states, gating_output, topk, renormalize, num_expert_group, topk_group,
@@ -110,8 +119,10 @@ def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: i
                expert_location_dispatch_info=None):
     """SGLang's fused_topk (Qwen-MoE, Mixtral): softmax top-k; returns
     (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    _no_dispatch_info("sglang.fused_topk", expert_location_dispatch_info)
+    if _is_compiling():
+        return _fused_op(hidden_states, gating_output, topk, renormalize, num_token_non_padded)
     cfg = _sgl.fused_config(topk, renormalize)
-    _no_dispatch_info(cfg.caller, expert_location_dispatch_info)
     if _direct(hidden_states, gating_output, num_token_non_padded):
         return _sgl.fused_topk_impl(hidden_states, gating_output, topk, renormalize,
                                     num_token_non_padded, cfg)
@@ -125,6 +136,10 @@ def moe_fused_gate(input_tensor: torch.Tensor, bias: torch.Tensor, num_expert_gr
     """sgl-kernel's moe_fused_gate: biased_grouped_topk with renormalize
     always on (and no power-of-two or 32-experts-a-group limit); returns
     (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    if _is_compiling():
+        return _gate_op(input_tensor, bias, num_expert_group, topk_group, topk,
+                        num_fused_shared_experts, routed_scaling_factor,
+                        apply_routed_scaling_factor_on_output)
     cfg = _sgl.gate_config(num_expert_group, topk_group, topk, num_fused_shared_experts,
                            routed_scaling_factor, apply_routed_scaling_factor_on_output)
     if _direct(input_tensor, bias):
