@@ -136,6 +136,7 @@ _SIGNATURES = {
         c_int, [c_vp, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), P(VrowsOptions),
                 c_u64, c_u64, c_vp]),
     "memra_engine_set_pdl": (c_int, [c_vp, c_int, P(c_int)]),
+    "memra_alloc": (c_int, [c_vp, ctypes.c_size_t, P(c_u64)]),  # memra.torch's kept scratch
     # since 0.4: a call's refusal without the call (the fakes' judge)
     "memra_route_check": (
         c_int, [c_int, c_u64, c_u32, P(RouteSpec), c_int, P(Macros), P(Slabs), c_u64, c_u64,

@@ -544,16 +544,22 @@ def _check_indices_type(indices_type):
 _tei = {}
 
 
+def _make_token_expert_indices(device, T, K):
+    return torch.arange(T * K, dtype=torch.int32, device=device).view(K, T).t().contiguous()
+
+
 def _token_expert_indices(like, T, K):
-    """[T, K] int32, k * T + t: one copy of a kept pattern per call (the
-    pattern is four ops to make). Not kept when made under stream capture:
-    a graph's memory is the graph's."""
+    """[T, K] int32, k * T + t: eagerly, one copy of a kept pattern (the
+    pattern is four ops to make). Under stream capture it is made afresh:
+    a graph that copied a kept pattern would read it in every replay, and
+    the pattern may be dropped (the cache is bounded) and its memory
+    reused."""
+    if like.is_cuda and torch.cuda.is_current_stream_capturing():
+        return _make_token_expert_indices(like.device, T, K)
     key = (like.device, T, K)
     t = _tei.get(key)
     if t is None:
-        t = torch.arange(T * K, dtype=torch.int32, device=like.device).view(K, T).t().contiguous()
-        if like.is_cuda and torch.cuda.is_current_stream_capturing():
-            return t
+        t = _make_token_expert_indices(like.device, T, K)
         if len(_tei) >= 256:
             _tei.clear()
         _tei[key] = t

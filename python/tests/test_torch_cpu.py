@@ -668,3 +668,34 @@ def test_unprepared_layer_is_said_once(caplog):
     with caplog.at_level(logging.WARNING, logger="memra"):
         mt.vrows_tables(sel, selw, 16, 4322, [0, 0, 0], [0, 0, 0], model="unprepared")
     assert not [r for r in caplog.records if "4322" in r.getMessage()]
+
+
+def test_device_scratch_grows_by_doubling_and_is_never_freed(monkeypatch):
+    """The scratch the choice-only calls have the tables written to, on a
+    device: memory of the engine's own (memra_alloc), kept for the reuse of
+    later calls, grown by doubling when a call needs more and never freed
+    (a captured graph keeps writing where it wrote). A stand-in engine and
+    allocator record what is asked."""
+    from memra import _torch_ops
+
+    class Eng:
+        def _ptr(self):
+            return 1
+
+    asked = []
+
+    def alloc(eng, size, ref):
+        asked.append(size)
+        ref._obj.value = 0x10000 * len(asked)
+        return 0
+
+    monkeypatch.setattr(_torch_ops, "engine_at", lambda dev, model: Eng())
+    monkeypatch.setattr(memra.lib(), "memra_alloc", alloc)
+    s = _torch_ops._Scratch()
+    a = s.device(0, "", 36 * 8)
+    assert s.device(0, "", 36 * 100) == a and asked == [1 << 16]  # fits: the same buffer
+    b = s.device(0, "", (1 << 16) + 4)
+    assert b != a and asked == [1 << 16, 1 << 17]  # doubled
+    c = s.device(0, "", 1 << 20)
+    assert asked[-1] == 1 << 20 and s._kept == [a, b, c]  # what a call needs; none freed
+    assert s.device(1, "", 8) != c and len(asked) == 4  # per device (and model)
