@@ -165,7 +165,7 @@ _ZERO = (0, 0, 0)
 def _slab_ref(caller, bases, strides):
     """ctypes.byref(memra_vrows_slabs), cached by value (the library judges
     whether the slabs fit; here only that each is three uint64)."""
-    key = (*bases, *strides)
+    key = (tuple(bases), tuple(strides))  # (not flattened: [a, b] + [c, d, e, f] is no slab)
     ref = _slabs.get(key)
     if ref is None:
         s = _lib.Slabs()

@@ -699,3 +699,11 @@ def test_device_scratch_grows_by_doubling_and_is_never_freed(monkeypatch):
     c = s.device(0, "", 1 << 20)
     assert asked[-1] == 1 << 20 and s._kept == [a, b, c]  # what a call needs; none freed
     assert s.device(1, "", 8) != c and len(asked) == 4  # per device (and model)
+
+
+def test_slabs_are_cached_by_bases_and_strides_apart():
+    """Two bases and four strides are not the cached three and three."""
+    mt.route_prepare_layer(0, None, device="cpu")
+    mt.route_tables(_z(2, 8), 2, 0, [1, 2, 3], [4, 5, 6])  # cached
+    with pytest.raises(memra.InvalidArgError, match="bases must be three ints"):
+        mt.route_tables(_z(2, 8), 2, 0, [1, 2], [3, 4, 5, 6])
