@@ -1,14 +1,17 @@
 """memra from Python, beside the bare baselines, in one process.
 
 1. Eager call overhead (CPU or CUDA tensors): the time of one eager call of
-   the routing ops beside torch.topk of the same scores (what a router
-   costs at least), and where the time goes: the C call alone, the
-   dispatcher (torch.library.Library kernel, and the same function
-   registered with torch.library.custom_op), PyTorch's allocations and
-   current-stream lookup. Decode-sized (1 and 16 tokens, DeepSeek-V3's 256
-   experts). Host time per call, median of batch means; on CUDA the batches
-   end with a synchronize, and the kernels are small enough that the host
-   is the bound.
+   the routing ops (vLLM's and SGLang's signatures, memra's route_tables)
+   beside torch.topk of the same scores (what a router costs at least; the
+   goal is 1.2x), and where the time goes: the C call alone, what the
+   package adds to it, the dispatcher (torch.library.Library kernel, and
+   the same function registered with torch.library.custom_op), PyTorch's
+   allocations and current-stream lookup. Decode-sized (1 and 16 tokens,
+   DeepSeek-V3's 256 experts). Host time per call, median of batch means;
+   on CUDA the batches end with a synchronize, and the kernels are small
+   enough that the host is the bound. On CPU tensors the C call is the
+   host arm, which computes the routing itself: there, the package's share
+   (the call less the C call alone) is the number to read.
 
 2. (CUDA) GPU time per decode layer inside a CUDA graph: the table op
    beside the same tables in PyTorch ops, and routing + tables beside the
@@ -32,6 +35,7 @@ import torch  # noqa: E402
 import memra  # noqa: E402
 import memra.torch as mt  # noqa: E402
 from memra import _torch_ops  # noqa: E402
+from memra.torch import sglang  # noqa: E402
 
 BASES = [0x7F0000000000, 0x7F4000000000, 0x7F8000000000]
 STRIDES = [24 << 20, 24 << 20, 48 << 20]
@@ -109,23 +113,11 @@ def eager_section(dev, row):
         logits = torch.randn(T, N_EXPERT, device=dev)
         hidden = torch.zeros(T, 8, device=dev)
         scores = torch.sigmoid(logits)
+        count = torch.tensor(T, dtype=torch.int32, device=dev)
         g = f"eager T={T}"
         base = host_cost_us(lambda: torch.topk(scores, 8), dev)
         row(g, f"T={T}: torch.topk(scores, 8) (the baseline)", base, "us")
-        args = (hidden, logits, 8, True, 8, 4, "sigmoid", 2.5, bias)
-        row(g, f"T={T}: memra.torch.grouped_topk (vLLM's signature)",
-            host_cost_us(lambda: mt.grouped_topk(*args), dev), "us", base)
-        row(g, f"T={T}: memra.torch.route_tables (+ the tables)",
-            host_cost_us(lambda: mt.route_tables(logits, 8, 0, BASES, STRIDES, "sigmoid", 8, 4,
-                                                 True, 2.5, bias), dev), "us", base)
-        row(g, f"T={T}: memra.torch.fused_topk (softmax, top-8)",
-            host_cost_us(lambda: mt.fused_topk(hidden, logits, 8, True), dev), "us", base)
-        op = torch.ops.memra.grouped_topk.default
-        row(g, f"T={T}: torch.ops.memra.grouped_topk (through the dispatcher)",
-            host_cost_us(lambda: op(*args), dev), "us", base)
-        row(g, f"T={T}: the same via torch.library.custom_op (for comparison)",
-            host_cost_us(lambda: _grouped_custom_op(*args), dev), "us", base)
-        # where the time goes
+        # the C call alone, its arguments prebuilt (what no binding can save)
         spec = memra.route_spec(N_EXPERT, 8, "sigmoid", 8, 4, True, 2.5,
                                 bias_ptr=bias.data_ptr(), group_scoring="top2_sum")
         slab = memra.slabs((0, 0, 0), (0, 0, 0))
@@ -138,23 +130,49 @@ def eager_section(dev, row):
             eng = mt.engine(dev)
             stream = torch.cuda.current_stream(dev).cuda_stream
             fn, raw = L.memra_route_tables, (eng._ptr(), logits.data_ptr(), T,
-                                                 ctypes.byref(spec), 0, None,
-                                                 ctypes.byref(slab), *ptrs, stream)
+                                             ctypes.byref(spec), 0, None,
+                                             ctypes.byref(slab), *ptrs, stream)
             name = "memra_route_tables"
         else:
             f = memra.Faults()
             fn, raw = L.memra_route_tables_host, (logits.data_ptr(), T, ctypes.byref(spec), None,
                                                   ctypes.byref(slab), *ptrs, ctypes.byref(f))
             name = "memra_route_tables_host"
-        row(g, f"T={T}:   the C call alone ({name}, ctypes, arguments prebuilt)",
-            host_cost_us(lambda: fn(*raw), dev), "us", base)
-        row(g, f"T={T}:   3 x torch.empty (ids, weights, the tables' scratch)",
-            host_cost_us(lambda: (torch.empty((T, 8), dtype=torch.int32, device=dev),
-                                  torch.empty((T, 8), dtype=torch.float32, device=dev),
-                                  torch.empty((36 * T,), dtype=torch.int64, device=dev)),
+        c_alone = host_cost_us(lambda: fn(*raw), dev)
+        args = (hidden, logits, 8, True, 8, 4, "sigmoid", 2.5, bias)
+        for what, call in [
+                ("memra.torch.grouped_topk (vLLM's signature)", lambda: mt.grouped_topk(*args)),
+                ("memra.torch.sglang.biased_grouped_topk (SGLang's, padded batch)",
+                 lambda: sglang.biased_grouped_topk(hidden, logits, bias, 8, True, 8, 4, 0, 2.5,
+                                                    count)),
+                ("memra.torch.sglang.moe_fused_gate (sgl-kernel's)",
+                 lambda: sglang.moe_fused_gate(logits, bias, 8, 4, 8, 0, 2.5)),
+                ("memra.torch.route_tables (+ the tables)",
+                 lambda: mt.route_tables(logits, 8, 0, BASES, STRIDES, "sigmoid", 8, 4, True, 2.5,
+                                         bias)),
+                ("memra.torch.fused_topk (softmax, top-8)",
+                 lambda: mt.fused_topk(hidden, logits, 8, True))]:
+            t = host_cost_us(call, dev)
+            row(g, f"T={T}: {what}", t, "us", base)
+            row(g, f"T={T}:   of which the package (the call less the C call alone)",
+                t - c_alone, "us", base)
+        op = torch.ops.memra.grouped_topk.default
+        row(g, f"T={T}: torch.ops.memra.grouped_topk (through the dispatcher)",
+            host_cost_us(lambda: op(*args), dev), "us", base)
+        row(g, f"T={T}: the same via torch.library.custom_op (for comparison)",
+            host_cost_us(lambda: _grouped_custom_op(*args), dev), "us", base)
+        # where the time goes
+        row(g, f"T={T}:   the C call alone ({name}, ctypes, arguments prebuilt)", c_alone, "us",
+            base)
+        row(g, f"T={T}:   2 x torch.empty (ids, weights; the tables go to kept scratch)",
+            host_cost_us(lambda: (torch.empty(T, 8, dtype=torch.int32, device=dev),
+                                  torch.empty(T, 8, dtype=torch.float32, device=dev)),
                          dev), "us", base)
         row(g, f"T={T}:   memra.torch._direct (is the dispatcher needed?)",
             host_cost_us(lambda: mt._direct(hidden, logits, bias), dev), "us", base)
+        row(g, f"T={T}:   the configuration's lookup (memra._torch_ops.grouped_topk_config)",
+            host_cost_us(lambda: _torch_ops.grouped_topk_config(8, True, 8, 4, "sigmoid", 2.5),
+                         dev), "us", base)
         if dev.type == "cuda":
             row(g, f"T={T}:   torch.cuda.current_stream(dev).cuda_stream",
                 host_cost_us(lambda: torch.cuda.current_stream(dev).cuda_stream, dev), "us",

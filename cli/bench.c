@@ -18,12 +18,14 @@
 #include "cli.h"
 
 static const char usage[] =
-    "usage: memra bench [--quick] [-o FILE]\n"
+    "usage: memra bench [--quick] [--route] [-o FILE]\n"
     "\n"
     "The library beside the bare baselines, side by side in one run, on every GPU.\n"
     "\n"
     "Options:\n"
     "  --quick              fewer repetitions (for a smoke test, not for numbers)\n"
+    "  --route              the routing section alone (both routing kernels at every\n"
+    "                       size, and first use)\n"
     "  -o, --output FILE    also write the results as JSON to FILE (nothing is\n"
     "                       written otherwise); --json FILE is the same\n"
     "  -h, --help           show this help and exit\n"
@@ -111,13 +113,12 @@ static int run_bench(const char *prog, char **args)
 
 int cmd_bench(int argc, char **argv)
 {
-    static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
-                                         {"quick", no_argument, NULL, 'q'},
-                                         {"output", required_argument, NULL, 'o'},
-                                         {"json", required_argument, NULL, 'o'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},       {"quick", no_argument, NULL, 'q'},
+        {"route", no_argument, NULL, 'r'},      {"output", required_argument, NULL, 'o'},
+        {"json", required_argument, NULL, 'o'}, {NULL, 0, NULL, 0}};
     const char *out = NULL;
-    int quick = 0, c;
+    int quick = 0, route = 0, c;
     opterr = 0;
     optind = 0;
     while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
@@ -127,6 +128,9 @@ int cmd_bench(int argc, char **argv)
             return CLI_OK;
         case 'q':
             quick = 1;
+            break;
+        case 'r':
+            route = 1;
             break;
         case 'o':
             /* "--json --quick" is a forgotten file name, not a file. */
@@ -169,7 +173,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "memra bench: the benchmark program is missing (%s)\n", prog);
         return CLI_FAIL;
     }
-    char *args[6];
+    char *args[7];
     int n = 0;
     args[n++] = prog;
     if (out) {
@@ -178,6 +182,8 @@ int cmd_bench(int argc, char **argv)
     }
     if (quick)
         args[n++] = (char *)"--quick";
+    if (route)
+        args[n++] = (char *)"--route";
     args[n] = NULL;
     progress_enable(1);
     return run_bench(prog, args);

@@ -14,7 +14,7 @@
 #include "cli.h"
 
 static const char usage[] =
-    "usage: memra [--help] [--version] <command> [<options>]\n"
+    "usage: memra [--help] [--version] [--nvrtc PATH]... <command> [<options>]\n"
     "\n"
     "Commands:\n"
     "  info    the library loaded, the driver, every NVRTC candidate, the kernel\n"
@@ -24,8 +24,12 @@ static const char usage[] =
     "  help    this text, or a command's: memra help <command>\n"
     "\n"
     "Options:\n"
-    "  -h, --help     show this help and exit\n"
-    "  -V, --version  show the tool's and the library's version and exit\n"
+    "  -h, --help        show this help and exit\n"
+    "  -V, --version     show the tool's and the library's version and exit\n"
+    "  --nvrtc PATH      add an NVRTC library for engines to choose from, as a\n"
+    "                    program calling memra_set_nvrtc_path(PATH) would (repeat\n"
+    "                    it for several; the pip console script passes the NVRTC\n"
+    "                    of the NVIDIA wheels the Python package finds)\n"
     "\n"
     "Exit status: 0 done; 1 a check found a difference or a call failed; 2 usage\n"
     "error; 3 no GPU, nothing was checked or measured (check, bench).\n"
@@ -89,8 +93,10 @@ static const verb *find_verb(const char *name)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {"nvrtc", required_argument, NULL, 'n'},
+                                         {NULL, 0, NULL, 0}};
     opterr = 0;
     int c;
     /* '+': options up to the command only; the rest are the command's. */
@@ -102,6 +108,20 @@ int main(int argc, char **argv)
         if (c == 'V') {
             printf("memra %s (libmemra %s)\n", MEMRA_VERSION_STRING, memra_version_string());
             return finish(CLI_OK);
+        }
+        if (c == 'n') {
+            /* Before any engine looks for NVRTC: the candidates a program
+             * that hands memra its wheels' NVRTC would have (the Python
+             * package's), in the order given. */
+            if (memra_set_nvrtc_path(optarg) != MEMRA_OK) {
+                fprintf(stderr, "memra: --nvrtc: %s\n", memra_last_error());
+                return CLI_FAIL;
+            }
+            continue;
+        }
+        if (c == '?' && optopt == 'n') {
+            fprintf(stderr, "memra: --nvrtc needs a file name\n%s", usage);
+            return CLI_USAGE;
         }
         fprintf(stderr, "memra: unrecognized option '%s'\n%s", argv[optind - 1], usage);
         return CLI_USAGE;

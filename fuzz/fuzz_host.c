@@ -57,8 +57,21 @@ static void fuzz_host_arm(reader *r)
     memset(scl, 0xA5, 3 * np * 4);
     memra_vrows_macros mac = {{pl, (flags & 1) ? NULL : pl + ne, pl + 2 * ne}};
     memra_faults f;
+    /* The one judge: the check of the call refuses exactly what the call
+     * refuses, with the same message, and passes what it takes. */
+    const memra_status judged =
+        memra_vrows_check(MEMRA_CALL_VROWS_TABLES_HOST, (flags & 2) ? 0 : (uint64_t)(uintptr_t)sel,
+                          (uint64_t)(uintptr_t)selw, n, n_expert, 0, (flags & 4) ? &mac : NULL, &sl,
+                          NULL, (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl);
+    char why[512];
+    strncpy(why, judged ? memra_last_error() : "", sizeof why - 1);
+    why[sizeof why - 1] = 0;
     memra_status st = memra_vrows_tables_host((flags & 2) ? NULL : sel, selw, n, n_expert,
                                               (flags & 4) ? &mac : NULL, &sl, ptrs, scl, &f);
+    if (judged
+            ? st != judged || strncmp(why, memra_last_error(), sizeof why - 1) != 0
+            : !(st == MEMRA_OK || st == MEMRA_ERR_EXPERT_RANGE || st == MEMRA_ERR_NONFINITE_SCALE))
+        abort();
     if (st == MEMRA_OK || st == MEMRA_ERR_EXPERT_RANGE || st == MEMRA_ERR_NONFINITE_SCALE) {
         for (uint32_t p = 0; p < n; p++) {
             const int ok = sel[p] >= 0 && (uint32_t)sel[p] < n_expert;

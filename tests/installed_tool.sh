@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `meson install` into a scratch root, then the installed `memra` run from
-# there: it loads the installed libmemra.so.2 (not a build-tree copy, no
-# build path left in it) and its benchmark program sits under libexec.
+# there as a user runs it, with no LD_LIBRARY_PATH: it finds and loads the
+# installed libmemra.so.2 by its RUNPATH, which leads from the tool to
+# libdir ($ORIGIN-relative, so the installed tree works wherever the
+# prefix, or the scratch root, puts it) and names no build folder; its
+# benchmark program sits under libexec.
 set -euo pipefail
 builddir=$1 prefix=$2 bindir=$3 libdir=$4 libexecdir=$5
 root=$(mktemp -d)
@@ -13,10 +16,20 @@ lib=$(abs "$libdir")/libmemra.so.2
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -x "$tool" ] || fail "no $tool"
 [ -x "$(abs "$libexecdir")/memra/memra-bench" ] || fail "no memra-bench under $libexecdir/memra"
-if readelf -d "$tool" | grep -qE 'R(UN)?PATH'; then fail "the installed tool keeps a search path"; fi
+case $libdir in
+  /*) want=$libdir ;;
+  *) case $bindir in
+       /*) want=$prefix/$libdir ;;
+       *) up=$(echo "$bindir" | tr '/' '\n' | grep -vcE '^\.?$' || true)
+          want='$ORIGIN'$(printf '/..%.0s' $(seq "$up"))/$libdir ;;
+     esac ;;
+esac
+runpath=$(readelf -d "$tool" | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')
+[ "$runpath" = "$want" ] || fail "the installed tool's RUNPATH is '$runpath', want '$want'"
+case $runpath in *"$builddir"*) fail "the installed tool's RUNPATH names the build folder" ;; esac
 readelf -d "$tool" | grep -q 'NEEDED.*\[libmemra\.so\.2\]' || fail "the tool does not link libmemra.so.2"
-export LD_LIBRARY_PATH=$(dirname "$lib")
-"$tool" --version | grep -q '^memra ' || fail "--version"
+unset LD_LIBRARY_PATH
+"$tool" --version | grep -q '^memra ' || fail "--version (exit $?): the installed library not found"
 loaded=$(CUDA_VISIBLE_DEVICES= MEMRA_CACHE_DIR=off "$tool" info --json |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["memra"]["library"])')
 [ "$(readlink -f "$loaded")" = "$(readlink -f "$lib")" ] || fail "info loaded $loaded, not $lib"

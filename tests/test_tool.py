@@ -177,6 +177,16 @@ try:
           "libnvrtc.so.12 (loader path)" in out, out)
 except subprocess.TimeoutExpired:
     check("info with FIFOs on LD_LIBRARY_PATH answers", False, "memra info hung")
+# --nvrtc: a candidate added as memra_set_nvrtc_path adds it (the pip console
+# script passes the wheels' NVRTC this way)
+rc, out, err = run(["--nvrtc", FAKE_NVRTC, "info", "--json"], NO_GPU)
+cands = json.loads(out)["nvrtc"] if rc == 0 else []
+check("--nvrtc adds a candidate", any(c["path"] == FAKE_NVRTC and
+                                      c["origin"] == "memra_set_nvrtc_path" for c in cands),
+      f"exit {rc}: {out[:2000]} {err}")
+expect("--nvrtc without a file", ["--nvrtc"], 2, err_has=["--nvrtc needs a file name"])
+expect("--nvrtc of a missing file", ["--nvrtc", "/no/such/libnvrtc.so.13", "info"], 1,
+       err_has=["memra: --nvrtc: memra_set_nvrtc_path: /no/such/libnvrtc.so.13"])
 if os.path.exists("/dev/full"):
     with open("/dev/full", "w") as full:
         expect("info to a full disk", ["info"], None, err_has=["writing standard output failed"],
@@ -254,6 +264,9 @@ check("bench -o FILE writes it", rc == 0 and json.load(open(target))["rows"][2][
 rc, out, err = run(["bench", "--json", target, "--quick"], BENCH, cwd=work)
 check("bench --json FILE (the older spelling) is -o", rc == 0 and
       f"--json {target} --quick" in out, out)
+rc, out, err = run(["bench", "--route", "--quick"], BENCH, cwd=work)
+check("bench --route asks the benchmark for the routing section", rc == 0 and
+      "args: --quick --route" in out, f"{rc} {out!r} {err!r}")
 missing = os.path.join(work, "no-such-folder", "bench.json")
 rc, out, err = run(["bench", "-o", missing], BENCH, cwd=work)
 check("bench -o into a missing folder fails at once", rc == 1 and missing in err and

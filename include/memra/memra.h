@@ -680,6 +680,53 @@ MEMRA_API memra_status memra_route_tables_host_ex(
     uint64_t *ptrs, float *scl, memra_faults *faults, const memra_layout_spec *layout_spec,
     const memra_layout *layout);
 
+/* ---- checking a call without making it (since 0.4) --------------------- *
+ * What would this call refuse, and why: memra_route_check and
+ * memra_vrows_check run the argument checks of the call that `call` names,
+ * in that call's order, and return the status it would return for the same
+ * arguments, with the same message in memra_last_error() (naming that
+ * call and its arguments), or MEMRA_OK where the call gets past them.
+ * Nothing is written, and nothing is read but the spec, the options and
+ * the macros structs (and a host bias's n_expert values, which the calls
+ * check): addresses are judged as the calls judge them (NULL, alignment),
+ * never dereferenced, so a binding that has no memory yet (a framework's
+ * shape-only "fake" implementation, a planner, a graph compiler) can pass
+ * any non-NULL address aligned as the real one will be. One judge: the
+ * bindings (Python, Rust) refuse only what the library cannot see (types,
+ * dtypes, shapes, devices) and ask these for every rule of the library's.
+ * Not judged: the engine (a device call needs a non-NULL one), anything of
+ * the device, its stream or the layer's mirror (capture, context, memory),
+ * and what the data hold (faults are counted by the calls, not refused).
+ * Thread-safe; memra_last_error() is set only when refusing. */
+typedef enum memra_checked_call {
+    MEMRA_CALL_ROUTE_TABLES = 0,         /* memra_route_tables */
+    MEMRA_CALL_ROUTE_TABLES_HOST = 1,    /* memra_route_tables_host (il unused) */
+    MEMRA_CALL_ROUTE_PREPARE_LAYER = 2,  /* memra_route_prepare_layer (spec, il, macros) */
+    MEMRA_CALL_VROWS_TABLES = 3,         /* memra_vrows_tables (options unused) */
+    MEMRA_CALL_VROWS_TABLES_EX = 4,      /* memra_vrows_tables_ex */
+    MEMRA_CALL_VROWS_TABLES_HOST = 5,    /* memra_vrows_tables_host (il, options unused) */
+    MEMRA_CALL_VROWS_TABLES_HOST_EX = 6, /* memra_vrows_tables_host_ex (il unused) */
+    MEMRA_CALL_VROWS_PREPARE_LAYER = 7   /* memra_vrows_prepare_layer (n_expert, il, macros) */
+} memra_checked_call;
+
+/* The routing calls (MEMRA_CALL_ROUTE_*), arguments as theirs; logits,
+ * sel, selw, ptrs and scl are addresses (host or device: only their value
+ * is judged). Another `call` is MEMRA_ERR_INVALID_ARG. */
+MEMRA_API memra_status memra_route_check(memra_checked_call call, uint64_t logits,
+                                         uint32_t n_tokens, const memra_route_spec *spec, int il,
+                                         const memra_vrows_macros *macros,
+                                         const memra_vrows_slabs *slabs, uint64_t sel,
+                                         uint64_t selw, uint64_t ptrs, uint64_t scl);
+
+/* The table calls (MEMRA_CALL_VROWS_*), arguments as theirs. Another
+ * `call` is MEMRA_ERR_INVALID_ARG. */
+MEMRA_API memra_status memra_vrows_check(memra_checked_call call, uint64_t sel, uint64_t selw,
+                                         uint32_t n_pairs, uint32_t n_expert, int il,
+                                         const memra_vrows_macros *macros,
+                                         const memra_vrows_slabs *slabs,
+                                         const memra_vrows_options *options, uint64_t ptrs,
+                                         uint64_t scl);
+
 /* ---- names before 0.3 ---------------------------------------------------- *
  * One vocabulary from 0.3: memra_<operation>_tables (device),
  * memra_<operation>_tables_host (host arm), memra_<operation>_prepare_layer,

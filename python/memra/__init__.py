@@ -18,17 +18,15 @@ import threading
 from . import _lib
 from ._errors import *  # noqa: F401,F403  (the exception classes)
 from ._errors import Error, InvalidArgError, LibraryError, NullArgError
-from ._lib import Faults, check, lib
+from ._lib import (MAX_LAYERS, MAX_PAIRS, NO_FAULT, ROUTE_MAX_EXPERT,  # noqa: F401
+                   ROUTE_MAX_GROUPS, ROUTE_MAX_TOP_K, Faults, check, lib)
 from ._nvrtc import wheel_nvrtc_paths
+from ._route import _int
 
 __version__ = _lib.VERSION
 
-MAX_PAIRS = 1 << 28
-MAX_LAYERS = 65536
-NO_FAULT = 0xFFFFFFFF
 _U64 = 1 << 64
-
-from ._route import ROUTE_MAX_EXPERT, ROUTE_MAX_GROUPS, ROUTE_MAX_TOP_K  # noqa: E402,F401
+_I32 = 1 << 31
 
 _nvrtc_offered = False
 # Re-entrant: memra's warnings reach logging handlers on the thread that
@@ -75,9 +73,8 @@ def nvrtc_candidates():
     room = n.value + 8  # room for any found meanwhile
     arr = (_lib.NvrtcInfo * room)()
     check(L.memra_nvrtc_list(arr, room, ctypes.byref(n)))
-    states = {0: "usable", 1: "refused", 2: "not_tried"}
     return [{"path": os.fsdecode(c.path), "origin": c.origin.decode(),
-             "state": states.get(c.state, str(c.state)),
+             "state": _lib.NVRTC_STATES.get(c.state, str(c.state)),
              "why": c.why.decode(errors="replace") if c.state == 1 else None,
              "version": c.version, "archs": list(c.archs[:c.n_archs])}
             for c in arr[:min(n.value, room)]]
@@ -100,17 +97,8 @@ def _ensure_nvrtc():
                     (lib().memra_last_error() or b"").decode(errors="replace"))
 
 
-# ---- argument checks: before anything reaches C, never silently truncated ----
-
-def _int(name, value, lo, hi):
-    """An integer in [lo, hi), else InvalidArgError naming the argument."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InvalidArgError(f"{name} must be an integer, not {type(value).__name__}")
-    v = value.__index__()
-    if not lo <= v < hi:
-        raise InvalidArgError(f"{name} = {v} is outside [{lo}, {hi})")
-    return v
-
+# ---- conversions: what reaches C is what was given, never truncated; the ----
+# ---- rules are the library's, which refuses with a message naming them ----
 
 def _triple(name, values, hi=_U64):
     try:
@@ -159,20 +147,13 @@ def vrows_options(n_expert, expert_map=None, n_local=0, n_shared=0):
     as a NumPy array or an address in the arm's memory, with n_local slots)
     and fused shared experts (ids n_expert .. n_expert + n_shared - 1, whose
     slots follow the routed ones). n_slots: the experts the slabs and macro
-    planes hold."""
+    planes hold. The library judges the options when they are used."""
     from ._route import _array
     addr, keep = _array("expert_map", expert_map, n_expert, ("int32",))
-    n_local = _int("n_local", n_local, 0, 1 << 31)
-    n_shared = _int("n_shared", n_shared, 0, 1 << 31)
-    if addr and n_local == 0:
-        raise InvalidArgError("n_local is 0 with an expert_map (the map's slots are [0, n_local))")
-    if not addr and n_local:
-        raise InvalidArgError(f"n_local = {n_local} without an expert_map (give the map, or 0)")
-    if n_expert + n_shared >= 1 << 31 or n_local + n_shared >= 1 << 31:
-        raise InvalidArgError(f"n_shared = {n_shared}: the ids and slots of the shared experts "
-                              f"pass 2^31 - 1")
+    n_local = _int("n_local", n_local, 0, 1 << 32)
+    n_shared = _int("n_shared", n_shared, 0, 1 << 32)
     n_slots = (n_local if addr else n_expert) + n_shared
-    if not (addr or n_shared):
+    if not (addr or n_local or n_shared):
         return None, n_slots, None
     o = _lib.VrowsOptions()
     o.expert_map, o.n_local, o.n_shared = addr, n_local, n_shared
@@ -197,8 +178,8 @@ def vrows_tables_host(sel, selw, n_expert, macros=None, bases=(0, 0, 0), strides
         raise InvalidArgError(f"selw is {selw.dtype}, not float32 (no silent rounding)")
     if sel.ndim != 1 or selw.shape != sel.shape:
         raise InvalidArgError(f"sel {sel.shape} and selw {selw.shape} must be equal 1-D shapes")
-    n = _int("n_pairs", sel.shape[0], 0, MAX_PAIRS + 1)
-    n_expert = _int("n_expert", n_expert, 1, 1 << 32)
+    n = _int("n_pairs (sel.size)", sel.shape[0], 0, 1 << 32)
+    n_expert = _int("n_expert", n_expert, 0, 1 << 32)
     if sel.size and (sel.min() < -(1 << 31) or sel.max() >= 1 << 31):
         raise InvalidArgError("sel holds ids outside int32")
     sel = np.ascontiguousarray(sel, dtype=np.int32)
@@ -206,17 +187,27 @@ def vrows_tables_host(sel, selw, n_expert, macros=None, bases=(0, 0, 0), strides
     o, n_slots, map_keep = vrows_options(n_expert, expert_map, n_local, n_shared)
     m, keep = _planes_numpy(macros, n_slots)
     s = slabs(bases, strides)
+    mref, oref = ctypes.byref(m) if m else None, ctypes.byref(o) if o else None
+    if n > MAX_PAIRS:  # the library refuses it: asked before 3n tables are allocated
+        check(lib().memra_vrows_check(_lib.CALLS["vrows_tables_host_ex"], sel.ctypes.data,
+                                      selw.ctypes.data, n, n_expert, 0, mref, ctypes.byref(s),
+                                      oref, 64, 64), "vrows_tables_host", _VROWS_NAMES)
     ptrs = np.empty(3 * n, dtype=np.uint64)
     scl = np.empty(3 * n, dtype=np.float32)
     f = Faults()
-    st = lib().memra_vrows_tables_host_ex(sel.ctypes.data, selw.ctypes.data, n, n_expert,
-                                          ctypes.byref(m) if m else None, ctypes.byref(s),
-                                          ctypes.byref(o) if o else None, ptrs.ctypes.data,
+    st = lib().memra_vrows_tables_host_ex(sel.ctypes.data, selw.ctypes.data, n, n_expert, mref,
+                                          ctypes.byref(s), oref, ptrs.ctypes.data,
                                           scl.ctypes.data, ctypes.byref(f))
     del keep, map_keep
     if st not in (0, 5, 6):  # 5, 6: faults, reported in f
-        check(st)
+        check(st, "vrows_tables_host", _VROWS_NAMES)
     return ptrs, scl, f
+
+
+# The table calls' words for the host and engine methods here.
+_VROWS_NAMES = {"n_pairs": "n_pairs (sel.size)", "slabs->base": "bases", "slabs->stride": "strides",
+                "macros->plane": "macros", "options->expert_map": "expert_map",
+                "options->n_local": "n_local", "options->n_shared": "n_shared", "il": "layer"}
 
 
 def device_count():
@@ -325,11 +316,12 @@ class Engine:
     def prepare_layer(self, layer, n_expert, macros, stream=0, _planes=None):
         """Mirrors layer `layer`'s macro planes (NumPy float32, three of
         n_expert) now: call before capturing a graph."""
-        layer = _int("layer", layer, 0, MAX_LAYERS)
-        n_expert = _int("n_expert", n_expert, 1, 1 << 32)
+        layer = _int("layer", layer, -_I32, _I32)
+        n_expert = _int("n_expert", n_expert, 0, 1 << 32)
         m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_expert)
         check(lib().memra_vrows_prepare_layer(self._ptr(), layer, n_expert,
-                                              ctypes.byref(m) if m else None, _stream(stream)))
+                                              ctypes.byref(m) if m else None, _stream(stream)),
+              "prepare_layer", _VROWS_NAMES)
         del keep
 
     def tables_from_sel(self, sel, selw, n_pairs, n_expert, layer, macros, slab, ptrs, scl,
@@ -339,9 +331,9 @@ class Engine:
         NumPy planes of n_slots or None; slab is memra.slabs(bases, strides);
         expert_map a device address (int32 per routed expert) or 0. No pairs
         is a valid no-op."""
-        n_pairs = _int("n_pairs", n_pairs, 0, MAX_PAIRS + 1)
-        n_expert = _int("n_expert", n_expert, 1, 1 << 32)
-        layer = _int("layer", layer, 0, MAX_LAYERS)
+        n_pairs = _int("n_pairs", n_pairs, 0, 1 << 32)
+        n_expert = _int("n_expert", n_expert, 0, 1 << 32)
+        layer = _int("layer", layer, -_I32, _I32)
         addrs = [_int(name, v, 0, _U64) for name, v in
                  (("sel", sel), ("selw", selw), ("ptrs", ptrs), ("scl", scl))]
         o, n_slots, _ = vrows_options(n_expert, _int("expert_map", expert_map, 0, _U64) or None,
@@ -350,11 +342,12 @@ class Engine:
         check(lib().memra_vrows_tables_ex(
             self._ptr(), addrs[0], addrs[1], n_pairs, n_expert, layer,
             ctypes.byref(m) if m else None, ctypes.byref(slab), ctypes.byref(o) if o else None,
-            addrs[2], addrs[3], _stream(stream)))
+            addrs[2], addrs[3], _stream(stream)), "tables_from_sel", _VROWS_NAMES)
         del keep
 
 
 # ---- routing: memra_route_spec and the host arm (memra/_route.py) ----------
 
-from ._route import (BIAS_DTYPES, GROUP_SCORINGS, LOGITS_DTYPES, SCORINGS,  # noqa: E402,F401
-                     route_spec, route_tables_host)
+from ._lib import (BIAS_DTYPES, COUNT_DTYPES, GROUP_SCORINGS,  # noqa: E402,F401
+                   LOGITS_DTYPES, SCORINGS, SHARED_RULES)
+from ._route import route_spec, route_tables_host  # noqa: E402,F401

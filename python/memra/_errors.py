@@ -1,6 +1,8 @@
 """memra's statuses as Python exceptions: one class per MEMRA_ERR_*, all
 subclasses of memra.Error, each carrying the status and memra_last_error()."""
 
+import re
+
 __all__ = ["Error"]
 
 
@@ -19,9 +21,10 @@ class Error(RuntimeError):
 
 
 def _make(name, status, doc, *bases):
-    cls = type(name, (Error,) + bases, {"__doc__": doc, "status": status,
-                                         "status_name": "MEMRA_ERR_" + name[:-5].upper()})
-    return cls
+    # NullArgError -> MEMRA_ERR_NULL_ARG: memra.h's name (a word per capital)
+    c_name = "MEMRA_ERR_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name[:-5]).upper()
+    return type(name, (Error,) + bases, {"__doc__": doc, "status": status,
+                                         "status_name": c_name})
 
 
 NullArgError = _make("NullArgError", 1, "A required pointer or buffer is missing.", TypeError)
@@ -59,6 +62,29 @@ def error_for(status, message):
     """The exception for a status (Error itself for one newer than this package)."""
     cls = _BY_STATUS.get(status)
     return cls(message) if cls else Error(message, status)
+
+
+# "memra_route_tables_host: " opening a library message; and the words in it
+# that name a call's argument or field ("spec->top_k", "slabs->base",
+# "n_tokens"): a struct prefix, then an identifier.
+_C_CALL = re.compile(r"^memra_\w+: ")
+_C_WORD = re.compile(r"\b(?:\w+->)?(\w+)\b")
+
+
+def refusal(status, message, caller=None, names=None):
+    """The exception for a refusal by the library, in the words of the
+    function the user called: the library names its own entry point and
+    its fields (memra_route_tables_host: spec->top_k = 40 ...); `caller`
+    replaces the first, and `names` maps the second to the caller's
+    argument names ({"top_k": "topk", "logits": "gating_output", ...}),
+    looked up by the whole word ("slabs->base") and then by the field
+    ("top_k"). The rule and the numbers are the library's, untouched."""
+    if caller:
+        message = _C_CALL.sub(caller + ": ", message, count=1)
+    if names:
+        message = _C_WORD.sub(
+            lambda m: names.get(m.group(0)) or names.get(m.group(1)) or m.group(0), message)
+    return error_for(status, message)
 
 
 __all__ += [c.__name__ for c in _BY_STATUS.values()] + ["LibraryError"]

@@ -10,11 +10,36 @@ import logging
 import os
 import sys
 
-from ._errors import LibraryError, error_for
+from ._errors import LibraryError, refusal
 
 VERSION = "0.4.0"  # the C API this package is written for (memra_version())
 
 c_u32, c_u64, c_int, c_vp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int, ctypes.c_void_p
+
+# ---- memra.h's numbers --------------------------------------------------------
+# Every limit and enum value the package passes or compares, in one place;
+# tests/check_binding_constants.py holds each to the header (as compiled) and
+# each enum's members to these tables, so a value the header changes fails
+# a test here instead of reaching C as something else.
+MAX_PAIRS = 1 << 28  # MEMRA_MAX_PAIRS
+MAX_LAYERS = 65536  # MEMRA_MAX_LAYERS
+NO_FAULT = 0xFFFFFFFF  # MEMRA_NO_FAULT
+ROUTE_MAX_EXPERT = 1024  # MEMRA_ROUTE_MAX_EXPERT
+ROUTE_MAX_TOP_K = 32  # MEMRA_ROUTE_MAX_TOP_K
+ROUTE_MAX_GROUPS = 32  # MEMRA_ROUTE_MAX_GROUPS
+SCORINGS = {"softmax": 0, "sigmoid": 1}  # memra_route_scoring
+LOGITS_DTYPES = {"float32": 0, "bfloat16": 1, "float16": 2}  # memra_logits_dtype
+# memra_group_scoring; None is MEMRA_GROUP_AUTO, vLLM's rule (the library
+# decides: the top-2 sum with a bias, the best without).
+GROUP_SCORINGS = {None: 0, "top2_sum": 1, "max": 2}
+BIAS_DTYPES = {"float32": 0, "bfloat16": 1}  # memra_bias_dtype
+COUNT_DTYPES = {"int32": 0, "int64": 1}  # memra_count_dtype
+SHARED_RULES = {"constant": 0, "routed_sum": 1}  # memra_shared_rule
+# memra_checked_call: which call memra_route_check / memra_vrows_check judge
+CALLS = {"route_tables": 0, "route_tables_host": 1, "route_prepare_layer": 2, "vrows_tables": 3,
+         "vrows_tables_ex": 4, "vrows_tables_host": 5, "vrows_tables_host_ex": 6,
+         "vrows_prepare_layer": 7}
+NVRTC_STATES = {0: "usable", 1: "refused", 2: "not_tried"}  # memra_nvrtc_state
 
 
 class Slabs(ctypes.Structure):
@@ -111,6 +136,14 @@ _SIGNATURES = {
         c_int, [c_vp, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), P(VrowsOptions),
                 c_u64, c_u64, c_vp]),
     "memra_engine_set_pdl": (c_int, [c_vp, c_int, P(c_int)]),
+    "memra_alloc": (c_int, [c_vp, ctypes.c_size_t, P(c_u64)]),  # memra.torch's kept scratch
+    # since 0.4: a call's refusal without the call (the fakes' judge)
+    "memra_route_check": (
+        c_int, [c_int, c_u64, c_u32, P(RouteSpec), c_int, P(Macros), P(Slabs), c_u64, c_u64,
+                c_u64, c_u64]),
+    "memra_vrows_check": (
+        c_int, [c_int, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), P(VrowsOptions),
+                c_u64, c_u64]),
 }
 # Newer than the first 0.2 libraries: used when present.
 _LOG_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_vp)
@@ -120,13 +153,13 @@ _OPTIONAL = {
 }
 
 # memra's warnings go to the `logging` module, logger "memra", at the level
-# the library gives (all are warnings today).
-_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+# the library gives (all are warnings today); keys: memra_log_level.
+LOG_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
 
 
 def _to_logging(level, message, user):
     try:
-        logging.getLogger("memra").log(_LEVELS.get(level, logging.WARNING), "%s",
+        logging.getLogger("memra").log(LOG_LEVELS.get(level, logging.WARNING), "%s",
                                        (message or b"").decode(errors="replace"))
     except Exception:  # noqa: BLE001 - nothing may propagate into C
         pass
@@ -202,11 +235,16 @@ def lib():
     return L
 
 
-def check(status):
-    """Raises the memra.Error subclass for a non-zero status."""
+def last_error(status):
+    """This thread's message for the call that just returned `status` (the
+    status's own description where the library left none)."""
+    L = lib()
+    msg = (L.memra_last_error() or b"").decode(errors="replace")
+    return msg or L.memra_status_string(status).decode()
+
+
+def check(status, caller=None, names=None):
+    """Raises the memra.Error subclass for a non-zero status, with the
+    library's message in the caller's words (see _errors.refusal)."""
     if status:
-        L = lib()
-        msg = (L.memra_last_error() or b"").decode(errors="replace")
-        if not msg:
-            msg = L.memra_status_string(status).decode()
-        raise error_for(status, msg)
+        raise refusal(status, last_error(status), caller, names)

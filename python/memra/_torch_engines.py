@@ -56,24 +56,25 @@ class HostFaults:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._f = _lib.Faults(0, 0, memra.NO_FAULT, 0)
+        self._f = _lib.Faults(0, 0, memra.NO_FAULT, 0, 0)
 
     def add(self, f):
-        if not (f.bad_expert or f.nonfinite or f.not_local):
+        if not (f.bad_expert or f.nonfinite or f.not_local or f.padded):
             return
         with self._lock:
             w = self._f
             w.bad_expert = (w.bad_expert + f.bad_expert) & 0xFFFFFFFF
             w.nonfinite = (w.nonfinite + f.nonfinite) & 0xFFFFFFFF
             w.not_local = (w.not_local + f.not_local) & 0xFFFFFFFF
+            w.padded = (w.padded + f.padded) & 0xFFFFFFFF
             w.first_pair = min(w.first_pair, f.first_pair)
 
     def read(self, reset):
         with self._lock:
             w = self._f
-            out = _lib.Faults(w.bad_expert, w.nonfinite, w.first_pair, w.not_local)
+            out = _lib.Faults(w.bad_expert, w.nonfinite, w.first_pair, w.not_local, w.padded)
             if reset:
-                self._f = _lib.Faults(0, 0, memra.NO_FAULT, 0)
+                self._f = _lib.Faults(0, 0, memra.NO_FAULT, 0, 0)
         return out
 
 

@@ -1,13 +1,25 @@
-"""The PyTorch operators (torch.ops.memra.*): schemas, argument checks, and
-the implementations for CUDA tensors (one launch of the library's kernel on
-the current stream) and CPU tensors (the library's host arm, the same bits).
+"""The PyTorch operators (torch.ops.memra.*): schemas, and the
+implementations for CUDA tensors (one launch of the library's kernel on the
+current stream), CPU tensors (the library's host arm, the same bits) and
+fake tensors (shapes only, for FakeTensor tracing, torch.compile and
+opcheck).
+
+One judge. Every rule of a call's arguments is the library's: the real
+implementations make the call and raise what it refuses; the fakes, which
+have no memory to make it with, ask the library what the call would refuse
+(memra_route_check, memra_vrows_check: the call's own checks, with stand-in
+addresses), so both refuse identically, with the library's message in the
+caller's words (its fields renamed to the caller's arguments). Python keeps
+only what the library cannot see: types, dtypes, devices, shapes,
+contiguity, the conversion of a value to the C type it goes to, and
+symbolic sizes.
 
 Registered with torch.library.Library rather than torch.library.custom_op:
 the dispatcher reaches a Library kernel in less than half of custom_op's
-time (benchmarks/bench_torch.py measures both). Each op has a fake
-implementation that runs the same argument checks as the real one, so
-FakeTensor tracing, torch.compile(fullgraph=True) and opcheck refuse a wrong
-dtype, shape or device exactly where the op would.
+time (benchmarks/bench_torch.py measures both). Routing is not
+differentiable: autograd falls through for each op, so its outputs never
+require grad (a bias that is an nn.Parameter included), as vLLM's and
+SGLang's do not.
 
 Nothing here synchronises, allocates through the library or reads a host
 tensor on the hot path: the ops take device tensors and numbers only (the
@@ -15,367 +27,401 @@ macro planes are prepared beforehand, _torch_planes.py), so a step that
 calls them can be captured in a CUDA graph, also by torch.compile's
 mode="reduce-overhead"."""
 import ctypes
+import threading
 from typing import List, Optional
 
 import torch
 
 import memra
 from memra import _lib
-from memra._route import MAX_PAIRS, check_spec, default_group_scoring, make_spec
+from memra._lib import CALLS, MAX_PAIRS
+from memra._route import SPEC_FIELDS, RouteConfig, _int, float_key
 
 from . import _torch_planes as planes
 from ._torch_engines import current_stream, engine_at, host_faults
 
 LIB = torch.library.Library("memra", "DEF")
 
-_I63 = 1 << 63
 _U32 = 1 << 32
-_LOGITS = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
-_BIAS = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
-_DEVICES = ("cuda", "cpu")
+_I32 = 1 << 31
+_U64 = 1 << 64
+# torch dtypes as the library's enum values (memra_logits_dtype, ...)
+_LOGITS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+_BIAS = {torch.float32: 0, torch.bfloat16: 1}
+_COUNT = {torch.int32: 0, torch.int64: 1}
+_MAP = {torch.int32: 0}
+_CACHE_MAX = 4096  # configurations kept (a process that keeps making new ones)
+# A fake has no memory: the address the library judges in its place is
+# non-zero and aligned for every element (only presence and alignment are
+# judged, never the contents).
+_STAND_IN = 1 << 16
 
 
-# ---- argument checks, shared by the real and the fake implementations ------
+# ---- the caller's words ------------------------------------------------------
 
-def _tensor(name, t, dtypes, device=None, what=None):
-    """A tensor of one of `dtypes` on `device` (or on a CPU or CUDA device)."""
+def words(**caller):
+    """The library's words for a call's arguments (spec->top_k, slabs->base,
+    n_tokens, ...) -> the caller's: every spec field by its own name (so the
+    struct prefix goes), the table call's by the op's, then `caller`'s."""
+    names = {f: f for f in SPEC_FIELDS}
+    names.update({"logits": "logits", "n_tokens": "n_tokens", "slabs->base": "bases",
+                  "slabs->stride": "strides", "il": "layer", "macros->plane": "the layer's planes"})
+    names.update(caller)
+    return names
+
+
+def _refuse(caller, message):
+    raise memra.InvalidArgError(f"{caller}: {message}")
+
+
+# ---- what the library cannot see: tensors ------------------------------------
+
+def _code(caller, name, t, table):
+    """t is a tensor of one of `table`'s dtypes: that dtype's enum value."""
     if not isinstance(t, torch.Tensor):
-        raise memra.InvalidArgError(f"{name} must be a tensor, not {type(t).__name__}")
-    if t.dtype not in dtypes:
-        want = " or ".join(str(d) for d in dtypes)
-        raise memra.InvalidArgError(f"{name} is {t.dtype}, want {want}")
-    if device is None:
-        if t.device.type not in _DEVICES and t.device.type != "meta":
-            raise memra.InvalidArgError(f"{name} is on {t.device}, not the CPU or a CUDA device")
-    elif t.device != device:
-        raise memra.InvalidArgError(f"{name} is on {t.device}, but {what} is on {device}")
+        _refuse(caller, f"{name} must be a tensor, not {type(t).__name__}")
+    code = table.get(t.dtype)
+    if code is None:
+        _refuse(caller, f"{name} is {t.dtype}, want {' or '.join(str(d) for d in table)}")
+    return code
 
 
-def _vector(name, t, dtypes, n, device, what):
-    """An optional 1-D contiguous tensor of n elements on `device`."""
+def _beside(caller, name, t, table, n, logits, logits_name):
+    """An optional 1-D contiguous tensor of n elements on the logits' device:
+    its dtype's enum value (0 without one)."""
     if t is None:
-        return
-    _tensor(name, t, dtypes, device, what)
+        return 0
+    code = _code(caller, name, t, table)
+    if t.device != logits.device:
+        _refuse(caller, f"{name} is on {t.device}, but {logits_name} is on {logits.device}")
     if t.dim() != 1 or t.shape[0] != n:
-        raise memra.InvalidArgError(f"{name} has shape {tuple(t.shape)}, want ({n},)")
+        _refuse(caller, f"{name} has shape {tuple(t.shape)}, want ({n},)")
     if not t.is_contiguous():
-        raise memra.InvalidArgError(f"{name} is not contiguous")
+        _refuse(caller, f"{name} is not contiguous")
+    return code
 
 
-def _triples(bases, strides):
-    for name, v in (("bases", bases), ("strides", strides)):
-        if len(v) != 3:
-            raise memra.InvalidArgError(f"{name} must be three ints (gate, up, down), not "
-                                        f"{len(v)}")
-        for k, x in enumerate(v):
-            if not 0 <= x < _I63:
-                raise memra.InvalidArgError(f"{name}[{k}] = {x} is outside [0, 2^63)")
+def _count_code(caller, name, t, logits, logits_name):
+    """A real-token count: one int32 or int64 on the logits' device (read in
+    place by the arm that runs)."""
+    if t is None:
+        return 0
+    code = _code(caller, name, t, _COUNT)
+    if t.device != logits.device:
+        _refuse(caller, f"{name} is on {t.device}, but {logits_name} is on {logits.device}")
+    if t.numel() != 1:
+        _refuse(caller, f"{name} holds {t.numel()} elements, want one (the count of real "
+                        f"tokens)")
+    return code
 
 
-def _slab_fits(bases, strides, n_slots):
-    """The library's rule: the last slot's row is addressable (base +
-    (n_slots - 1) * stride below 2^64)."""
-    for k in range(3):
-        if bases[k] + (n_slots - 1) * strides[k] >= 1 << 64:
-            raise memra.SlabOverflowError(
-                f"bases[{k}] {bases[k]:#x} + (n_slots - 1 = {n_slots - 1}) * strides[{k}] "
-                f"{strides[k]} passes 2^64")
+def _route_tensors(cfg, logits, bias, emap, count, fake=False):
+    """The routing call's tensors, checked on every call (a cached spec says
+    nothing of them): the logits 2-D of a logits dtype on the CPU or a CUDA
+    device (any device for a fake), the bias, map and count beside them.
+    Returns (logits, bias, count) as the library's dtype values. (The
+    common case is tested inline: this runs on every eager call.)"""
+    lc = _LOGITS.get(logits.dtype) if isinstance(logits, torch.Tensor) else None
+    if lc is None or logits.dim() != 2 or not (fake or logits.is_cuda or logits.is_cpu):
+        _route_tensors_refuse(cfg, logits, fake)
+    bc = 0
+    if bias is not None:
+        bc = _BIAS.get(bias.dtype) if isinstance(bias, torch.Tensor) else None
+        if bc is None or bias.device != logits.device or bias.dim() != 1 or \
+                bias.shape[0] != logits.shape[1] or not bias.is_contiguous():
+            bc = _beside(cfg.caller, cfg.names["bias_ptr"], bias, _BIAS, logits.shape[1], logits,
+                         cfg.names["logits"])
+    if emap is not None:
+        _beside(cfg.caller, cfg.names["expert_map"], emap, _MAP, logits.shape[1], logits,
+                cfg.names["logits"])
+    cc = 0
+    if count is not None:
+        cc = _count_code(cfg.caller, cfg.names["n_real"], count, logits, cfg.names["logits"])
+    return lc, bc, cc
 
 
-def _layer(layer):
-    if not 0 <= layer < memra.MAX_LAYERS:
-        raise memra.InvalidArgError(f"layer = {layer} is outside [0, {memra.MAX_LAYERS})")
-
-
-_VLLM_NAMES = {"n_expert": "n_expert", "top_k": "topk", "n_group": "num_expert_group",
-               "topk_group": "topk_group", "routed_scaling_factor": "routed_scaling_factor",
-               "n_local": "n_local", "n_shared": "n_shared", "shared_weight": "shared_weight",
-               "scoring": "scoring_func"}
-_MEMRA_NAMES = {k: k for k in _VLLM_NAMES}
-
-
-def _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias, group_scoring,
-                 expert_map, n_local, n_shared, shared_weight, names=_MEMRA_NAMES,
-                 logits_name="logits", bias_name="bias"):
-    """Checks a routing call; returns (n_tokens, n_expert, K, group scoring)."""
-    _tensor(logits_name, logits, _LOGITS)
+def _route_tensors_refuse(cfg, logits, fake):
+    """Why the logits are refused, in the caller's words."""
+    caller, name = cfg.caller, cfg.names["logits"]
+    _code(caller, name, logits, _LOGITS)
     if logits.dim() != 2:
-        raise memra.InvalidArgError(f"{logits_name} must be [n_tokens, n_expert], not "
-                                    f"{tuple(logits.shape)}")
-    n_tokens, n_expert = logits.shape
-    _vector(bias_name, bias, _BIAS, n_expert, logits.device, logits_name)
-    _vector("expert_map", expert_map, (torch.int32,), n_expert, logits.device, logits_name)
-    check_spec(n_expert, top_k, scoring, n_group, topk_group, scale, n_local, n_shared,
-               shared_weight, expert_map is not None, names)
-    K = top_k + n_shared
-    if n_tokens >= _U32 or n_tokens * K > MAX_PAIRS:
-        raise memra.InvalidArgError(f"{logits_name} has {n_tokens} tokens: n_tokens * "
-                                    f"({names['top_k']} + n_shared) must be at most {MAX_PAIRS}")
-    gs = default_group_scoring(group_scoring, bias is not None)
-    return n_tokens, n_expert, K, gs
+        _refuse(caller, f"{name} must be [n_tokens, n_expert], not {tuple(logits.shape)}")
+    _refuse(caller, f"{name} is on {logits.device}, not the CPU or a CUDA device")
 
 
-def _tokens_match(hidden_states, gating_output):
-    return (isinstance(hidden_states, torch.Tensor) and isinstance(gating_output, torch.Tensor)
-            and hidden_states.dim() >= 1 and gating_output.dim() >= 1 and
-            hidden_states.shape[0] == gating_output.shape[0] and
-            hidden_states.device == gating_output.device)
+def _layer(cfg, layer):
+    """A layer index as the library's int (the library judges its range)."""
+    if type(layer) is int and -_I32 <= layer < _I32:
+        return layer
+    return _int(f"{cfg.caller}: {cfg.names.get('il', 'layer')}", layer, -_I32, _I32)
 
 
-def _check_tokens(hidden_states, gating_output):
-    """vLLM's check: one row of hidden states per row of router logits."""
-    _tensor("gating_output", gating_output, _LOGITS)
-    if not isinstance(hidden_states, torch.Tensor):
-        raise memra.InvalidArgError(f"hidden_states must be a tensor, not "
-                                    f"{type(hidden_states).__name__}")
-    if hidden_states.device != gating_output.device:
-        raise memra.InvalidArgError(f"hidden_states is on {hidden_states.device}, but "
-                                    f"gating_output is on {gating_output.device}")
-    if hidden_states.dim() < 1 or gating_output.dim() < 1 or \
-            hidden_states.shape[0] != gating_output.shape[0]:
-        raise memra.InvalidArgError(
-            f"Number of tokens mismatch: hidden_states {tuple(hidden_states.shape)}, "
-            f"gating_output {tuple(gating_output.shape)}")
+# ---- slabs, planes, scratch ----------------------------------------------------
 
-
-# ---- the launch (CUDA) or the host arm (CPU) -------------------------------
-
-_configs = {}
 _slabs = {}
-_ZERO_SLAB = (0, 0, 0)
-_CACHE_MAX = 4096  # bounded: a process that keeps making new biases or maps
+_ZERO = (0, 0, 0)
 
 
-def _config(logits, top_k, scoring, n_group, topk_group, renormalize, scale, bias, group_scoring,
-            expert_map, n_local, n_shared, shared_weight, names, logits_name, bias_name):
-    """(K, ctypes.byref(memra_route_spec)) for a call, from a cache keyed by
-    every field of the spec, the bias's and the map's addresses included: a
-    cached spec is never changed (threads share it), and a configuration is
-    checked once, when first seen. The tensors' own properties that the key
-    does not hold are checked on every call."""
-    bias_ptr = 0 if bias is None else bias.data_ptr()
-    map_ptr = 0 if expert_map is None else expert_map.data_ptr()
-    key = (logits.dtype, logits.shape[1], top_k, scoring, n_group, topk_group, renormalize,
-           scale, None if bias is None else bias.dtype, bias_ptr, group_scoring, map_ptr,
-           n_local, n_shared, shared_weight)
-    hit = _configs.get(key)
-    if hit is None:
-        _, E, K, gs = _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias,
-                                   group_scoring, expert_map, n_local, n_shared,
-                                   shared_weight, names, logits_name, bias_name)
-        spec = make_spec(E, top_k, scoring, n_group, topk_group, renormalize, float(scale),
-                         _LOGITS[logits.dtype], gs, _BIAS[bias.dtype] if bias is not None
-                         else "float32", bias_ptr, map_ptr, n_local, n_shared,
-                         float(shared_weight))
-        if len(_configs) >= _CACHE_MAX:
-            _configs.clear()
-        hit = _configs[key] = (K, ctypes.byref(spec))
-        return hit
-    # What the key does not pin down: the bias's and the map's shape, device
-    # and layout (a cached dtype and address says nothing of them).
-    for t in (bias, expert_map):
-        if t is not None and (t.dim() != 1 or t.shape[0] != key[1] or
-                              t.device != logits.device or not t.is_contiguous()):
-            _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias,
-                         group_scoring, expert_map, n_local, n_shared, shared_weight, names,
-                         logits_name, bias_name)
-    return hit
-
-
-def _slab_ref(bases, strides, n_slots):
-    key = (*bases, *strides, n_slots)
+def _slab_ref(caller, bases, strides):
+    """ctypes.byref(memra_vrows_slabs), cached by value (the library judges
+    whether the slabs fit; here only that each is three uint64)."""
+    key = (tuple(bases), tuple(strides))  # (not flattened: [a, b] + [c, d, e, f] is no slab)
     ref = _slabs.get(key)
     if ref is None:
-        _triples(bases, strides)
-        _slab_fits(bases, strides, n_slots)
         s = _lib.Slabs()
-        s.base[:] = bases
-        s.stride[:] = strides
+        for name, v, dst in (("bases", bases, s.base), ("strides", strides, s.stride)):
+            if len(v) != 3:
+                _refuse(caller, f"{name} must be three ints (gate, up, down), not {len(v)}")
+            for k, x in enumerate(v):
+                dst[k] = _int(f"{caller}: {name}[{k}]", x, 0, _U64)
         if len(_slabs) >= _CACHE_MAX:
             _slabs.clear()
         ref = _slabs[key] = ctypes.byref(s)
     return ref
 
 
-def _empty(like, shape, dtype):
-    return torch.empty(shape, dtype=dtype, device=like.device)
+_ZERO_SLAB = _slab_ref("", _ZERO, _ZERO)
 
 
-def route(logits, top_k, layer, bases, strides, scoring, n_group, topk_group, renormalize,
-          scale, bias, group_scoring, expert_map, n_local, n_shared, shared_weight, model,
-          names=_MEMRA_NAMES, logits_name="logits", bias_name="bias"):
-    """Routes and builds the tables: (ids int32 [T, K], weights float32 [T,
-    K], ptrs int64 [3, T, K], scl float32 [3, T, K]). layer None: no macro
-    planes, zero slabs, and the tables written to one scratch buffer and
-    dropped ((ids, weights, None, None)), for the callers that want only the
-    choice."""
-    if not (isinstance(logits, torch.Tensor) and logits.dtype in _LOGITS and
-            logits.dim() == 2 and (logits.is_cuda or logits.is_cpu)):
-        _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias, group_scoring,
-                     expert_map, n_local, n_shared, shared_weight, names, logits_name,
-                     bias_name)
-    K, spec = _config(logits, top_k, scoring, n_group, topk_group, renormalize, scale, bias,
-                      group_scoring, expert_map, n_local, n_shared, shared_weight, names,
-                      logits_name, bias_name)
-    T = logits.shape[0]
-    if T * K > MAX_PAIRS:
-        _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias, group_scoring,
-                     expert_map, n_local, n_shared, shared_weight, names, logits_name,
-                     bias_name)
+def _dev_key(device):
+    """The planes' and engines' key of a device: its CUDA index, -1 else."""
+    if device.type != "cuda":
+        return -1
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _planes_of(caller, dev, model, kind, layer, n_slots):
+    """The layer's prepared planes (ctypes.byref or None): the library reads
+    n_slots floats of each, so planes prepared for another count are
+    refused (the library cannot see their length)."""
+    entry = planes.lookup(dev, model, kind, layer)
+    if entry.n_slots and entry.n_slots != n_slots:
+        _refuse(caller,
+                f"layer {layer}'s planes hold {entry.n_slots} experts, this call has {n_slots} "
+                f"(n_expert or n_local, plus n_shared): prepare the layer with its planes for "
+                f"this configuration")
+    return entry.macros
+
+
+class _Scratch:
+    """Where the calls that return only the choice (grouped_topk and the
+    like) have the library write the tables nobody reads: 36 bytes a pair,
+    kept rather than allocated per call (an allocation costs as much host
+    time as the launch). On a CUDA device, memory of the engine's own
+    (memra_alloc, outside PyTorch's allocator and its pools), grown by
+    doubling and never freed, since a CUDA graph that captured a launch
+    keeps writing where it wrote then; the launches write garbage there,
+    read by none, so calls on any stream may share it. On the CPU, a buffer
+    per thread (the host arm writes it synchronously)."""
+
+    def __init__(self):
+        self._dev = {}
+        self._kept = []  # every device buffer ever handed out
+        self._lock = threading.Lock()
+        self._host = threading.local()
+
+    def host(self, nbytes):
+        buf = getattr(self._host, "buf", None)
+        if buf is None or buf.numel() < nbytes:
+            buf = self._host.buf = torch.empty(max(nbytes, 1 << 12), dtype=torch.uint8)
+        return buf.data_ptr()
+
+    def device(self, dev, model, nbytes):
+        hit = self._dev.get((dev, model))
+        if hit is not None and hit[1] >= nbytes:
+            return hit[0]
+        with self._lock:
+            hit = self._dev.get((dev, model))
+            if hit is None or hit[1] < nbytes:
+                size = max(nbytes, 2 * hit[1] if hit else 1 << 16)
+                p = ctypes.c_uint64()
+                eng = engine_at(dev, model)
+                memra.check(memra.lib().memra_alloc(eng._ptr(), size, ctypes.byref(p)))
+                self._kept.append(p.value)
+                hit = self._dev[(dev, model)] = (p.value, size)
+        return hit[0]
+
+
+_scratch = _Scratch()
+
+_tls = threading.local()
+
+
+def _L():
+    """The loaded library (loaded on first use, so importing memra.torch
+    needs none)."""
+    return _lib._lib or memra.lib()
+
+
+def _host_faults_struct():
+    f = getattr(_tls, "faults", None)
+    if f is None:
+        f = _tls.faults = _lib.Faults()
+    return f
+
+
+# ---- routing: the real call, and the fake's question ---------------------------
+
+def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
+    """Routes with the library: (ids int32 [T, K], weights float32 [T, K],
+    ptrs int64 [3, T, K], scl float32 [3, T, K]); with tables false, layer
+    None and the tables written to scratch ((ids, weights, None, None)),
+    for the callers that want only the choice. Refusals are the library's,
+    in the caller's words."""
+    lc, bc, cc = _route_tensors(cfg, logits, bias, emap, count)
+    T, E = logits.shape
     cuda = logits.is_cuda
     dev = logits.get_device() if cuda else -1
+    if T >= _U32:
+        _refuse(cfg.caller, f"{cfg.names['n_tokens']} = {T} is more than a uint32 holds")
+    spec = cfg.spec(lc, E, bc, 0 if bias is None else bias.data_ptr(),
+                    0 if emap is None else emap.data_ptr(), cc,
+                    0 if count is None else count.data_ptr())
     if layer is None:
-        macros, il = None, 0
-        slab = _slab_ref(_ZERO_SLAB, _ZERO_SLAB, 1)
+        macros, il, slab = None, 0, _ZERO_SLAB
     else:
-        _layer(layer)
-        entry = planes.lookup(dev, model, "route", layer)
-        n_slots = (n_local if expert_map is not None else logits.shape[1]) + n_shared
-        if entry.n_slots and entry.n_slots != n_slots:
-            raise memra.InvalidArgError(
-                f"layer {layer}'s planes hold {entry.n_slots} experts, this call has {n_slots} "
-                f"(n_expert or n_local, plus n_shared): prepare the layer with its planes "
-                f"for this configuration")
-        slab = _slab_ref(bases, strides, n_slots)
-        macros, il = entry.macros, layer
-    ids = _empty(logits, (T, K), torch.int32)
-    weights = _empty(logits, (T, K), torch.float32)
+        il = _layer(cfg, layer)
+        slab = _slab_ref(cfg.caller, bases, strides)
+        n_slots = (cfg.template.n_local if emap is not None else E) + cfg.n_shared
+        macros = _planes_of(cfg.caller, dev, model, "route", layer, n_slots)
+    K = cfg.K
     n = T * K
-    if layer is None:
-        # ptrs (8 bytes a pair and plane) then scl (4): one allocation.
-        ptrs = scl = None
-        scratch = _empty(logits, (3 * n + (3 * n + 1) // 2,), torch.int64)
-        p_ptrs = scratch.data_ptr()
-        p_scl = p_ptrs + 24 * n
-    else:
-        ptrs = _empty(logits, (3, T, K), torch.int64)
-        scl = _empty(logits, (3, T, K), torch.float32)
+    L = _L()
+    if n > MAX_PAIRS:  # refused by the library: asked before 44 bytes a pair are allocated
+        cfg.refuse(L.memra_route_check(CALLS["route_tables" if cuda else "route_tables_host"],
+                                       logits.data_ptr(), T, spec, il, macros, slab, _STAND_IN,
+                                       _STAND_IN, _STAND_IN, _STAND_IN))
+    # (sizes as arguments, not a tuple: PyTorch parses them faster)
+    device = logits.device
+    ids = torch.empty(T, K, dtype=torch.int32, device=device)
+    weights = torch.empty(T, K, dtype=torch.float32, device=device)
+    if tables:
+        ptrs = torch.empty(3, T, K, dtype=torch.int64, device=device)
+        scl = torch.empty(3, T, K, dtype=torch.float32, device=device)
         p_ptrs, p_scl = ptrs.data_ptr(), scl.data_ptr()
-    if T == 0:
-        return ids, weights, ptrs, scl
-    logits = logits.contiguous()
-    L = memra.lib()
-    if cuda:
-        st = L.memra_route_tables(engine_at(dev, model)._ptr(), logits.data_ptr(), T, spec,
-                                      il, macros, slab, ids.data_ptr(), weights.data_ptr(),
-                                      p_ptrs, p_scl, current_stream(dev))
-        if st:
-            memra.check(st)
     else:
-        f = _lib.Faults()
+        ptrs = scl = None
+        p_ptrs = _scratch.device(dev, model, 36 * n) if cuda else _scratch.host(36 * n)
+        p_scl = p_ptrs + 24 * n
+    logits = logits.contiguous()
+    if cuda:
+        st = L.memra_route_tables(engine_at(dev, model)._h, logits.data_ptr(), T, spec, il,
+                                  macros, slab, ids.data_ptr(), weights.data_ptr(), p_ptrs, p_scl,
+                                  current_stream(dev))
+        if st:
+            cfg.refuse(st)
+    else:
+        f = _host_faults_struct()
         st = L.memra_route_tables_host(logits.data_ptr(), T, spec, macros, slab, ids.data_ptr(),
                                        weights.data_ptr(), p_ptrs, p_scl, ctypes.byref(f))
-        if st not in (0, 5, 6):  # 5, 6: faults, counted as the device counts them
-            memra.check(st)
+        if st and st != 5 and st != 6:  # 5, 6: faults, counted as the device counts them
+            cfg.refuse(st)
         host_faults.add(f)
     return ids, weights, ptrs, scl
 
 
-def route_fake(logits, top_k, layer, bases, strides, scoring, n_group, topk_group,
-               renormalize, scale, bias, group_scoring, expert_map, n_local, n_shared,
-               shared_weight, model, names=_MEMRA_NAMES, logits_name="logits",
-               bias_name="bias"):
-    T, E, K, _ = _check_route(logits, top_k, scoring, n_group, topk_group, scale, bias,
-                              group_scoring, expert_map, n_local, n_shared, shared_weight,
-                              names, logits_name, bias_name)
-    if layer is not None:
-        _layer(layer)
-        _triples(bases, strides)
-        _slab_fits(bases, strides, (n_local if expert_map is not None else E) + n_shared)
+def route_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
+    """The fake of route(): the same tensor checks, then the library's answer
+    to "would this call be refused?" (memra_route_check) with stand-in
+    addresses, then outputs of the right shapes. A symbolic token count is
+    judged as 2 (torch.compile specializes 0 and 1, so a symbolic one is
+    larger); the expert count is the model's, and is made concrete."""
+    lc, bc, cc = _route_tensors(cfg, logits, bias, emap, count, fake=True)
+    T, E = logits.shape
+    E = int(E)
+    n_tokens = T if isinstance(T, int) else 2
+    if n_tokens >= _U32:
+        _refuse(cfg.caller, f"{cfg.names['n_tokens']} = {T} is more than a uint32 holds")
+    spec = cfg.spec(lc, E, bc, 0 if bias is None else _STAND_IN,
+                    0 if emap is None else _STAND_IN, cc, 0 if count is None else _STAND_IN)
+    cuda = logits.device.type == "cuda"
+    if layer is None:
+        macros, il, slab = None, 0, _ZERO_SLAB
+    else:
+        il = _layer(cfg, layer)
+        slab = _slab_ref(cfg.caller, bases, strides)
+        n_slots = (cfg.template.n_local if emap is not None else E) + cfg.n_shared
+        macros = _planes_of(cfg.caller, _dev_key(logits.device), model, "route", layer, n_slots)
+    st = _L().memra_route_check(CALLS["route_tables" if cuda else "route_tables_host"],
+                                     _STAND_IN, n_tokens, spec, il, macros, slab, _STAND_IN,
+                                     _STAND_IN, _STAND_IN, _STAND_IN)
+    if st:
+        cfg.refuse(st)
+    K = cfg.K
     return (logits.new_empty((T, K), dtype=torch.int32),
             logits.new_empty((T, K), dtype=torch.float32),
-            logits.new_empty((3, T, K), dtype=torch.int64),
-            logits.new_empty((3, T, K), dtype=torch.float32))
+            logits.new_empty((3, T, K), dtype=torch.int64) if tables else None,
+            logits.new_empty((3, T, K), dtype=torch.float32) if tables else None)
 
 
-def _check_vrows(sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local,
-                 n_shared):
-    """Checks a table call; returns (n_pairs, n_slots)."""
-    _tensor("sel", sel, (torch.int32,))
-    n = sel.numel()
-    if n > MAX_PAIRS:
-        raise memra.InvalidArgError(f"sel holds {n} pairs, more than {MAX_PAIRS}")
-    _tensor("selw", selw, (torch.float32,), sel.device, "sel")
-    if selw.numel() != n:
-        raise memra.InvalidArgError(f"selw holds {selw.numel()} elements, want {n} (sel's)")
-    for name, t, dtype in (("ptrs", ptrs, torch.int64), ("scl", scl, torch.float32)):
-        if t is None:
-            continue
-        _tensor(name, t, (dtype,), sel.device, "sel")
-        if t.numel() != 3 * n:
-            raise memra.InvalidArgError(f"{name} holds {t.numel()} elements, want {3 * n}")
-        if not t.is_contiguous():
-            raise memra.InvalidArgError(f"{name} is not contiguous")
-    if not 1 <= n_expert < _U32:
-        raise memra.InvalidArgError(f"n_expert = {n_expert} is outside [1, 2^32)")
-    _layer(layer)
-    _vector("expert_map", expert_map, (torch.int32,), n_expert, sel.device, "sel")
-    has_map = expert_map is not None
-    if has_map and not 1 <= n_local < 1 << 31:
-        raise memra.InvalidArgError(f"n_local = {n_local} must be in [1, 2^31) with an "
-                                    f"expert_map")
-    if not has_map and n_local != 0:
-        raise memra.InvalidArgError(f"n_local = {n_local} without an expert_map (give the map, "
-                                    f"or 0)")
-    base = n_local if has_map else n_expert
-    if not 0 <= n_shared or n_expert + n_shared >= 1 << 31 or base + n_shared >= 1 << 31:
-        raise memra.InvalidArgError(f"n_shared = {n_shared}: the ids and slots of the shared "
-                                    f"experts pass 2^31 - 1")
-    n_slots = base + n_shared
-    _triples(bases, strides)
-    _slab_fits(bases, strides, n_slots)
-    return n, n_slots
+# ---- configurations, made once per distinct set of arguments ---------------------
+
+_configs = {}
 
 
-def vrows(sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local, n_shared,
-          model):
-    """The table op into ptrs and scl (3 * n elements each)."""
-    n, n_slots = _check_vrows(sel, selw, ptrs, scl, n_expert, layer, bases, strides,
-                              expert_map, n_local, n_shared)
-    cuda = sel.is_cuda
-    dev = sel.get_device() if cuda else -1
-    entry = planes.lookup(dev, model, "vrows", layer)
-    if entry.n_slots and entry.n_slots != n_slots:
-        raise memra.InvalidArgError(
-            f"layer {layer}'s planes hold {entry.n_slots} experts, this call has {n_slots} "
-            f"(n_expert or n_local, plus n_shared): prepare the layer with its planes for "
-            f"this configuration")
-    if n == 0:
-        return
-    sel, selw = sel.contiguous(), selw.contiguous()
-    slab = _slab_ref(bases, strides, n_slots)
-    opts = None
-    if expert_map is not None or n_shared:
-        o = _lib.VrowsOptions()
-        o.expert_map = expert_map.data_ptr() if expert_map is not None else 0
-        o.n_local, o.n_shared = n_local, n_shared
-        opts = ctypes.byref(o)
-    L = memra.lib()
-    if cuda:
-        eng = engine_at(dev, model)
-        st = L.memra_vrows_tables_ex(eng._ptr(), sel.data_ptr(), selw.data_ptr(), n,
-                                         n_expert, layer, entry.macros, slab, opts,
-                                         ptrs.data_ptr(), scl.data_ptr(), current_stream(dev))
-        if st:
-            memra.check(st)
-    else:
-        f = _lib.Faults()
-        st = L.memra_vrows_tables_host_ex(sel.data_ptr(), selw.data_ptr(), n, n_expert,
-                                          entry.macros, slab, opts, ptrs.data_ptr(),
-                                          scl.data_ptr(), ctypes.byref(f))
-        if st not in (0, 5, 6):
-            memra.check(st)
-        host_faults.add(f)
+def config(key, make):
+    """The RouteConfig for `key` (a front end's tag and its scalar arguments,
+    floats through float_key), made by make() on first sight; kept."""
+    cfg = _configs.get(key)
+    if cfg is None:
+        cfg = make()
+        if len(_configs) >= _CACHE_MAX:
+            _configs.clear()
+        _configs[key] = cfg
+    return cfg
 
 
-# ---- the operators -----------------------------------------------------------
+def _check_tokens(caller, hidden_states, gating_output):
+    """vLLM's and SGLang's check: a row of hidden states per row of logits."""
+    if not isinstance(hidden_states, torch.Tensor):
+        _refuse(caller, f"hidden_states must be a tensor, not {type(hidden_states).__name__}")
+    _code(caller, "gating_output", gating_output, _LOGITS)
+    if hidden_states.device != gating_output.device:
+        _refuse(caller, f"hidden_states is on {hidden_states.device}, but gating_output is on "
+                        f"{gating_output.device}")
+    if hidden_states.dim() < 1 or gating_output.dim() < 1 or \
+            hidden_states.shape[0] != gating_output.shape[0]:
+        _refuse(caller, f"Number of tokens mismatch: hidden_states {tuple(hidden_states.shape)}, "
+                        f"gating_output {tuple(gating_output.shape)}")
+
+
+def _tokens_match(hidden_states, gating_output):
+    """The common case of _check_tokens, quickly (every eager call)."""
+    try:
+        return hidden_states.shape[0] == gating_output.shape[0] and \
+            hidden_states.device == gating_output.device
+    except (AttributeError, IndexError):  # not a tensor, or 0-d: _check_tokens says which
+        return False
+
+
+# ---- route_tables (memra's own op) ---------------------------------------------
+
+_ROUTE_WORDS = words(logits="logits", n_tokens="logits.shape[0]", n_expert="logits.shape[1]",
+                     bias_ptr="bias", bias_dtype="bias.dtype", n_real="n_real",
+                     n_real_dtype="n_real.dtype")
+
+
+def route_tables_config(top_k, scoring, n_group, topk_group, renormalize, routed_scaling_factor,
+                        group_scoring, n_local, n_shared, shared_weight, shared_divisor):
+    key = ("route_tables", top_k, scoring, n_group, topk_group, renormalize,
+           float_key(routed_scaling_factor), group_scoring, n_local, n_shared,
+           float_key(shared_weight), float_key(shared_divisor))
+    return config(key, lambda: RouteConfig(
+        "route_tables", _ROUTE_WORDS, top_k=top_k, n_group=n_group, topk_group=topk_group,
+        scoring=scoring, renormalize=renormalize, routed_scaling_factor=routed_scaling_factor,
+        group_scoring=group_scoring, n_local=n_local, n_shared=n_shared,
+        shared_rule="constant" if shared_divisor is None else "routed_sum",
+        shared_weight=shared_weight,
+        shared_divisor=0.0 if shared_divisor is None else shared_divisor, schema=True))
+
 
 LIB.define(
     "route_tables(Tensor logits, int top_k, int layer, int[] bases=[0, 0, 0], "
     "int[] strides=[0, 0, 0], str scoring='softmax', int n_group=1, int topk_group=1, "
     "bool renormalize=False, float routed_scaling_factor=1.0, Tensor? bias=None, "
     "str? group_scoring=None, Tensor? expert_map=None, int n_local=0, int n_shared=0, "
-    "float shared_weight=1.0, str model='') -> (Tensor, Tensor, Tensor, Tensor)")
+    "float shared_weight=1.0, str model='', float? shared_divisor=None, Tensor? n_real=None) "
+    "-> (Tensor, Tensor, Tensor, Tensor)")
 
 
 def route_tables_impl(logits: torch.Tensor, top_k: int, layer: int,
@@ -384,20 +430,27 @@ def route_tables_impl(logits: torch.Tensor, top_k: int, layer: int,
                       renormalize: bool = False, routed_scaling_factor: float = 1.0,
                       bias: Optional[torch.Tensor] = None, group_scoring: Optional[str] = None,
                       expert_map: Optional[torch.Tensor] = None, n_local: int = 0,
-                      n_shared: int = 0, shared_weight: float = 1.0, model: str = ""):
-    return route(logits, top_k, layer, bases, strides, scoring, n_group, topk_group,
-                 renormalize, routed_scaling_factor, bias, group_scoring, expert_map, n_local,
-                 n_shared, shared_weight, model)
+                      n_shared: int = 0, shared_weight: float = 1.0, model: str = "",
+                      shared_divisor: Optional[float] = None,
+                      n_real: Optional[torch.Tensor] = None):
+    cfg = route_tables_config(top_k, scoring, n_group, topk_group, renormalize,
+                              routed_scaling_factor, group_scoring, n_local, n_shared,
+                              shared_weight, shared_divisor)
+    return route(cfg, logits, bias, expert_map, n_real, layer, bases, strides, model, True)
 
 
 def route_tables_fake(logits, top_k, layer, bases=(0, 0, 0), strides=(0, 0, 0),
                       scoring="softmax", n_group=1, topk_group=1, renormalize=False,
                       routed_scaling_factor=1.0, bias=None, group_scoring=None, expert_map=None,
-                      n_local=0, n_shared=0, shared_weight=1.0, model=""):
-    return route_fake(logits, top_k, layer, bases, strides, scoring, n_group, topk_group,
-                      renormalize, routed_scaling_factor, bias, group_scoring, expert_map,
-                      n_local, n_shared, shared_weight, model)
+                      n_local=0, n_shared=0, shared_weight=1.0, model="", shared_divisor=None,
+                      n_real=None):
+    cfg = route_tables_config(top_k, scoring, n_group, topk_group, renormalize,
+                              routed_scaling_factor, group_scoring, n_local, n_shared,
+                              shared_weight, shared_divisor)
+    return route_fake(cfg, logits, bias, expert_map, n_real, layer, bases, strides, model, True)
 
+
+# ---- vLLM's grouped_topk and fused_topk ----------------------------------------
 
 # vLLM's grouped_topk, argument for argument (names, order, defaults, return
 # dtypes): vllm/model_executor/layers/fused_moe/router/grouped_topk_router.py,
@@ -406,7 +459,24 @@ def route_tables_fake(logits, top_k, layer, bases=(0, 0, 0), strides=(0, 0, 0),
 # routed_scaling_factor=1.0, e_score_correction_bias=None) ->
 # (topk_weights float32 [T, topk], topk_ids int32 [T, topk]). As there, a
 # group scores the sum of its two best biased scores with a bias and its
-# best score without one.
+# best score without one (the library's MEMRA_GROUP_AUTO).
+_VLLM_GROUPED_WORDS = words(logits="gating_output", n_tokens="gating_output.shape[0]",
+                            n_expert="gating_output.shape[1]", top_k="topk",
+                            n_group="num_expert_group", scoring="scoring_func",
+                            bias_ptr="e_score_correction_bias",
+                            bias_dtype="e_score_correction_bias.dtype")
+
+
+def grouped_topk_config(topk, renormalize, num_expert_group, topk_group, scoring_func,
+                        routed_scaling_factor):
+    key = ("vllm.grouped_topk", topk, renormalize, num_expert_group, topk_group, scoring_func,
+           float_key(routed_scaling_factor))
+    return config(key, lambda: RouteConfig(
+        "grouped_topk", _VLLM_GROUPED_WORDS, top_k=topk, n_group=num_expert_group,
+        topk_group=topk_group, scoring=scoring_func, renormalize=renormalize,
+        routed_scaling_factor=routed_scaling_factor, schema=True))
+
+
 LIB.define(
     "grouped_topk(Tensor hidden_states, Tensor gating_output, int topk, bool renormalize, "
     "int num_expert_group=0, int topk_group=0, str scoring_func='softmax', "
@@ -417,25 +487,25 @@ LIB.define(
 def grouped_topk_impl(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
                       renormalize: bool, num_expert_group: int = 0, topk_group: int = 0,
                       scoring_func: str = "softmax", routed_scaling_factor: float = 1.0,
-                      e_score_correction_bias: Optional[torch.Tensor] = None):
+                      e_score_correction_bias: Optional[torch.Tensor] = None, cfg=None):
+    if cfg is None:
+        cfg = grouped_topk_config(topk, renormalize, num_expert_group, topk_group, scoring_func,
+                                  routed_scaling_factor)
     if not _tokens_match(hidden_states, gating_output):
-        _check_tokens(hidden_states, gating_output)
-    ids, weights, _, _ = route(gating_output, topk, None, None, None, scoring_func,
-                               num_expert_group, topk_group, renormalize,
-                               routed_scaling_factor, e_score_correction_bias, None, None, 0, 0,
-                               1.0, "", _VLLM_NAMES, "gating_output", "e_score_correction_bias")
+        _check_tokens(cfg.caller, hidden_states, gating_output)
+    ids, weights, _, _ = route(cfg, gating_output, e_score_correction_bias, None, None, None,
+                               None, None, "", False)
     return weights, ids
 
 
 def grouped_topk_fake(hidden_states, gating_output, topk, renormalize, num_expert_group=0,
                       topk_group=0, scoring_func="softmax", routed_scaling_factor=1.0,
                       e_score_correction_bias=None):
-    _check_tokens(hidden_states, gating_output)
-    ids, weights, _, _ = route_fake(gating_output, topk, None, None, None, scoring_func,
-                                    num_expert_group, topk_group, renormalize,
-                                    routed_scaling_factor, e_score_correction_bias, None, None,
-                                    0, 0, 1.0, "", _VLLM_NAMES, "gating_output",
-                                    "e_score_correction_bias")
+    cfg = grouped_topk_config(topk, renormalize, num_expert_group, topk_group, scoring_func,
+                              routed_scaling_factor)
+    _check_tokens(cfg.caller, hidden_states, gating_output)
+    ids, weights, _, _ = route_fake(cfg, gating_output, e_score_correction_bias, None, None, None,
+                                    None, None, "", False)
     return weights, ids
 
 
@@ -446,6 +516,17 @@ def grouped_topk_fake(hidden_states, gating_output, topk, renormalize, num_exper
 # (indices_type, int32 by default) [T, topk], token_expert_indices int32
 # [T, topk]), token_expert_indices[t, k] = k * T + t as vLLM's topk_softmax
 # kernel writes it (source_rows).
+_VLLM_FUSED_WORDS = words(logits="gating_output", n_tokens="gating_output.shape[0]",
+                          n_expert="gating_output.shape[1]", top_k="topk",
+                          scoring="scoring_func")
+
+
+def fused_topk_config(topk, renormalize, scoring_func):
+    return config(("vllm.fused_topk", topk, renormalize, scoring_func), lambda: RouteConfig(
+        "fused_topk", _VLLM_FUSED_WORDS, top_k=topk, scoring=scoring_func,
+        renormalize=renormalize, schema=True))
+
+
 LIB.define(
     "fused_topk(Tensor hidden_states, Tensor gating_output, int topk, bool renormalize, "
     "ScalarType? indices_type=None, str scoring_func='softmax') -> (Tensor, Tensor, Tensor)")
@@ -456,38 +537,181 @@ _INDICES = (torch.int32, torch.int64) + ((torch.uint32,) if hasattr(torch, "uint
 
 def _check_indices_type(indices_type):
     if indices_type is not None and indices_type not in _INDICES:
-        raise memra.InvalidArgError(f"indices_type is {indices_type}, want None or one of "
-                                    f"{', '.join(str(d) for d in _INDICES)}")
+        _refuse("fused_topk", f"indices_type is {indices_type}, want None or one of "
+                              f"{', '.join(str(d) for d in _INDICES)}")
+
+
+_tei = {}
+
+
+def _make_token_expert_indices(device, T, K):
+    return torch.arange(T * K, dtype=torch.int32, device=device).view(K, T).t().contiguous()
 
 
 def _token_expert_indices(like, T, K):
-    return torch.arange(T * K, dtype=torch.int32, device=like.device).view(K, T).t().contiguous()
+    """[T, K] int32, k * T + t: eagerly, one copy of a kept pattern (the
+    pattern is four ops to make). Under stream capture it is made afresh:
+    a graph that copied a kept pattern would read it in every replay, and
+    the pattern may be dropped (the cache is bounded) and its memory
+    reused."""
+    if like.is_cuda and torch.cuda.is_current_stream_capturing():
+        return _make_token_expert_indices(like.device, T, K)
+    key = (like.device, T, K)
+    t = _tei.get(key)
+    if t is None:
+        t = _make_token_expert_indices(like.device, T, K)
+        if len(_tei) >= 256:
+            _tei.clear()
+        _tei[key] = t
+    return t.clone()
 
 
 def fused_topk_impl(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
                     renormalize: bool, indices_type: Optional[torch.dtype] = None,
-                    scoring_func: str = "softmax"):
+                    scoring_func: str = "softmax", cfg=None):
+    if cfg is None:
+        cfg = fused_topk_config(topk, renormalize, scoring_func)
     if not _tokens_match(hidden_states, gating_output):
-        _check_tokens(hidden_states, gating_output)
+        _check_tokens(cfg.caller, hidden_states, gating_output)
     _check_indices_type(indices_type)
-    ids, weights, _, _ = route(gating_output, topk, None, None, None, scoring_func, 1, 1,
-                               renormalize, 1.0, None, None, None, 0, 0, 1.0, "", _VLLM_NAMES,
-                               "gating_output")
+    ids, weights, _, _ = route(cfg, gating_output, None, None, None, None, None, None, "", False)
     if indices_type is not None and indices_type != torch.int32:
         ids = ids.to(indices_type)
-    return weights, ids, _token_expert_indices(gating_output, ids.shape[0], topk)
+    return weights, ids, _token_expert_indices(gating_output, ids.shape[0], ids.shape[1])
 
 
 def fused_topk_fake(hidden_states, gating_output, topk, renormalize, indices_type=None,
                     scoring_func="softmax"):
-    _check_tokens(hidden_states, gating_output)
+    cfg = fused_topk_config(topk, renormalize, scoring_func)
+    _check_tokens(cfg.caller, hidden_states, gating_output)
     _check_indices_type(indices_type)
-    ids, weights, _, _ = route_fake(gating_output, topk, None, None, None, scoring_func, 1, 1,
-                                    renormalize, 1.0, None, None, None, 0, 0, 1.0, "",
-                                    _VLLM_NAMES, "gating_output")
+    ids, weights, _, _ = route_fake(cfg, gating_output, None, None, None, None, None, None, "",
+                                    False)
     if indices_type is not None:
         ids = ids.new_empty(ids.shape, dtype=indices_type)
     return weights, ids, ids.new_empty(ids.shape, dtype=torch.int32)
+
+
+# ---- the table op ----------------------------------------------------------------
+
+_VROWS_WORDS = words(n_pairs="sel.numel()")
+
+
+class _VrowsCaller:
+    """The table op's words (the library's table calls take the op's
+    argument names, but for n_pairs and the slabs)."""
+    __slots__ = ("caller", "names")
+
+    def __init__(self, caller):
+        self.caller, self.names = caller, _VROWS_WORDS
+
+    def refuse(self, status):
+        memra.check(status, self.caller, self.names)
+
+
+_VROWS = {"vrows_tables_": _VrowsCaller("vrows_tables_"),
+          "vrows_tables": _VrowsCaller("vrows_tables")}
+
+
+def _vrows_tensors(c, sel, selw, ptrs, scl, emap, n_expert, fake=False):
+    """The table call's tensors (what the library cannot see): sel int32
+    and selw float32 of the same size, the tables int64 and float32 of 3n,
+    contiguous, the map beside them. Returns n."""
+    caller = c.caller
+    _code(caller, "sel", sel, {torch.int32: 0})
+    if not fake and not (sel.is_cuda or sel.is_cpu):
+        _refuse(caller, f"sel is on {sel.device}, not the CPU or a CUDA device")
+    n = sel.numel()
+    _code(caller, "selw", selw, {torch.float32: 0})
+    if selw.device != sel.device:
+        _refuse(caller, f"selw is on {selw.device}, but sel is on {sel.device}")
+    if selw.numel() != n:
+        _refuse(caller, f"selw holds {selw.numel()} elements, want {n} (sel's)")
+    for name, t, dtype in (("ptrs", ptrs, torch.int64), ("scl", scl, torch.float32)):
+        if t is None:
+            continue
+        _code(caller, name, t, {dtype: 0})
+        if t.device != sel.device:
+            _refuse(caller, f"{name} is on {t.device}, but sel is on {sel.device}")
+        if t.numel() != 3 * n:
+            _refuse(caller, f"{name} holds {t.numel()} elements, want {3 * n}")
+        if not t.is_contiguous():
+            _refuse(caller, f"{name} is not contiguous")
+    _beside(caller, "expert_map", emap, _MAP, n_expert, sel, "sel")
+    return n
+
+
+def _vrows_scalars(c, n, n_expert, layer, n_local, n_shared):
+    """The table call's numbers as the C types (the library judges them)."""
+    caller = c.caller
+    if isinstance(n, int) and n >= _U32:
+        _refuse(caller, f"sel holds {n} pairs, more than a uint32 holds")
+    return (_int(f"{caller}: n_expert", n_expert, 0, _U32),
+            _int(f"{caller}: layer", layer, -_I32, _I32),
+            _int(f"{caller}: n_local", n_local, 0, _U32),
+            _int(f"{caller}: n_shared", n_shared, 0, _U32))
+
+
+_options = {}
+
+
+def _options_ref(emap_ptr, n_local, n_shared):
+    key = (emap_ptr, n_local, n_shared)
+    ref = _options.get(key)
+    if ref is None:
+        o = _lib.VrowsOptions()
+        o.expert_map, o.n_local, o.n_shared = key
+        if len(_options) >= _CACHE_MAX:
+            _options.clear()
+        ref = _options[key] = ctypes.byref(o)
+    return ref
+
+
+def vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local,
+          n_shared, model):
+    """The table op into ptrs and scl (3 * n elements each)."""
+    n = _vrows_tensors(c, sel, selw, ptrs, scl, expert_map, n_expert)
+    n_expert, layer, n_local, n_shared = _vrows_scalars(c, n, n_expert, layer, n_local, n_shared)
+    cuda = sel.is_cuda
+    dev = sel.get_device() if cuda else -1
+    n_slots = (n_local if expert_map is not None else n_expert) + n_shared
+    macros = _planes_of(c.caller, dev, model, "vrows", layer, n_slots)
+    slab = _slab_ref(c.caller, bases, strides)
+    opts = _options_ref(0 if expert_map is None else expert_map.data_ptr(), n_local, n_shared)
+    sel, selw = sel.contiguous(), selw.contiguous()
+    L = _L()
+    if cuda:
+        st = L.memra_vrows_tables_ex(engine_at(dev, model)._h, sel.data_ptr(), selw.data_ptr(),
+                                     n, n_expert, layer, macros, slab, opts, ptrs.data_ptr(),
+                                     scl.data_ptr(), current_stream(dev))
+        if st:
+            c.refuse(st)
+    else:
+        f = _host_faults_struct()
+        st = L.memra_vrows_tables_host_ex(sel.data_ptr(), selw.data_ptr(), n, n_expert, macros,
+                                          slab, opts, ptrs.data_ptr(), scl.data_ptr(),
+                                          ctypes.byref(f))
+        if st and st != 5 and st != 6:
+            c.refuse(st)
+        host_faults.add(f)
+
+
+def vrows_fake(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local,
+               n_shared, model):
+    """The fake of vrows(): the tensor checks, then memra_vrows_check."""
+    n = _vrows_tensors(c, sel, selw, ptrs, scl, expert_map, n_expert, fake=True)
+    n = n if isinstance(n, int) else 2  # a symbolic count: neither 0 nor 1
+    n_expert, layer, n_local, n_shared = _vrows_scalars(c, n, n_expert, layer, n_local, n_shared)
+    cuda = sel.device.type == "cuda"
+    n_slots = (n_local if expert_map is not None else n_expert) + n_shared
+    macros = _planes_of(c.caller, _dev_key(sel.device), model, "vrows", layer, n_slots)
+    slab = _slab_ref(c.caller, bases, strides)
+    opts = _options_ref(0 if expert_map is None else _STAND_IN, n_local, n_shared)
+    st = _L().memra_vrows_check(CALLS["vrows_tables_ex" if cuda else "vrows_tables_host_ex"],
+                                     _STAND_IN, _STAND_IN, n, n_expert, layer, macros, slab, opts,
+                                     _STAND_IN, _STAND_IN)
+    if st:
+        c.refuse(st)
 
 
 LIB.define(
@@ -501,14 +725,14 @@ def vrows_tables__impl(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor
                        bases: List[int] = (0, 0, 0), strides: List[int] = (0, 0, 0),
                        expert_map: Optional[torch.Tensor] = None, n_local: int = 0,
                        n_shared: int = 0, model: str = "") -> None:
-    vrows(sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local, n_shared,
-          model)
+    vrows(_VROWS["vrows_tables_"], sel, selw, ptrs, scl, n_expert, layer, bases, strides,
+          expert_map, n_local, n_shared, model)
 
 
 def vrows_tables__fake(sel, selw, ptrs, scl, n_expert, layer, bases=(0, 0, 0),
                        strides=(0, 0, 0), expert_map=None, n_local=0, n_shared=0, model=""):
-    _check_vrows(sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local,
-                 n_shared)
+    vrows_fake(_VROWS["vrows_tables_"], sel, selw, ptrs, scl, n_expert, layer, bases, strides,
+               expert_map, n_local, n_shared, model)
 
 
 LIB.define(
@@ -521,20 +745,40 @@ def vrows_tables_impl(sel: torch.Tensor, selw: torch.Tensor, n_expert: int, laye
                       bases: List[int] = (0, 0, 0), strides: List[int] = (0, 0, 0),
                       expert_map: Optional[torch.Tensor] = None, n_local: int = 0,
                       n_shared: int = 0, model: str = ""):
-    _tensor("sel", sel, (torch.int32,))
-    ptrs = _empty(sel, (3, *sel.shape), torch.int64)
-    scl = _empty(sel, (3, *sel.shape), torch.float32)
-    vrows(sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local, n_shared,
-          model)
+    c = _VROWS["vrows_tables"]
+    _code(c.caller, "sel", sel, {torch.int32: 0})
+    n = sel.numel()
+    if n > MAX_PAIRS:  # refused by the library: asked before the tables are allocated
+        vrows_fake(c, sel, selw, None, None, n_expert, layer, bases, strides, expert_map,
+                   n_local, n_shared, model)
+    ptrs = torch.empty((3, *sel.shape), dtype=torch.int64, device=sel.device)
+    scl = torch.empty((3, *sel.shape), dtype=torch.float32, device=sel.device)
+    vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local,
+          n_shared, model)
     return ptrs, scl
 
 
 def vrows_tables_fake(sel, selw, n_expert, layer, bases=(0, 0, 0), strides=(0, 0, 0),
                       expert_map=None, n_local=0, n_shared=0, model=""):
-    _check_vrows(sel, selw, None, None, n_expert, layer, bases, strides, expert_map, n_local,
-                 n_shared)
+    vrows_fake(_VROWS["vrows_tables"], sel, selw, None, None, n_expert, layer, bases, strides,
+               expert_map, n_local, n_shared, model)
     return (sel.new_empty((3, *sel.shape), dtype=torch.int64),
             sel.new_empty((3, *sel.shape), dtype=torch.float32))
+
+
+# ---- registration ------------------------------------------------------------------
+
+def register(name, impl, fake):
+    """One op's kernels: CUDA and CPU (the real call), the fake, and a
+    fallthrough for Autograd. Routing is not differentiable: the dispatcher
+    skips autograd for these ops (in C++, at no cost), so their outputs
+    never require grad and never record a backward that could only fail
+    (without it, PyTorch's fallback marks them as requiring grad whenever
+    an input does, as a bias that is an nn.Parameter does)."""
+    LIB.impl(name, impl, "CUDA")
+    LIB.impl(name, impl, "CPU")
+    torch.library.register_fake(f"memra::{name}", fake, lib=LIB)
+    LIB.impl(name, torch.library.fallthrough_kernel, "Autograd")
 
 
 for _name, _impl, _fake in (("route_tables", route_tables_impl, route_tables_fake),
@@ -542,6 +786,4 @@ for _name, _impl, _fake in (("route_tables", route_tables_impl, route_tables_fak
                             ("fused_topk", fused_topk_impl, fused_topk_fake),
                             ("vrows_tables_", vrows_tables__impl, vrows_tables__fake),
                             ("vrows_tables", vrows_tables_impl, vrows_tables_fake)):
-    LIB.impl(_name, _impl, "CUDA")
-    LIB.impl(_name, _impl, "CPU")
-    torch.library.register_fake(f"memra::{_name}", _fake, lib=LIB)
+    register(_name, _impl, _fake)

@@ -18,7 +18,8 @@ import torch
 
 import memra
 from memra import _lib
-from memra._route import ROUTE_MAX_EXPERT, ROUTE_MAX_TOP_K
+from memra._lib import CALLS, ROUTE_MAX_EXPERT, ROUTE_MAX_TOP_K
+from memra._route import _int
 
 from ._torch_engines import current_stream, engine_at
 
@@ -34,6 +35,8 @@ _prepared = {}
 # may load a kernel and warn, and a logging handler on the "memra" logger
 # (on this thread) may prepare a layer itself.
 _lock = threading.RLock()
+_I32 = 1 << 31
+_WORDS = {"il": "layer", "macros->plane": "macros"}
 
 
 def device_key(device: torch.device) -> int:
@@ -102,7 +105,7 @@ def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_exp
     parallelism) or None for none. On a CUDA device the planes are mirrored
     now, on the current stream, and the kernel is loaded: call it for every
     layer before capturing a graph, and again whenever the planes change."""
-    layer = memra._int("layer", layer, 0, memra.MAX_LAYERS)
+    layer = _int("prepare_layer: layer", layer, -_I32, _I32)
     model = str(model)
     device = torch.device(device if device is not None else "cuda")
     dev = device_key(device)
@@ -112,14 +115,20 @@ def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_exp
         else:
             host, m = _host_planes(macros, n_expert)
             entry = Prepared(host.shape[1], ctypes.byref(m), host)
+        L = memra.lib()
         if dev >= 0:
-            eng = engine_at(dev, model)
-            if macros is None:
-                eng.warmup()
-            else:
-                memra.check(memra.lib().memra_vrows_prepare_layer(
-                    eng._ptr(), layer, entry.n_slots, entry.macros,
-                    memra._stream(current_stream(dev))))
+            eng = engine_at(dev, model)  # (no planes: the kernel is loaded all the same)
+            memra.check(L.memra_vrows_prepare_layer(eng._ptr(), layer, entry.n_slots,
+                                                    entry.macros,
+                                                    memra._stream(current_stream(dev))),
+                        "prepare_layer", _WORDS)
+        else:
+            # The host arm has no layers: what the device call would refuse
+            # is refused here too, so a layer prepared on the CPU is one a
+            # GPU would take.
+            memra.check(L.memra_vrows_check(CALLS["vrows_prepare_layer"], 0, 0, 0,
+                                            entry.n_slots, layer, entry.macros, None, None, 0, 0),
+                        "prepare_layer", _WORDS)
         _prepared[(dev, model, "vrows", layer)] = entry
 
 
@@ -136,7 +145,7 @@ def route_prepare_layer(layer: int, macros: Optional[torch.Tensor] = None, devic
     a graph, and again whenever the planes change. The bias and the expert
     map are device tensors read in place by each call: they need nothing
     prepared."""
-    layer = memra._int("layer", layer, 0, memra.MAX_LAYERS)
+    layer = _int("route_prepare_layer: layer", layer, -_I32, _I32)
     model = str(model)
     device = torch.device(device if device is not None else "cuda")
     dev = device_key(device)
@@ -153,14 +162,20 @@ def route_prepare_layer(layer: int, macros: Optional[torch.Tensor] = None, devic
                     f"(n_expert + n_shared, at most {ROUTE_MAX_EXPERT} + "
                     f"{ROUTE_MAX_TOP_K - 1})")
             entry = Prepared(n_slots, ctypes.byref(m), host)
+        # The mirror is sized by the planes alone: a spec whose slots are
+        # n_slots (routed, then shared) mirrors them for any launch spec with
+        # that many slots.
+        routed = min(n_slots, ROUTE_MAX_EXPERT)
+        spec = memra.route_spec(routed, 1, n_shared=n_slots - routed)
+        L = memra.lib()
         if dev >= 0:
-            # The mirror is sized by the planes alone: a spec whose slots are
-            # n_slots (routed, then shared) mirrors them for any launch spec
-            # with that many slots.
-            routed = min(n_slots, ROUTE_MAX_EXPERT)
-            spec = memra.route_spec(routed, 1, n_shared=n_slots - routed)
             eng = engine_at(dev, model)
-            memra.check(memra.lib().memra_route_prepare_layer(
-                eng._ptr(), layer, ctypes.byref(spec), entry.macros,
-                memra._stream(current_stream(dev))))
+            memra.check(L.memra_route_prepare_layer(eng._ptr(), layer, ctypes.byref(spec),
+                                                    entry.macros,
+                                                    memra._stream(current_stream(dev))),
+                        "route_prepare_layer", _WORDS)
+        else:  # as for the table op's planes: the device call's refusals
+            memra.check(L.memra_route_check(CALLS["route_prepare_layer"], 0, 0,
+                                            ctypes.byref(spec), layer, entry.macros, None, 0, 0,
+                                            0, 0), "route_prepare_layer", _WORDS)
         _prepared[(dev, model, "route", layer)] = entry

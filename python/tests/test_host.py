@@ -91,7 +91,7 @@ def test_serving_strides_do_not_wrap():
      memra.InvalidArgError, "bases must be three"),
     (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 2, None, (2**64 - 1, 0, 0),
                                      (1, 1, 1)),
-     memra.SlabOverflowError, "slabs->base[0]"),
+     memra.SlabOverflowError, "vrows_tables_host: bases[0] (gate)"),
     (lambda: memra.vrows_tables_host([2**40], np.ones(1, np.float32), 4),
      memra.InvalidArgError, "int32"),
 ])
@@ -239,8 +239,9 @@ def test_route_host_group_scoring_defaults_as_vllm():
     biased = memra.route_tables_host(logits, 1, n_group=4, topk_group=1,
                                      bias=np.zeros(16, np.float32))[0]
     assert biased.tolist() == [4]
-    assert memra.route_spec(16, 1).group_scoring == 2  # MEMRA_GROUP_MAX
-    assert memra.route_spec(16, 1, bias=np.zeros(16, np.float32)).group_scoring == 1
+    # The rule is the library's (MEMRA_GROUP_AUTO): the spec says only "vLLM's".
+    assert memra.route_spec(16, 1).group_scoring == memra.GROUP_SCORINGS[None] == 0
+    assert memra.route_spec(16, 1, group_scoring="max").group_scoring == 2
     with pytest.raises(memra.InvalidArgError, match="group_scoring must be"):
         memra.route_spec(16, 1, group_scoring="sum")
 
@@ -273,9 +274,11 @@ def test_vrows_host_expert_map_and_zero_pairs():
         memra.vrows_tables_host(sel, np.ones(5, np.float32), 4, expert_map=emap)
 
 
-def test_engine_table_call_takes_options_before_reaching_the_device():
-    """Engine.tables_from_sel's arguments are checked before the device
-    (an engine object without a device handle stands in)."""
+def test_engine_table_call_converts_before_reaching_the_device():
+    """Engine.tables_from_sel converts its arguments before the device (an
+    engine object without a device handle stands in); the library judges
+    the options in the call (vrows_tables_host and tests/test_check.c show
+    its rules)."""
     import ctypes
     eng = object.__new__(memra.Engine)
     eng._h = ctypes.c_void_p()
@@ -285,6 +288,6 @@ def test_engine_table_call_takes_options_before_reaching_the_device():
     with pytest.raises(memra.InvalidArgError, match="the engine is closed"):
         eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
                             expert_map=0x5000, n_local=8, n_shared=1)
-    with pytest.raises(memra.InvalidArgError, match="n_local is 0 with an expert_map"):
+    with pytest.raises(memra.InvalidArgError, match="n_local = -1 is outside"):
         eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
-                            expert_map=0x5000)
+                            expert_map=0x5000, n_local=-1)

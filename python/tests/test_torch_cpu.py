@@ -308,94 +308,113 @@ def _fake_mode():
     return FakeTensorMode()
 
 
+def _z(*shape, dtype=torch.float32):
+    return torch.zeros(*shape, dtype=dtype)
+
+
+R0 = ([0, 0, 0], [0, 0, 0])  # route_tables' bases and strides, before its keywords
+# route_tables' arguments after `layer`, by position: bases, strides, scoring, n_group,
+# topk_group, renormalize, routed_scaling_factor, bias, group_scoring, expert_map, n_local,
+# n_shared, shared_weight
 BAD_CALLS = [
-    # (op, args, error class, words)
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64, dtype=torch.float64), 2,
-                              True, 8, 2), memra.InvalidArgError, "gating_output is torch.float64"),
-    ("grouped_topk", lambda: (torch.zeros(3, 2), torch.zeros(4, 64), 2, True, 8, 2),
-     memra.InvalidArgError, "Number of tokens mismatch"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 0, 0),
-     memra.InvalidArgError, "num_expert_group = 0"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 7, 2),
-     memra.InvalidArgError, "num_expert_group = 7"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 40, True, 8, 2),
-     memra.InvalidArgError, "topk = 40"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 9),
-     memra.InvalidArgError, "topk_group = 9"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "relu"),
-     memra.InvalidArgError, "scoring_func must be"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "sigmoid",
-                              0.0), memra.InvalidArgError, "routed_scaling_factor = 0.0"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "sigmoid",
-                              1.0, torch.zeros(63)), memra.InvalidArgError,
-     "e_score_correction_bias has shape (63,)"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, 8, 2, "sigmoid",
-                              1.0, torch.zeros(64, dtype=torch.float16)), memra.InvalidArgError,
-     "e_score_correction_bias is torch.float16"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 2048), 2, True, 8, 2),
-     memra.InvalidArgError, "n_expert = 2048"),
-    ("grouped_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 4, 64), 2, True, 8, 2),
-     memra.InvalidArgError, "gating_output must be [n_tokens, n_expert]"),
-    ("fused_topk", lambda: (torch.zeros(4, 2), torch.zeros(4, 64), 2, True, torch.float32),
-     memra.InvalidArgError, "indices_type is torch.float32"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 70000), memra.InvalidArgError,
-     "layer = 70000"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0]), memra.InvalidArgError,
-     "bases must be three ints"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [-1, 0, 0]), memra.InvalidArgError,
-     "bases[0] = -1"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [(1 << 63) - 1, 0, 0], [1 << 62, 0, 0]),
-     memra.SlabOverflowError, "passes 2^64"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
-                              False, 1.0, None, "mean"), memra.InvalidArgError,
-     "group_scoring must be"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
-                              False, 1.0, None, None, torch.zeros(64, dtype=torch.int64), 4),
-     memra.InvalidArgError, "expert_map is torch.int64"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
-                              False, 1.0, None, None, torch.zeros(64, dtype=torch.int32), 0),
-     memra.InvalidArgError, "n_local = 0 must be in [1, 1024] with an expert_map"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
-                              False, 1.0, None, None, None, 3), memra.InvalidArgError,
-     "n_local = 3 without an expert_map"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 30, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
-                              False, 1.0, None, None, None, 0, 3), memra.InvalidArgError,
-     "n_shared = 3"),
-    ("route_tables", lambda: (torch.zeros(4, 64), 2, 0, [0, 0, 0], [0, 0, 0], "softmax", 1, 1,
-                              False, 1.0, None, None, None, 0, 1, float("inf")),
-     memra.InvalidArgError, "shared_weight = inf is not finite"),
-    ("vrows_tables", lambda: (torch.zeros(4, dtype=torch.int64), torch.ones(4), 8, 0),
-     memra.InvalidArgError, "sel is torch.int64"),
-    ("vrows_tables", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(3), 8, 0),
-     memra.InvalidArgError, "selw holds 3 elements, want 4"),
-    ("vrows_tables", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4), 0, 0),
-     memra.InvalidArgError, "n_expert = 0"),
-    ("vrows_tables_", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4),
+    # (op, args, error class, the message; "*" where the library's rule is judged)
+    # what only Python can see: types, dtypes, shapes, devices, contiguity
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64, dtype=torch.float64), 2, True, 8, 2),
+     memra.InvalidArgError,
+     "grouped_topk: gating_output is torch.float64, want torch.float32 or torch.bfloat16 or "
+     "torch.float16"),
+    ("grouped_topk", lambda: (_z(3, 2), _z(4, 64), 2, True, 8, 2), memra.InvalidArgError,
+     "grouped_topk: Number of tokens mismatch: hidden_states (3, 2), gating_output (4, 64)"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 2, "relu"),
+     memra.InvalidArgError, "grouped_topk: scoring_func must be one of 'softmax', 'sigmoid', "
+                            "not 'relu'"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 2, "sigmoid", 1.0, _z(63)),
+     memra.InvalidArgError, "grouped_topk: e_score_correction_bias has shape (63,), want (64,)"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 2, "sigmoid", 1.0,
+                              _z(64, dtype=torch.float16)), memra.InvalidArgError,
+     "grouped_topk: e_score_correction_bias is torch.float16, want torch.float32 or "
+     "torch.bfloat16"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 4, 64), 2, True, 8, 2), memra.InvalidArgError,
+     "grouped_topk: gating_output must be [n_tokens, n_expert], not (4, 4, 64)"),
+    ("fused_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, torch.float32),
+     memra.InvalidArgError, "fused_topk: indices_type is torch.float32, want None or one of"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, [0, 0]), memra.InvalidArgError,
+     "route_tables: bases must be three ints (gate, up, down), not 2"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, [-1, 0, 0]), memra.InvalidArgError,
+     "route_tables: bases[0] = -1 is outside [0, 18446744073709551616)"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, *R0, "softmax", 1, 1, False, 1.0, None, "mean"),
+     memra.InvalidArgError, "route_tables: group_scoring must be one of None, 'top2_sum', "
+                            "'max', not 'mean'"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, *R0, "softmax", 1, 1, False, 1.0, None, None,
+                              _z(64, dtype=torch.int64), 4), memra.InvalidArgError,
+     "route_tables: expert_map is torch.int64, want torch.int32"),
+    ("vrows_tables", lambda: (_z(4, dtype=torch.int64), torch.ones(4), 8, 0),
+     memra.InvalidArgError, "vrows_tables: sel is torch.int64, want torch.int32"),
+    ("vrows_tables", lambda: (_z(4, dtype=torch.int32), torch.ones(3), 8, 0),
+     memra.InvalidArgError, "vrows_tables: selw holds 3 elements, want 4 (sel's)"),
+    ("vrows_tables_", lambda: (_z(4, dtype=torch.int32), torch.ones(4),
                                torch.empty(11, dtype=torch.int64), torch.empty(12), 8, 0),
-     memra.InvalidArgError, "ptrs holds 11 elements, want 12"),
-    ("vrows_tables_", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4),
+     memra.InvalidArgError, "vrows_tables_: ptrs holds 11 elements, want 12"),
+    ("vrows_tables_", lambda: (_z(4, dtype=torch.int32), torch.ones(4),
                                torch.empty(12, dtype=torch.int64), torch.empty(4, 3).t(), 8, 0),
-     memra.InvalidArgError, "scl is not contiguous"),
-    ("vrows_tables_", lambda: (torch.zeros(4, dtype=torch.int32), torch.ones(4),
+     memra.InvalidArgError, "vrows_tables_: scl is not contiguous"),
+    ("vrows_tables_", lambda: (_z(4, dtype=torch.int32), torch.ones(4),
                                torch.empty(12, dtype=torch.int32), torch.empty(12), 8, 0),
-     memra.InvalidArgError, "ptrs is torch.int32"),
+     memra.InvalidArgError, "vrows_tables_: ptrs is torch.int32, want torch.int64"),
+    # the library's rules, in the caller's words
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 0, 0), memra.InvalidArgError,
+     "* grouped_topk: num_expert_group = 0 must be in [1, 32] and divide "
+     "gating_output.shape[1] = 64"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 7, 2), memra.InvalidArgError,
+     "* grouped_topk: num_expert_group = 7 must be in [1, 32] and divide "
+     "gating_output.shape[1] = 64"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 40, True, 8, 2), memra.InvalidArgError,
+     "* grouped_topk: topk = 40 must be in [1, 32] and at most the 16 experts in play "
+     "(topk_group * gating_output.shape[1] / num_expert_group)"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 9), memra.InvalidArgError,
+     "* grouped_topk: topk_group = 9 is outside [1, 8]"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 2, "sigmoid", 0.0),
+     memra.InvalidArgError,
+     "* grouped_topk: routed_scaling_factor (bits 0x00000000) must be finite and > 0"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 2, "sigmoid", -0.0),
+     memra.InvalidArgError,
+     "* grouped_topk: routed_scaling_factor (bits 0x80000000) must be finite and > 0"),
+    ("grouped_topk", lambda: (_z(4, 2), _z(4, 2048), 2, True, 8, 2), memra.InvalidArgError,
+     "* grouped_topk: gating_output.shape[1] = 2048 is outside [1, 1024]"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, [(1 << 63) - 1, 0, 0], [1 << 62, 0, 0]),
+     memra.SlabOverflowError, "* route_tables: bases[0] (gate) 0x7fffffffffffffff + "
+                              "(n_slots-1 = 63) * strides[0] 4611686018427387904 passes 2^64"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, *R0, "softmax", 1, 1, False, 1.0, None, None,
+                              _z(64, dtype=torch.int32), 0), memra.InvalidArgError,
+     "* route_tables: n_local is 0 with an expert_map"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, *R0, "softmax", 1, 1, False, 1.0, None, None,
+                              None, 3), memra.InvalidArgError,
+     "* route_tables: n_local = 3 without an expert_map"),
+    ("route_tables", lambda: (_z(4, 64), 30, 0, *R0, "softmax", 1, 1, False, 1.0, None, None,
+                              None, 0, 3), memra.InvalidArgError,
+     "* route_tables: n_shared = 3: top_k + n_shared must be at most 32"),
+    ("route_tables", lambda: (_z(4, 64), 2, 0, *R0, "softmax", 1, 1, False, 1.0, None, None,
+                              None, 0, 1, float("inf")), memra.InvalidArgError,
+     "* route_tables: shared_weight (bits 0x7f800000) is not finite"),
+    ("vrows_tables", lambda: (_z(4, dtype=torch.int32), torch.ones(4), 0, 0),
+     memra.InvalidArgError, "* vrows_tables: n_expert is 0"),
+    ("vrows_tables", lambda: (_z(4, dtype=torch.int32), torch.ones(4), 8, 0, *R0, None, 2),
+     memra.InvalidArgError, "* vrows_tables: n_local = 2 without an expert_map"),
 ]
 
 
-@pytest.mark.parametrize("name,make,cls,words", BAD_CALLS,
-                         ids=[f"{c[0]}-{c[3][:24]}" for c in BAD_CALLS])
-def test_bad_arguments_are_refused_alike_by_op_and_fake(name, make, cls, words):
-    """The op on CPU tensors, the dispatcher-free function, and the fake
-    under FakeTensorMode refuse the same call with the same error."""
-    mt.route_prepare_layer(0, None, device="cpu")
-    mt.prepare_layer(0, None, device="cpu")
+def _refusals(name, make, cls):
+    """The refusal of a bad call by the op (through the dispatcher), the
+    memra.torch function (eager, no dispatcher) and the fake under
+    FakeTensorMode: their messages."""
     op = getattr(torch.ops.memra, name).default
+    got = []
     with pytest.raises(cls) as e:
         op(*make())
-    assert words in str(e.value), str(e.value)
+    got.append(str(e.value))
     with pytest.raises(cls) as e:
         getattr(mt, name)(*make())
-    assert words in str(e.value), str(e.value)
+    got.append(str(e.value))
     mode = _fake_mode()
     with mode:
         args = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in make()]
@@ -404,7 +423,134 @@ def test_bad_arguments_are_refused_alike_by_op_and_fake(name, make, cls, words):
     err = e.value
     while not isinstance(err, cls) and err.__cause__ is not None:
         err = err.__cause__
-    assert isinstance(err, cls) and words in str(err), repr(e.value)
+    assert isinstance(err, cls), repr(e.value)
+    got.append(str(err))
+    return got
+
+
+@pytest.mark.parametrize("name,make,cls,words", BAD_CALLS,
+                         ids=[f"{c[0]}-{c[3].lstrip('* ')[len(c[0]) + 2:][:28]}"
+                              for c in BAD_CALLS])
+def test_bad_arguments_are_refused_alike_by_op_and_fake(name, make, cls, words):
+    """The op on CPU tensors, the dispatcher-free function, and the fake
+    under FakeTensorMode refuse the same call with the same message, word
+    for word; for the library's rules ("*"), the library's message, its
+    fields named as the caller's arguments, from each of them."""
+    mt.route_prepare_layer(0, None, device="cpu")
+    mt.prepare_layer(0, None, device="cpu")
+    op, direct, fake = _refusals(name, make, cls)
+    assert op == direct == fake, (op, direct, fake)
+    assert op.startswith(words.lstrip("* ")), op
+
+
+def test_library_rules_are_the_host_arms():
+    """The library's rules reach the NumPy host arm too, word for word but
+    for the names: a refusal of the op is the host arm's refusal of the
+    same call (route_tables_host names the library's fields)."""
+    logits = np.zeros((4, 64), np.float32)
+    for op_args, host_kw, host_words in [
+        ((_z(4, 2), _z(4, 64), 40, True, 8, 2), dict(top_k=40, n_group=8, topk_group=2),
+         "top_k = 40 must be in [1, 32] and at most the 16 experts in play"),
+        ((_z(4, 2), _z(4, 64), 2, True, 7, 2), dict(top_k=2, n_group=7, topk_group=2),
+         "n_group = 7 must be in [1, 32] and divide n_expert = 64"),
+    ]:
+        with pytest.raises(memra.InvalidArgError) as op_err:
+            mt.grouped_topk(*op_args)
+        kw = dict(host_kw)
+        with pytest.raises(memra.InvalidArgError) as host_err:
+            memra.route_tables_host(logits, kw.pop("top_k"), **kw)
+        assert host_words in str(host_err.value)
+        assert type(op_err.value) is type(host_err.value)
+
+
+def test_layer_without_planes_is_the_librarys_call():
+    """The library judges a layer index only where the layer mirrors
+    planes: layer 70000 with no planes is accepted (as the device call
+    accepts it), and prepare refuses it with planes, on the CPU as on a
+    GPU."""
+    out = mt.route_tables(_z(4, 64), 2, 70000)
+    assert out[0].shape == (4, 2)
+    mt.route_prepare_layer(70000, None, device="cpu")  # no planes: nothing to mirror
+    with pytest.raises(memra.InvalidArgError) as e:
+        mt.route_prepare_layer(70000, torch.ones(3, 64), device="cpu")
+    assert str(e.value) == "route_prepare_layer: layer = 70000 is outside [0, 65536)"
+    with pytest.raises(memra.InvalidArgError) as e:
+        mt.prepare_layer(70000, None, device="cpu")  # the table op's prepare always judges it
+    assert str(e.value) == "prepare_layer: layer = 70000 is outside [0, 65536)"
+
+
+def test_a_uint8_map_at_a_cached_int32_maps_address_is_refused():
+    """The spec cache keys the map by its address: a map of another dtype
+    at the same address (here a uint8 view of the cached int32 map's
+    memory, of the right length) must be refused, not read as int32 past
+    its end, by the op, the function and the fake alike."""
+    E = 64
+    m32 = torch.arange(E, dtype=torch.int32) % 32
+    mt.route_prepare_layer(0, None, device="cpu")
+    mt.route_tables(_z(4, E), 2, 0, expert_map=m32, n_local=32)  # cached
+    m8 = m32.view(torch.uint8)[:E]
+    assert m8.data_ptr() == m32.data_ptr() and m8.shape == (E,)
+
+    def make():
+        return (_z(4, E), 2, 0, *R0, "softmax", 1, 1, False, 1.0, None, None, m8, 32)
+    got = _refusals("route_tables", make, memra.InvalidArgError)
+    assert got == ["route_tables: expert_map is torch.uint8, want torch.int32"] * 3
+
+
+def test_shared_weight_minus_zero_after_plus_zero_keeps_its_sign():
+    """+0.0 and -0.0 are equal in Python and differ in their bits: the
+    cached spec of one must not answer for the other."""
+    mt.route_prepare_layer(0, None, device="cpu")
+    x = logits_for(3, 16, 1)
+    for w, want in ((0.0, 0x00000000), (-0.0, -0x80000000), (0.0, 0x00000000)):
+        _, weights, _, _ = mt.route_tables(x, 2, 0, n_shared=1, shared_weight=w)
+        assert (bits(weights[:, 2]) == want).all(), (w, bits(weights[:, 2]))
+        _, weights, _, _ = torch.ops.memra.route_tables(x, 2, 0, n_shared=1, shared_weight=w)
+        assert (bits(weights[:, 2]) == want).all(), (w, bits(weights[:, 2]))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: grouped_topk(_z(4, 2), _z(4, 64), 2, True, None, 2),
+     "grouped_topk: num_expert_group must be an integer, not NoneType"),
+    (lambda: grouped_topk(_z(4, 2), _z(4, 64), 2, "no", 8, 2),
+     "grouped_topk: renormalize must be True or False, not 'no'"),
+    (lambda: grouped_topk(_z(4, 2), _z(4, 64), 2, 2, 8, 2),
+     "grouped_topk: renormalize must be True or False, not 2"),
+    (lambda: fused_topk(_z(4, 2), _z(4, 64), "8", True),
+     "fused_topk: topk must be an integer, not str"),
+    (lambda: grouped_topk(_z(4, 2), _z(4, 64), 2, True, 8, 2, "sigmoid", None),
+     "grouped_topk: routed_scaling_factor must be a number, not None"),
+    (lambda: mt.route_tables(_z(4, 64), 2, 1 << 40),
+     "route_tables: layer = 1099511627776 is outside [-2147483648, 2147483648)"),
+])
+def test_wrong_types_are_memra_errors(call, message):
+    """A value of the wrong type is a memra.InvalidArgError naming the
+    argument, never a raw TypeError or Python's truthiness ('no' is not
+    True), eagerly and through the dispatcher (the types are checked before
+    either)."""
+    with pytest.raises(memra.InvalidArgError) as e:
+        call()
+    assert str(e.value) == message
+
+
+def test_outputs_never_require_grad():
+    """Routing is not differentiable: with vLLM's bias an nn.Parameter (and
+    logits that require grad), the outputs do not require grad, eagerly,
+    through the dispatcher, and compiled."""
+    E = 64
+    bias = torch.nn.Parameter(bias_for(E, 3))
+    logits = logits_for(5, E, 3).requires_grad_()
+    h = torch.zeros(5, 4)
+    outs = [grouped_topk(h, logits, 4, True, 8, 2, "sigmoid", 2.5, bias),
+            torch.ops.memra.grouped_topk(h, logits, 4, True, 8, 2, "sigmoid", 2.5, bias),
+            fused_topk(h, logits, 4, True),
+            mt.route_tables(logits, 4, 0, bias=bias, scoring="sigmoid")]
+    from memra.torch.sglang import biased_grouped_topk
+    outs.append(biased_grouped_topk(h, logits, bias, 4, True, 8, 2))
+    for out in outs:
+        for t in out:
+            if t is not None:
+                assert not t.requires_grad and t.grad_fn is None
 
 
 # ---- opcheck and torch.compile ------------------------------------------------
@@ -460,6 +606,8 @@ def test_compiled_fullgraph_equals_eager():
                             topk_group=4, renormalize=True, routed_scaling_factor=2.5, bias=bias)
         return w * 1.0, ids, fw, fids, r[2], r[3]
 
+    from memra import _torch_ops
+    _torch_ops._configs.clear()  # first seen under compile: built by the fake, not traced
     torch._dynamo.reset()
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager", dynamic=True)
     for T in (1, 7, 64):
@@ -484,9 +632,9 @@ def test_the_dispatcher_is_skipped_only_in_plain_eager():
 
     assert not mt._direct(x.as_subclass(Sub))
     assert mt._direct(torch.nn.Parameter(x, requires_grad=False))
-    assert not mt._direct(torch.nn.Parameter(x))  # autograd records it: the dispatcher's call
-    with torch.inference_mode():  # as engines serve: a parameter's requires_grad is moot
-        assert mt._direct(torch.nn.Parameter(x))
+    # The ops run below autograd (outputs never require grad): a parameter
+    # that requires grad needs nothing of the dispatcher either.
+    assert mt._direct(torch.nn.Parameter(x))
 
 
 def test_gpu_file_runs_its_cpu_twins():
@@ -520,3 +668,42 @@ def test_unprepared_layer_is_said_once(caplog):
     with caplog.at_level(logging.WARNING, logger="memra"):
         mt.vrows_tables(sel, selw, 16, 4322, [0, 0, 0], [0, 0, 0], model="unprepared")
     assert not [r for r in caplog.records if "4322" in r.getMessage()]
+
+
+def test_device_scratch_grows_by_doubling_and_is_never_freed(monkeypatch):
+    """The scratch the choice-only calls have the tables written to, on a
+    device: memory of the engine's own (memra_alloc), kept for the reuse of
+    later calls, grown by doubling when a call needs more and never freed
+    (a captured graph keeps writing where it wrote). A stand-in engine and
+    allocator record what is asked."""
+    from memra import _torch_ops
+
+    class Eng:
+        def _ptr(self):
+            return 1
+
+    asked = []
+
+    def alloc(eng, size, ref):
+        asked.append(size)
+        ref._obj.value = 0x10000 * len(asked)
+        return 0
+
+    monkeypatch.setattr(_torch_ops, "engine_at", lambda dev, model: Eng())
+    monkeypatch.setattr(memra.lib(), "memra_alloc", alloc)
+    s = _torch_ops._Scratch()
+    a = s.device(0, "", 36 * 8)
+    assert s.device(0, "", 36 * 100) == a and asked == [1 << 16]  # fits: the same buffer
+    b = s.device(0, "", (1 << 16) + 4)
+    assert b != a and asked == [1 << 16, 1 << 17]  # doubled
+    c = s.device(0, "", 1 << 20)
+    assert asked[-1] == 1 << 20 and s._kept == [a, b, c]  # what a call needs; none freed
+    assert s.device(1, "", 8) != c and len(asked) == 4  # per device (and model)
+
+
+def test_slabs_are_cached_by_bases_and_strides_apart():
+    """Two bases and four strides are not the cached three and three."""
+    mt.route_prepare_layer(0, None, device="cpu")
+    mt.route_tables(_z(2, 8), 2, 0, [1, 2, 3], [4, 5, 6])  # cached
+    with pytest.raises(memra.InvalidArgError, match="bases must be three ints"):
+        mt.route_tables(_z(2, 8), 2, 0, [1, 2], [3, 4, 5, 6])

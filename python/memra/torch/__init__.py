@@ -7,6 +7,8 @@
                                           routed_scaling_factor=2.5,
                                           e_score_correction_bias=bias)
 
+    from memra.torch.sglang import biased_grouped_topk  # SGLang's signatures
+
     import memra.torch as mt                             # routing and the tables, fused
     mt.route_prepare_layer(layer, macros, device)        # once per layer, before capture
     ids, weights, ptrs, scl = mt.route_tables(logits, 8, layer, bases, strides, ...)
@@ -18,6 +20,9 @@ the current stream, and a CPU one, the host arm, bit-identical):
   argument for argument (names, order, defaults) and output for output
   (``topk_weights`` float32 [T, topk], ``topk_ids`` int32 [T, topk]; fused_topk
   also ``token_expert_indices``): swap the import, nothing else.
+- ``memra.torch.sglang``: SGLang's ``biased_grouped_topk``, ``grouped_topk``
+  and ``fused_topk`` and sgl-kernel's ``moe_fused_gate``, the same way
+  (fused shared experts by SGLang's rule, padded batches).
 - ``route_tables``: router logits to ``ids`` int32 [T, K], ``weights`` float32
   [T, K] and the tables ``ptrs`` int64 [3, T, K] (the uint64 pointer bits)
   and ``scl`` float32 [3, T, K] (gate, up, down), K = top_k + n_shared.
@@ -27,7 +32,12 @@ the current stream, and a CPU one, the host arm, bit-identical):
 Logits are float32, bfloat16 or float16; a bias (``e_score_correction_bias``)
 is float32 or bfloat16 on the logits' device, read in place; zero tokens
 give empty outputs. Group scoring follows vLLM unless given: the sum of a
-group's two best scores with a bias, its best score without.
+group's two best scores with a bias, its best score without. Routing is not
+differentiable: outputs never require grad.
+
+Every rule of a call is the library's: a call it refuses raises the
+library's message, with its field names replaced by the caller's argument
+names, from the operator and from its fake alike (memra_route_check).
 
 Layers: a layer's macro planes are given once, by ``route_prepare_layer``
 (routing) or ``prepare_layer`` (the table op), per device and model; every
@@ -53,18 +63,17 @@ from typing import List, Optional
 
 import torch
 
-from . import _torch_ops as _ops
-from ._torch_engines import engine, faults
-from ._torch_planes import prepare_layer, route_prepare_layer
+from .. import _torch_ops as _ops
+from .._torch_engines import engine, faults
+from .._torch_planes import prepare_layer, route_prepare_layer
 
 __all__ = ["fused_topk", "grouped_topk", "route_tables", "route_prepare_layer",
-           "vrows_tables_", "vrows_tables", "prepare_layer", "engine", "faults"]
+           "vrows_tables_", "vrows_tables", "prepare_layer", "engine", "faults", "sglang"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _function_modes = torch._C._is_torch_function_mode_enabled
-_grad_enabled = torch.is_grad_enabled
 try:
     _functorch = torch._C._functorch.peek_interpreter_stack
 except AttributeError:  # pragma: no cover
@@ -74,14 +83,17 @@ except AttributeError:  # pragma: no cover
 
 def _direct(*tensors):
     """Whether the dispatcher would hand these arguments straight to the
-    CPU or CUDA implementation: not compiling or tracing, no dispatch or
+    CPU or CUDA implementation: not compiling (the functions here check that
+    first, and go straight to the operator: building a configuration, with
+    ctypes, is not traceable) or tracing, no dispatch or
     function mode, no functorch transform, plain tensors on the CPU or a
-    CUDA device, none that autograd would record."""
+    CUDA device. (Autograd adds nothing: the ops run below it, their
+    outputs never require grad, so a tensor that requires grad, as a bias
+    that is an nn.Parameter does, changes nothing.)"""
     if _is_compiling() or _dispatch_modes() or _function_modes() or _functorch() is not None:
         return False
     for t in tensors:
-        if t is not None and (type(t) not in _PLAIN or not (t.is_cuda or t.is_cpu) or
-                              t.requires_grad and _grad_enabled()):
+        if t is not None and (type(t) not in _PLAIN or not (t.is_cuda or t.is_cpu)):
             return False
     return True
 
@@ -99,11 +111,17 @@ def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk:
                  e_score_correction_bias: Optional[torch.Tensor] = None):
     """vLLM's grouped_topk (DeepSeek-V2/V3 routing): (topk_weights float32
     [T, topk], topk_ids int32 [T, topk]), experts listed best first."""
+    if _is_compiling():  # the operator, whose fake judges the call at trace time
+        return _grouped_op(hidden_states, gating_output, topk, renormalize, num_expert_group,
+                           topk_group, scoring_func, routed_scaling_factor,
+                           e_score_correction_bias)
+    cfg = _ops.grouped_topk_config(topk, renormalize, num_expert_group, topk_group,
+                                   scoring_func, routed_scaling_factor)
     if _direct(hidden_states, gating_output, e_score_correction_bias):
         return _ops.grouped_topk_impl(hidden_states, gating_output, topk, renormalize,
                                       num_expert_group, topk_group, scoring_func,
-                                      routed_scaling_factor, e_score_correction_bias)
-    return _grouped_op(hidden_states, gating_output, topk, renormalize, num_expert_group,
+                                      routed_scaling_factor, e_score_correction_bias, cfg)
+    return _grouped_op(hidden_states, gating_output, topk, cfg.renormalize, num_expert_group,
                        topk_group, scoring_func, routed_scaling_factor, e_score_correction_bias)
 
 
@@ -113,10 +131,14 @@ def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: i
     """vLLM's fused_topk: (topk_weights float32 [T, topk], topk_ids
     (indices_type, int32 by default) [T, topk], token_expert_indices int32
     [T, topk])."""
+    if _is_compiling():
+        return _fused_op(hidden_states, gating_output, topk, renormalize, indices_type,
+                         scoring_func)
+    cfg = _ops.fused_topk_config(topk, renormalize, scoring_func)
     if _direct(hidden_states, gating_output):
         return _ops.fused_topk_impl(hidden_states, gating_output, topk, renormalize,
-                                    indices_type, scoring_func)
-    return _fused_op(hidden_states, gating_output, topk, renormalize, indices_type,
+                                    indices_type, scoring_func, cfg)
+    return _fused_op(hidden_states, gating_output, topk, cfg.renormalize, indices_type,
                      scoring_func)
 
 
@@ -126,7 +148,8 @@ def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] 
                  routed_scaling_factor: float = 1.0, bias: Optional[torch.Tensor] = None,
                  group_scoring: Optional[str] = None, expert_map: Optional[torch.Tensor] = None,
                  n_local: int = 0, n_shared: int = 0, shared_weight: float = 1.0,
-                 model: str = ""):
+                 model: str = "", shared_divisor: Optional[float] = None,
+                 n_real: Optional[torch.Tensor] = None):
     """Router logits [T, n_expert] to (ids int32 [T, K], weights float32 [T,
     K], ptrs int64 [3, T, K], scl float32 [3, T, K]), K = top_k + n_shared,
     in one launch on the current stream (CUDA) or by the host arm (CPU).
@@ -139,14 +162,26 @@ def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] 
     [n_expert] on the logits' device, global expert -> local slot or -1
     (NULL pointers, +0 scales, counted in faults().not_local), with n_local
     slots. n_shared fused shared experts (ids n_expert + i) follow the routed
-    ones with weight shared_weight."""
-    if _direct(logits, bias, expert_map):
-        return _ops.route(logits, top_k, layer, list(bases), list(strides), scoring, n_group,
-                          topk_group, renormalize, routed_scaling_factor, bias, group_scoring,
-                          expert_map, n_local, n_shared, shared_weight, model)
+    ones with weight shared_weight, or, with shared_divisor (and
+    shared_weight=0.0), by SGLang's rule: the routed scores' sum /
+    shared_divisor, renormalized and scaled as the routed weights. n_real:
+    the count of real tokens of a padded batch (one int32 or int64 on the
+    logits' device, read in place): rows past it get id -1, weight +0, NULL
+    pointers and +0 scales (faults().padded counts them)."""
+    if _is_compiling():
+        return _route_op(logits, top_k, layer, list(bases), list(strides), scoring, n_group,
+                         topk_group, renormalize, routed_scaling_factor, bias, group_scoring,
+                         expert_map, n_local, n_shared, shared_weight, model, shared_divisor,
+                         n_real)
+    cfg = _ops.route_tables_config(top_k, scoring, n_group, topk_group, renormalize,
+                                   routed_scaling_factor, group_scoring, n_local, n_shared,
+                                   shared_weight, shared_divisor)
+    if _direct(logits, bias, expert_map, n_real):
+        return _ops.route(cfg, logits, bias, expert_map, n_real, layer, list(bases),
+                          list(strides), model, True)
     return _route_op(logits, top_k, layer, list(bases), list(strides), scoring, n_group,
-                     topk_group, renormalize, routed_scaling_factor, bias, group_scoring,
-                     expert_map, n_local, n_shared, shared_weight, model)
+                     topk_group, cfg.renormalize, routed_scaling_factor, bias, group_scoring,
+                     expert_map, n_local, n_shared, shared_weight, model, shared_divisor, n_real)
 
 
 def vrows_tables_(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor, scl: torch.Tensor,
@@ -157,8 +192,8 @@ def vrows_tables_(sel: torch.Tensor, selw: torch.Tensor, ptrs: torch.Tensor, scl
     pairs, into ptrs (int64, 3n) and scl (float32, 3n), plane-major (gate,
     up, down), with layer `layer`'s planes (prepare_layer)."""
     if _direct(sel, selw, ptrs, scl, expert_map):
-        return _ops.vrows(sel, selw, ptrs, scl, n_expert, layer, list(bases), list(strides),
-                          expert_map, n_local, n_shared, model)
+        return _ops.vrows(_ops._VROWS["vrows_tables_"], sel, selw, ptrs, scl, n_expert, layer,
+                          list(bases), list(strides), expert_map, n_local, n_shared, model)
     return _vrows_inplace_op(sel, selw, ptrs, scl, n_expert, layer, list(bases), list(strides),
                              expert_map, n_local, n_shared, model)
 
@@ -175,3 +210,5 @@ def vrows_tables(sel: torch.Tensor, selw: torch.Tensor, n_expert: int, layer: in
     return _vrows_op(sel, selw, n_expert, layer, list(bases), list(strides), expert_map,
                      n_local, n_shared, model)
 
+
+from . import sglang  # noqa: E402  (SGLang's shapes; registers their operators)

@@ -1,0 +1,151 @@
+"""SGLang's routing functions, argument for argument: swap the import.
+
+    from memra.torch.sglang import biased_grouped_topk   # instead of SGLang's
+
+    topk_weights, topk_ids = biased_grouped_topk(
+        hidden_states=hidden_states, gating_output=router_logits,
+        correction_bias=gate.e_score_correction_bias, topk=9, renormalize=True,
+        num_expert_group=8, topk_group=4, num_fused_shared_experts=1,
+        routed_scaling_factor=2.5, num_token_non_padded=num_token_non_padded,
+        expert_location_dispatch_info=None,
+        apply_routed_scaling_factor_on_output=False)      # DeepSeek-V3, fused shared expert
+
+The signatures are SGLang's (python/sglang/srt/layers/moe/topk.py at
+sgl-project/sglang 06c48ca8da0b2c8aac15df74a768e6a012444064) and
+sgl-kernel's (moe_fused_gate); the outputs too: topk_weights float32 [T,
+topk], topk_ids int32 [T, topk], topk counting the fused shared experts
+(ids n_expert + i, last). What differs is the arithmetic, memra's own and
+the same on every GPU and the CPU (docs/routing.md), and three choices
+where SGLang's own paths disagree (memra follows its CUDA kernel):
+
+- a shared expert's weight is (sum of the routed scores) /
+  routed_scaling_factor, 1.0 when routed_scaling_factor is None;
+- with num_fused_shared_experts > 1 the shared experts are n_expert,
+  n_expert + 1, ... (the kernel's), not one random id (the PyTorch path's);
+- rows past num_token_non_padded get id -1 as in SGLang, and weight +0.
+
+expert_location_dispatch_info (EPLB's logical-to-physical remapping) must
+be None. Each function is an operator (torch.ops.memra.sglang_*,
+torch.ops.memra.moe_fused_gate) with a CPU implementation (the host arm,
+the same bits as the GPU), a fake for torch.compile, and refusals that are
+the library's, in these functions' argument names.
+"""
+from typing import Optional
+
+import torch
+
+from .. import _torch_ops as _ops
+from .. import _torch_sglang as _sgl
+from . import _direct, _is_compiling
+
+__all__ = ["biased_grouped_topk", "grouped_topk", "fused_topk", "moe_fused_gate"]
+
+_biased_op = torch.ops.memra.sglang_biased_grouped_topk.default
+_grouped_op = torch.ops.memra.sglang_grouped_topk.default
+_fused_op = torch.ops.memra.sglang_fused_topk.default
+_gate_op = torch.ops.memra.moe_fused_gate.default
+
+
+def _no_dispatch_info(caller, info):
+    if info is not None:
+        _ops._refuse(caller, "expert_location_dispatch_info must be None: memra has no EPLB "
+                             "logical-to-physical remapping (remap topk_ids after routing)")
+
+
+def biased_grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor,
+                        correction_bias: torch.Tensor, topk: int, renormalize: bool,
+                        num_expert_group: Optional[int] = None, topk_group: Optional[int] = None,
+                        num_fused_shared_experts: int = 0,
+                        routed_scaling_factor: Optional[float] = None,
+                        num_token_non_padded: Optional[torch.Tensor] = None,
+                        expert_location_dispatch_info=None,
+                        apply_routed_scaling_factor_on_output: Optional[bool] = False):
+    """SGLang's biased_grouped_topk (DeepSeek-V3, GLM-4.5, Kimi-K2): sigmoid
+    scores plus correction_bias choose; groups by their two best; returns
+    (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    _no_dispatch_info("biased_grouped_topk", expert_location_dispatch_info)
+    if _is_compiling():  # the operator, whose fake judges the call at trace time
+        return _biased_op(hidden_states, gating_output, correction_bias, topk, renormalize,
+                          num_expert_group, topk_group, num_fused_shared_experts,
+                          routed_scaling_factor, num_token_non_padded,
+                          apply_routed_scaling_factor_on_output)
+    cfg = _sgl.biased_config(topk, renormalize, num_expert_group, topk_group,
+                             num_fused_shared_experts, routed_scaling_factor,
+                             apply_routed_scaling_factor_on_output)
+    if correction_bias is None:
+        _ops._refuse(cfg.caller, "correction_bias is None: biased_grouped_topk routes with a "
+                                 "bias (grouped_topk routes without one)")
+    if _direct(hidden_states, gating_output, correction_bias, num_token_non_padded):
+        return _sgl.biased_grouped_topk_impl(
+            hidden_states, gating_output, correction_bias, topk, renormalize, num_expert_group,
+            topk_group, num_fused_shared_experts, routed_scaling_factor, num_token_non_padded,
+            apply_routed_scaling_factor_on_output, cfg)
+    return _biased_op(hidden_states, gating_output, correction_bias, topk, cfg.renormalize,
+                      num_expert_group, topk_group, num_fused_shared_experts,
+                      routed_scaling_factor, num_token_non_padded,
+                      bool(apply_routed_scaling_factor_on_output))
+
+
+def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
+                 renormalize: bool, num_expert_group: Optional[int] = None,
+                 topk_group: Optional[int] = None, num_fused_shared_experts: int = 0,
+                 routed_scaling_factor: Optional[float] = None,
+                 num_token_non_padded: Optional[torch.Tensor] = None,
+                 expert_location_dispatch_info=None,
+                 apply_routed_scaling_factor_on_output: Optional[bool] = False):
+    """SGLang's grouped_topk (DeepSeek-V2): softmax scores, no bias, groups
+    by their best; returns (topk_weights float32 [T, topk], topk_ids int32
+    [T, topk])."""
+    _no_dispatch_info("sglang.grouped_topk", expert_location_dispatch_info)
+    if _is_compiling():
+        return _grouped_op(hidden_states, gating_output, topk, renormalize, num_expert_group,
+                           topk_group, num_fused_shared_experts, routed_scaling_factor,
+                           num_token_non_padded, apply_routed_scaling_factor_on_output)
+    cfg = _sgl.grouped_config(topk, renormalize, num_expert_group, topk_group,
+                              num_fused_shared_experts, routed_scaling_factor,
+                              apply_routed_scaling_factor_on_output)
+    if _direct(hidden_states, gating_output, num_token_non_padded):
+        return _sgl.grouped_topk_impl(
+            hidden_states, gating_output, topk, renormalize, num_expert_group, topk_group,
+            num_fused_shared_experts, routed_scaling_factor, num_token_non_padded,
+            apply_routed_scaling_factor_on_output, cfg)
+    return _grouped_op(hidden_states, gating_output, topk, cfg.renormalize, num_expert_group,
+                       topk_group, num_fused_shared_experts, routed_scaling_factor,
+                       num_token_non_padded, bool(apply_routed_scaling_factor_on_output))
+
+
+def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
+               renormalize: bool, num_token_non_padded: Optional[torch.Tensor] = None,
+               expert_location_dispatch_info=None):
+    """SGLang's fused_topk (Qwen-MoE, Mixtral): softmax top-k; returns
+    (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    _no_dispatch_info("sglang.fused_topk", expert_location_dispatch_info)
+    if _is_compiling():
+        return _fused_op(hidden_states, gating_output, topk, renormalize, num_token_non_padded)
+    cfg = _sgl.fused_config(topk, renormalize)
+    if _direct(hidden_states, gating_output, num_token_non_padded):
+        return _sgl.fused_topk_impl(hidden_states, gating_output, topk, renormalize,
+                                    num_token_non_padded, cfg)
+    return _fused_op(hidden_states, gating_output, topk, cfg.renormalize, num_token_non_padded)
+
+
+def moe_fused_gate(input_tensor: torch.Tensor, bias: torch.Tensor, num_expert_group: int,
+                   topk_group: int, topk: int, num_fused_shared_experts: int = 0,
+                   routed_scaling_factor: float = 0,
+                   apply_routed_scaling_factor_on_output: bool = False):
+    """sgl-kernel's moe_fused_gate: biased_grouped_topk with renormalize
+    always on (and no power-of-two or 32-experts-a-group limit); returns
+    (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    if _is_compiling():
+        return _gate_op(input_tensor, bias, num_expert_group, topk_group, topk,
+                        num_fused_shared_experts, routed_scaling_factor,
+                        apply_routed_scaling_factor_on_output)
+    cfg = _sgl.gate_config(num_expert_group, topk_group, topk, num_fused_shared_experts,
+                           routed_scaling_factor, apply_routed_scaling_factor_on_output)
+    if _direct(input_tensor, bias):
+        return _sgl.moe_fused_gate_impl(input_tensor, bias, num_expert_group, topk_group, topk,
+                                        num_fused_shared_experts, routed_scaling_factor,
+                                        apply_routed_scaling_factor_on_output, cfg)
+    return _gate_op(input_tensor, bias, num_expert_group, topk_group, topk,
+                    num_fused_shared_experts, routed_scaling_factor,
+                    bool(apply_routed_scaling_factor_on_output))
