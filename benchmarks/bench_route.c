@@ -525,33 +525,13 @@ void memra_bench_route(memra_engine *eng, int sm, CUstream s)
             decode_config(eng, &cfgs[c], tokens[t], consume_fn, s, pdl_ok);
 
     /* The ceiling for prefill: a device-to-device copy's read rate. */
-    const size_t cbytes = 512ull << 20;
-    CUdeviceptr c0, c1;
-    CK(d->cuMemAlloc(&c0, cbytes));
-    CK(d->cuMemAlloc(&c1, cbytes));
-    CUevent e0, e1;
-    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    double cv[10];
-    for (int r = -2; r < 10; r++) {
-        CK(d->cuEventRecord(e0, s));
-        CK(d->cuMemcpyDtoDAsync(c1, c0, cbytes, s));
-        CK(d->cuEventRecord(e1, s));
-        CK(d->cuEventSynchronize(e1));
-        float ms;
-        CK(d->cuEventElapsedTime(&ms, e0, e1));
-        if (r >= 0)
-            cv[r] = 2.0 * (double)cbytes / ((double)ms * 1e-3) / 1e9;
-    }
-    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
-    d->cuMemFree(c0), d->cuMemFree(c1);
-    const double copy_gbs = median(cv, 10);
+    const double copy = copy_gbs(s, 10);
     printf("\nrouting, prefill: one launch per batch (fused), logits from DRAM\n");
-    row("route_prefill", "device-to-device copy (read+write)", copy_gbs, "GB/s", 0, "");
+    row("route_prefill", "device-to-device copy (read+write)", copy, "GB/s", 0, "");
     /* 512-2048: where the block kernel hands over to the team kernel. */
     static const uint32_t big[] = {512, 1024, 2048, 4096, 16384, 65536};
     for (size_t c = 0; c < N_CFGS; c++)
         for (size_t t = 0; t < sizeof big / sizeof big[0]; t++)
-            prefill_config(eng, &cfgs[c], big[t], s, copy_gbs);
+            prefill_config(eng, &cfgs[c], big[t], s, copy);
     d->cuModuleUnload(mod);
 }

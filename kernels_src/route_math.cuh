@@ -202,6 +202,25 @@ MEMRA_DEVICE float memra_route_unkey(memra_u32 k)
     return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
+/* The larger of two values under a total order (equal values: the one with
+ * the smaller bits, +0 before -0), so every lane of a butterfly keeps the
+ * same bits. */
+MEMRA_DEVICE float memra_route_max(float a, float b)
+{
+    return (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
+}
+
+/* memra_route_max's order as an unsigned key (-0 below +0), and back. */
+MEMRA_DEVICE memra_u32 memra_route_max_key(float v)
+{
+    const memra_u32 b = memra_as_bits(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+MEMRA_DEVICE float memra_route_max_unkey(memra_u32 k)
+{
+    return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 /* The two best values of a set as keys (k1 >= k2; 0 for "none"), merged
  * with another set's: values only, so the order of merging is free. */
 MEMRA_DEVICE void memra_route_top2_merge(memra_u32 *k1, memra_u32 *k2, memra_u32 b1, memra_u32 b2)

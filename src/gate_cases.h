@@ -10,7 +10,6 @@
 
 #define GATE_MAX_PAIRS 8
 #define GATE_MAX_EXPERT 256
-#define MiB (1024ull * 1024ull)
 
 typedef struct gate_case {
     const char *name;
@@ -25,7 +24,7 @@ typedef struct gate_case {
  * selection, shared by three of the four cases. */
 // clang-format off
 #define GATE_SERVING_SLABS \
-    {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24 * MiB, 24 * MiB, 48 * MiB}}
+    {{0x7e0000000000ull, 0x7e4000000000ull, 0x7e8000000000ull}, {24ull << 20, 24ull << 20, 48ull << 20}}
 #define GATE_SERVING_SEL {0, 1, 17, 63, 128, 200, 254, 255}
 // clang-format on
 

@@ -36,29 +36,19 @@ static inline float memra_from_bits(memra_u32 b)
 
 #define LANES 32
 
-/* The kernel's warp-wide max and sum: lane l's partial over experts l,
- * l+32, ... in order, then the xor butterfly 16, 8, 4, 2, 1. */
-static float warp_max(const float *x, uint32_t n)
+/* The softmax max: a maximum under memra_route_max's total order, which
+ * any order of comparing reaches alike (the kernels compare in theirs). */
+static float max_of(const float *x, uint32_t n)
 {
-    float v[LANES];
-    for (uint32_t l = 0; l < LANES; l++) {
-        v[l] = memra_from_bits(MEMRA_NEG_INF_BITS);
-        for (uint32_t e = l; e < n; e += LANES) {
-            const float a = v[l], b = x[e];
-            v[l] = (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
-        }
-    }
-    for (uint32_t off = 16; off > 0; off >>= 1) {
-        float nv[LANES];
-        for (uint32_t l = 0; l < LANES; l++) {
-            const float a = v[l], b = v[l ^ off];
-            nv[l] = (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
-        }
-        memcpy(v, nv, sizeof v);
-    }
-    return v[0];
+    float m = memra_from_bits(MEMRA_NEG_INF_BITS);
+    for (uint32_t e = 0; e < n; e++)
+        m = memra_route_max(m, x[e]);
+    return m;
 }
 
+/* The fixed order of the softmax sum (docs/routing.md), the definition the
+ * kernels' shuffles follow: lane l's partial over experts l, l+32, ... in
+ * order, then the xor butterfly 16, 8, 4, 2, 1. */
 static float warp_sum(const float *x, uint32_t n)
 {
     float v[LANES];
@@ -120,7 +110,7 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
         for (uint32_t e = 0; e < E; e++)
             s[e] = memra_route_sigmoid(s[e]);
     } else {
-        const float m = warp_max(s, E);
+        const float m = max_of(s, E);
         for (uint32_t e = 0; e < E; e++)
             s[e] = memra_expf(memra_sub_rn(s[e], m));
         const float sum = warp_sum(s, E);
@@ -136,17 +126,10 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
         const int by_max = memra_route_group_max(sp);
         float gs[MEMRA_ROUTE_MAX_GROUPS];
         for (uint32_t g = 0; g < sp->n_group; g++) {
-            float b1 = memra_from_bits(MEMRA_NEG_INF_BITS), b2 = b1;
-            int i1 = INT32_MAX, i2 = INT32_MAX;
-            for (uint32_t e = g * G; e < g * G + G; e++) {
-                if (memra_route_better(c[e], (int)e, b1, i1)) {
-                    b2 = b1, i2 = i1;
-                    b1 = c[e], i1 = (int)e;
-                } else if (memra_route_better(c[e], (int)e, b2, i2)) {
-                    b2 = c[e], i2 = (int)e;
-                }
-            }
-            gs[g] = by_max || G == 1 ? b1 : memra_add_rn(b1, b2);
+            memra_u32 k1 = 0, k2 = 0; /* the group's two best, as the kernels merge them */
+            for (uint32_t e = g * G; e < g * G + G; e++)
+                memra_route_top2_merge(&k1, &k2, memra_route_key(c[e]), 0u);
+            gs[g] = memra_route_group_score(k1, k2, by_max, G);
         }
         allowed = 0;
         for (uint32_t r = 0; r < sp->topk_group; r++) {

@@ -29,8 +29,8 @@ memra_status memra_vrows_validate_ex(const char *fn, uint64_t sel, uint64_t selw
 memra_status memra_vrows_options_check(const char *fn, const char *prefix, uint32_t n_expert,
                                        const memra_vrows_options *options, uint32_t *n_slots);
 
-/* All three planes or none: returns 1 if planes are given, 0 if not, and
- * fails (MEMRA_ERR_NULL_ARG) on a partial set. */
+/* All three planes or none: *present is 1 if planes are given, 0 if not;
+ * a partial set is MEMRA_ERR_NULL_ARG naming the missing plane. */
 memra_status memra_macros_check(const char *fn, const memra_vrows_macros *macros, int *present);
 
 #endif /* MEMRA_VROWS_SPEC_H */
