@@ -125,7 +125,7 @@ memra_status memra_sync(memra_engine *eng, memra_stream stream)
  * plain (LEGACY), _on (ON) and _async (ASYNC). */
 #define NO_STREAM_PARAM
 #define STREAM_PARAM , memra_stream stream
-#define MEMRA_DEFINE_COPY(name, order, param, stream_arg, fwd)                                     \
+#define MEMRA_DEFINE_COPY(name, order, param, stream_arg)                                     \
     memra_status memra_upload##name(memra_engine *eng, memra_devptr dst, const void *src,          \
                                     size_t bytes param)                                            \
     {                                                                                              \
@@ -137,23 +137,10 @@ memra_status memra_sync(memra_engine *eng, memra_stream stream)
     {                                                                                              \
         return mem_call("memra_download" #name, eng, OP_DTOH, dst, NULL, src, NULL, bytes,         \
                         stream_arg, order);                                                        \
-    }                                                                                              \
-    /* The 0.2 names (memra.h): aliases for one release. */                                        \
-    memra_status memra_copy_htod##name(memra_engine *eng, memra_devptr dst, const void *src,       \
-                                       size_t bytes param)                                         \
-    {                                                                                              \
-        return memra_upload##name(eng, dst, src, bytes fwd);                                       \
-    }                                                                                              \
-    memra_status memra_copy_dtoh##name(memra_engine *eng, void *dst, memra_devptr src,             \
-                                       size_t bytes param)                                         \
-    {                                                                                              \
-        return memra_download##name(eng, dst, src, bytes fwd);                                     \
     }
-#define NO_STREAM_FWD
-#define STREAM_FWD , stream
-MEMRA_DEFINE_COPY(, ORDER_LEGACY, NO_STREAM_PARAM, NULL, NO_STREAM_FWD)
-MEMRA_DEFINE_COPY(_on, ORDER_ON, STREAM_PARAM, stream, STREAM_FWD)
-MEMRA_DEFINE_COPY(_async, ORDER_ASYNC, STREAM_PARAM, stream, STREAM_FWD)
+MEMRA_DEFINE_COPY(, ORDER_LEGACY, NO_STREAM_PARAM, NULL)
+MEMRA_DEFINE_COPY(_on, ORDER_ON, STREAM_PARAM, stream)
+MEMRA_DEFINE_COPY(_async, ORDER_ASYNC, STREAM_PARAM, stream)
 
 static memra_status typed_call(const char *fn, memra_engine *eng, mem_op op, void *host,
                                const void *chost, CUdeviceptr dptr, size_t count, size_t elem,

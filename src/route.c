@@ -170,18 +170,6 @@ memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits, uint3
                               memra_route_variant);
 }
 
-/* The 0.2 name (memra.h): an alias for one release. */
-memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
-                                    const memra_route_spec *spec, int il,
-                                    const memra_vrows_macros *macros,
-                                    const memra_vrows_slabs *slabs, memra_devptr sel,
-                                    memra_devptr selw, memra_devptr ptrs, memra_devptr scl,
-                                    memra_stream stream)
-{
-    return memra_route_tables(eng, logits, n_tokens, spec, il, macros, slabs, sel, selw, ptrs, scl,
-                              stream);
-}
-
 memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,
                                 uint32_t n_tokens, const memra_route_spec *spec, int il,
                                 int scratch, const memra_vrows_macros *macros,

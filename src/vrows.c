@@ -148,25 +148,3 @@ memra_status memra_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_de
     return memra_vrows_launch(eng, "memra_vrows_tables_ex", sel, selw, n_pairs, n_expert, il, 0,
                               macros, slabs, options ? options : &none, ptrs, scl, stream);
 }
-
-/* The 0.2 names (memra.h): aliases for one release. */
-memra_status memra_moe_vrows_tables_from_sel(memra_engine *eng, memra_devptr sel, memra_devptr selw,
-                                             uint32_t n_pairs, uint32_t n_expert, int il,
-                                             const memra_vrows_macros *macros,
-                                             const memra_vrows_slabs *slabs, memra_devptr ptrs,
-                                             memra_devptr scl, memra_stream stream)
-{
-    return memra_vrows_tables(eng, sel, selw, n_pairs, n_expert, il, macros, slabs, ptrs, scl,
-                              stream);
-}
-
-memra_status memra_moe_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
-                                       uint32_t n_pairs, uint32_t n_expert, int il,
-                                       const memra_vrows_macros *macros,
-                                       const memra_vrows_slabs *slabs,
-                                       const memra_vrows_options *options, memra_devptr ptrs,
-                                       memra_devptr scl, memra_stream stream)
-{
-    return memra_vrows_tables_ex(eng, sel, selw, n_pairs, n_expert, il, macros, slabs, options,
-                                 ptrs, scl, stream);
-}
