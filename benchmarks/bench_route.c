@@ -202,7 +202,7 @@ static double graph_layer_us(setup *su, int arm, int pdl)
  * tables. */
 static memra_route_args router_args(setup *su, layer *l, int il)
 {
-    const CUdeviceptr planes = su->eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
+    const CUdeviceptr planes = su->eng->mirror.slots[MEMRA_MIRROR_ROUTE][il]->dev;
     const uint64_t E4 = (uint64_t)su->spec.n_expert * 4;
     return (memra_route_args){.logits = l->logits,
                               .bias = su->spec.bias ? planes + 3 * E4 : 0,

@@ -336,7 +336,7 @@ void bench_tables(int ordinal, int route_only)
     work_init(eng, &w8, 8);
     MK(memra_vrows_prepare_layer(eng, 0, w8.n_expert, &w8.mac, s));
     MK(memra_sync(eng, s));
-    CUdeviceptr planes = eng->slots[MEMRA_MIRROR_VROWS][0]->dev;
+    CUdeviceptr planes = eng->mirror.slots[MEMRA_MIRROR_VROWS][0]->dev;
     bare b8;
     bare_init(&b8, eng, &w8, planes);
     launcher le = {L_EMPTY, eng, &b8, &w8, empty, s};
@@ -411,7 +411,7 @@ void bench_tables(int ordinal, int route_only)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &w[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, w[k].n_expert, &w[k].mac, s));
-            bare_init(&bb[k], eng, &w[k], eng->slots[MEMRA_MIRROR_VROWS][0]->dev);
+            bare_init(&bb[k], eng, &w[k], eng->mirror.slots[MEMRA_MIRROR_VROWS][0]->dev);
             l[k] = (launcher){L_MEMRA, eng, NULL, &w[k], empty, s};
             lbb[k] = (launcher){L_BARE, eng, &bb[k], &w[k], empty, s};
         }
@@ -437,7 +437,7 @@ void bench_tables(int ordinal, int route_only)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &ws[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, ws[k].n_expert, &ws[k].mac, s));
-            bare_init(&bbs[k], eng, &ws[k], eng->slots[MEMRA_MIRROR_VROWS][0]->dev);
+            bare_init(&bbs[k], eng, &ws[k], eng->mirror.slots[MEMRA_MIRROR_VROWS][0]->dev);
         }
         /* Write-only floor: memset of the same output tables (36 bytes/pair). */
         sweep sw = {NULL, 0, bbs, ws, sets, s};

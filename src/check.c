@@ -6,7 +6,7 @@
 #include <memra/memra.h>
 
 #include "error.h"
-#include "mirror.h"
+#include "layer_spec.h"
 #include "route_spec.h"
 #include "vrows_spec.h"
 

@@ -1,8 +1,5 @@
 #include "context.h"
 
-#include <stdatomic.h>
-
-#include "engine.h"
 #include "error.h"
 
 static memra_status context_lost(const char *fn)
@@ -14,21 +11,49 @@ static memra_status context_lost(const char *fn)
                       fn);
 }
 
-memra_status memra_call_enter(memra_engine *eng, const char *fn, memra_call *c)
+CUresult memra_context_retain(memra_context *cx, const memra_driver *d, CUdevice dev,
+                              const char **call)
 {
-    const memra_driver *d = eng->d;
-    *c = (memra_call){.eng = eng, .d = d, .fn = fn};
-    if (atomic_load_explicit(&eng->ctx_lost, memory_order_relaxed))
+    cx->d = d;
+    cx->dev = dev;
+    CUresult r = d->cuDevicePrimaryCtxRetain(&cx->ctx, dev);
+    if (r != CUDA_SUCCESS) {
+        cx->ctx = NULL;
+        *call = "cuDevicePrimaryCtxRetain";
+        return r;
+    }
+    if (d->cuCtxGetId && (r = d->cuCtxGetId(cx->ctx, &cx->id)) != CUDA_SUCCESS)
+        *call = "cuCtxGetId";
+    return r;
+}
+
+void memra_context_release(memra_context *cx)
+{
+    if (cx->ctx)
+        cx->d->cuDevicePrimaryCtxRelease(cx->dev);
+    cx->ctx = NULL;
+}
+
+int memra_context_live(const memra_context *cx)
+{
+    return cx->ctx && !atomic_load(&cx->lost);
+}
+
+memra_status memra_context_enter(memra_context *cx, const char *fn, memra_call *c)
+{
+    const memra_driver *d = cx->d;
+    *c = (memra_call){.cx = cx, .d = d, .fn = fn};
+    if (atomic_load_explicit(&cx->lost, memory_order_relaxed))
         return context_lost(fn);
     /* A reset primary context keeps its handle but not its identity: after
      * it, the addresses the engine holds may belong to the application. */
     CUresult r;
     if (d->cuCtxGetId) {
         unsigned long long id = 0;
-        r = d->cuCtxGetId(eng->ctx, &id);
-        if ((r == CUDA_SUCCESS && id != eng->ctx_id) || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
+        r = d->cuCtxGetId(cx->ctx, &id);
+        if ((r == CUDA_SUCCESS && id != cx->id) || r == CUDA_ERROR_CONTEXT_IS_DESTROYED ||
             r == CUDA_ERROR_INVALID_CONTEXT) {
-            atomic_store(&eng->ctx_lost, 1);
+            atomic_store(&cx->lost, 1);
             return context_lost(fn);
         }
         if (r != CUDA_SUCCESS)
@@ -38,9 +63,9 @@ memra_status memra_call_enter(memra_engine *eng, const char *fn, memra_call *c)
     r = d->cuCtxGetCurrent(&cur);
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuCtxGetCurrent");
-    if (cur == eng->ctx)
+    if (cur == cx->ctx)
         return MEMRA_OK;
-    r = d->cuCtxPushCurrent(eng->ctx);
+    r = d->cuCtxPushCurrent(cx->ctx);
     if (r != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuCtxPushCurrent");
     c->pushed = 1;

@@ -5,12 +5,36 @@
 #ifndef MEMRA_CONTEXT_H
 #define MEMRA_CONTEXT_H
 
+#include <stdatomic.h>
+
 #include "driver.h"
 
 struct memra_engine;
 
+/* The device's primary context as an engine holds it: retained once, and
+ * known by the id it had then, since a reset keeps the handle but not the
+ * memory behind it. */
+typedef struct memra_context {
+    const memra_driver *d;
+    CUdevice dev;
+    CUcontext ctx;         /* NULL until retained */
+    unsigned long long id; /* cuCtxGetId at the retain: a reset context has another */
+    _Atomic int lost;      /* the primary context was reset: touch no handle again */
+} memra_context;
+
+/* Retains `dev`'s primary context, not a new one: a serving process
+ * (PyTorch, vLLM) already lives on it, so memory and streams are shared,
+ * not duplicated. On failure `*call` names the driver call. */
+CUresult memra_context_retain(memra_context *cx, const memra_driver *d, CUdevice dev,
+                              const char **call);
+/* Releases the retain (a reset does not release it); a no-op before one. */
+void memra_context_release(memra_context *cx);
+/* Retained and not reset: the handles made on it may still be touched. */
+int memra_context_live(const memra_context *cx);
+
 typedef struct memra_call {
-    struct memra_engine *eng;
+    struct memra_engine *eng; /* set by the engine's memra_call_enter (engine.h) */
+    memra_context *cx;
     const memra_driver *d;
     const char *fn; /* the public function, for messages */
     int pushed;     /* the engine's context was pushed for the call */
@@ -18,11 +42,11 @@ typedef struct memra_call {
     CUstreamCaptureMode old_mode;
 } memra_call;
 
-/* Makes the engine's context current for the call, pushing it only when the
+/* Makes the context current for the call, pushing it only when the
  * caller's current context differs (a serving process on the primary
  * context pays one cheap query), after checking that the primary context
- * was not reset under the engine (MEMRA_ERR_CONTEXT_RESET). */
-memra_status memra_call_enter(struct memra_engine *eng, const char *fn, memra_call *c);
+ * was not reset under its holder (MEMRA_ERR_CONTEXT_RESET). */
+memra_status memra_context_enter(memra_context *cx, const char *fn, memra_call *c);
 /* Restores the capture mode and the caller's context. */
 void memra_call_leave(memra_call *c);
 

@@ -37,10 +37,10 @@ static void engine_release(memra_engine *eng)
     /* After a context reset every handle below may name the application's
      * memory or nothing at all: only host memory is freed, and the retain
      * released (a reset does not release it). */
-    memra_call c = {.eng = eng, .d = d, .fn = "memra_engine_destroy"};
-    if (eng->ctx && memra_call_enter(eng, c.fn, &c) != MEMRA_OK)
+    memra_call c = {.eng = eng, .cx = &eng->cx, .d = d, .fn = "memra_engine_destroy"};
+    if (eng->cx.ctx && memra_call_enter(eng, c.fn, &c) != MEMRA_OK)
         c.pushed = 0; /* best effort below, unless the context is gone */
-    const int live = eng->ctx && !atomic_load(&eng->ctx_lost);
+    const int live = memra_context_live(&eng->cx);
     if (live) {
         memra_call_relax(&c);
         if (eng->stream) {
@@ -55,11 +55,10 @@ static void engine_release(memra_engine *eng)
             if (eng->module[m])
                 d->cuModuleUnload(eng->module[m]);
     }
-    memra_mirror_release(eng, live);
+    memra_mirror_release(&eng->mirror, d, live);
     if (live)
         memra_call_leave(&c);
-    if (eng->ctx)
-        d->cuDevicePrimaryCtxRelease(eng->dev);
+    memra_context_release(&eng->cx);
     pthread_mutex_destroy(&eng->load_lock);
     pthread_mutex_destroy(&eng->state_lock);
     pthread_mutex_destroy(&eng->check_lock);
@@ -87,26 +86,27 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
     eng->d = d;
     pthread_mutex_init(&eng->load_lock, NULL);
     pthread_mutex_init(&eng->state_lock, NULL);
-    memra_pinned_init(&eng->pinned);
+    memra_mirror_init(&eng->mirror);
     pthread_mutex_init(&eng->check_lock, NULL);
     eng->info.ordinal = ordinal;
 
     CUresult r;
     const char *call;
     int major = 0, minor = 0;
-    memra_call c = {.eng = eng, .d = d, .fn = fn};
-    if ((r = d->cuDeviceGet(&eng->dev, ordinal)) != CUDA_SUCCESS) {
+    memra_call c = {.eng = eng, .cx = &eng->cx, .d = d, .fn = fn};
+    CUdevice dev;
+    if ((r = d->cuDeviceGet(&dev, ordinal)) != CUDA_SUCCESS) {
         call = "cuDeviceGet";
         goto fail;
     }
-    if ((r = d->cuDeviceGetName(eng->info.name, sizeof eng->info.name, eng->dev)) != CUDA_SUCCESS) {
+    if ((r = d->cuDeviceGetName(eng->info.name, sizeof eng->info.name, dev)) != CUDA_SUCCESS) {
         call = "cuDeviceGetName";
         goto fail;
     }
-    if ((r = d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                     eng->dev)) != CUDA_SUCCESS ||
-        (r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                     eng->dev)) != CUDA_SUCCESS) {
+    if ((r = d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)) !=
+            CUDA_SUCCESS ||
+        (r = d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)) !=
+            CUDA_SUCCESS) {
         call = "cuDeviceGetAttribute";
         goto fail;
     }
@@ -121,17 +121,8 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         if (list[i].status == MEMRA_OK)
             eng->info.nvrtc_version = list[i].major * 1000 + list[i].minor * 10;
 
-    /* The primary context, not a new one: a serving process (PyTorch, vLLM)
-     * already lives on it, so memory and streams are shared, not duplicated. */
-    if ((r = d->cuDevicePrimaryCtxRetain(&eng->ctx, eng->dev)) != CUDA_SUCCESS) {
-        eng->ctx = NULL;
-        call = "cuDevicePrimaryCtxRetain";
+    if ((r = memra_context_retain(&eng->cx, d, dev, &call)) != CUDA_SUCCESS)
         goto fail;
-    }
-    if (d->cuCtxGetId && (r = d->cuCtxGetId(eng->ctx, &eng->ctx_id)) != CUDA_SUCCESS) {
-        call = "cuCtxGetId";
-        goto fail;
-    }
     if ((st = memra_call_enter(eng, fn, &c)))
         goto fail_st;
     memra_call_relax(&c);
@@ -157,7 +148,7 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         goto fail_pop;
     }
     /* The mirror's first pinned chunk now, not at a layer's first upload. */
-    memra_pinned_reserve(d, &eng->pinned);
+    memra_mirror_reserve(d, &eng->mirror);
     memra_call_leave(&c);
     *out = eng;
     return MEMRA_OK;
@@ -169,6 +160,13 @@ fail:
         d, r, r == CUDA_ERROR_INVALID_DEVICE ? MEMRA_ERR_NO_DEVICE : MEMRA_ERR_DRIVER, fn, call);
 fail_st:
     engine_release(eng);
+    return st;
+}
+
+memra_status memra_call_enter(memra_engine *eng, const char *fn, memra_call *c)
+{
+    const memra_status st = memra_context_enter(&eng->cx, fn, c);
+    c->eng = eng;
     return st;
 }
 

@@ -9,8 +9,8 @@
 #include "context.h"
 #include "driver.h"
 #include "kernels.h"
+#include "layer_spec.h"
 #include "mirror.h"
-#include "pinned.h"
 
 /* Readback areas of the fault word: each reset takes one for the length of
  * its copy, so concurrent readers on different streams never share one and
@@ -20,12 +20,9 @@
 
 struct memra_engine {
     const memra_driver *d;
-    CUdevice dev;
-    CUcontext ctx;
-    unsigned long long ctx_id; /* cuCtxGetId at creation: a reset context has another */
-    _Atomic int ctx_lost;      /* the primary context was reset: touch no handle again */
-    CUstream stream;           /* the engine's own non-blocking stream */
-    _Atomic int pdl;           /* launch with programmatic dependent launch (launch.c) */
+    memra_context cx; /* the device and its primary context */
+    CUstream stream;  /* the engine's own non-blocking stream */
+    _Atomic int pdl;  /* launch with programmatic dependent launch (launch.c) */
     /* 4 x u32: the fault word (kernels_src/vrows.cu), then
      * MEMRA_FAULT_READBACKS areas of 4 x u32 that memra_faults_take_kernel moves it
      * into. */
@@ -44,17 +41,17 @@ struct memra_engine {
      * meanwhile. No launch or other call takes it. */
     pthread_mutex_t check_lock;
 
-    /* Short critical sections only, no driver call inside: the slot tables,
-     * the retired list and info. */
+    /* Short critical sections only, no driver call inside: info, origin and
+     * layout_tickets. */
     pthread_mutex_t state_lock;
-    memra_slot **slots[MEMRA_MIRROR_KINDS];
-    size_t n_slots[MEMRA_MIRROR_KINDS];
-    memra_retired *retired;
     CUdeviceptr layout_tickets; /* per-layer counts of the fused layout (layout.c), or 0 */
-    memra_pinned pinned;        /* the mirror's host shadows */
+    memra_mirror mirror;        /* the host planes kernels read (mirror.h) */
     memra_engine_info info;
     memra_kernel_origin origin;
 };
+
+/* memra_context_enter on the engine's context, the call knowing its engine. */
+memra_status memra_call_enter(memra_engine *eng, const char *fn, memra_call *c);
 
 /* Kernel `k`, compiling and loading its module on first use (once, even
  * with racing threads). Loading allocates, so while the stream is captured

@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "error.h"
 #include "launch.h"
+#include "layer_spec.h"
 #include "layout_abi.h"
 #include "layout_spec.h"
 

@@ -3,42 +3,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
 #include "error.h"
 
-memra_status memra_check_layer(const char *fn, int il, int scratch)
+void memra_mirror_init(memra_mirror *mir)
 {
-    const int n = scratch ? MEMRA_SCRATCH_LAYERS : MEMRA_MAX_LAYERS;
-    if (il < 0 || il >= n)
-        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: il = %d is outside [0, %d)", fn, il, n);
-    return MEMRA_OK;
+    *mir = (memra_mirror){0};
+    pthread_mutex_init(&mir->lock, NULL);
+    memra_pinned_init(&mir->pinned);
+}
+
+void memra_mirror_reserve(const memra_driver *d, memra_mirror *mir)
+{
+    memra_pinned_reserve(d, &mir->pinned);
 }
 
 /* (il, kind)'s slot, created on first use. Only the table lookup is under
- * the engine's state lock; the slot has its own, so a miss on one slot
- * never stalls a hit on another. */
-static memra_slot *slot_of(memra_engine *eng, int il, memra_mirror_kind kind)
+ * the mirror's lock; the slot has its own, so a miss on one slot never
+ * stalls a hit on another. */
+static memra_slot *slot_of(memra_mirror *mir, int il, memra_mirror_kind kind)
 {
     memra_slot *m = NULL;
-    pthread_mutex_lock(&eng->state_lock);
-    size_t *n = &eng->n_slots[kind];
+    pthread_mutex_lock(&mir->lock);
+    size_t *n = &mir->n_slots[kind];
     if ((size_t)il >= *n) {
         size_t grow = *n ? *n : 64;
         while (grow <= (size_t)il)
             grow *= 2;
-        memra_slot **t = realloc(eng->slots[kind], grow * sizeof *t);
+        memra_slot **t = realloc(mir->slots[kind], grow * sizeof *t);
         if (!t)
             goto out;
         memset(t + *n, 0, (grow - *n) * sizeof *t);
-        eng->slots[kind] = t;
+        mir->slots[kind] = t;
         *n = grow;
     }
-    memra_slot **at = &eng->slots[kind][il];
+    memra_slot **at = &mir->slots[kind][il];
     if (!*at && (*at = calloc(1, sizeof **at)))
         pthread_mutex_init(&(*at)->lock, NULL);
     m = *at;
 out:
-    pthread_mutex_unlock(&eng->state_lock);
+    pthread_mutex_unlock(&mir->lock);
     return m;
 }
 
@@ -53,7 +56,7 @@ static int slot_matches(const memra_slot *m, uint32_t n_expert, const float *con
     return 1;
 }
 
-static void retire(memra_engine *eng, memra_slot *m, CUdeviceptr dev, float *host,
+static void retire(memra_mirror *mir, memra_slot *m, CUdeviceptr dev, float *host,
                    size_t host_bytes)
 {
     memra_retired *r = calloc(1, sizeof *r);
@@ -61,31 +64,30 @@ static void retire(memra_engine *eng, memra_slot *m, CUdeviceptr dev, float *hos
         return; /* leaking the buffer is safe; freeing what an upload reads is not */
     *r = (memra_retired){
         .slot = m, .last_reader = m->version, .dev = dev, .host = host, .host_bytes = host_bytes};
-    pthread_mutex_lock(&eng->state_lock);
-    r->next = eng->retired;
-    eng->retired = r;
-    pthread_mutex_unlock(&eng->state_lock);
+    pthread_mutex_lock(&mir->lock);
+    r->next = mir->retired;
+    mir->retired = r;
+    pthread_mutex_unlock(&mir->lock);
 }
 
 /* Frees the retired buffers whose last reading upload is known finished.
  * The device buffers may still be read by launches queued on any stream:
  * cuMemFree waits for those, so it runs here, after an upload, outside
  * every lock, never on a launch. */
-static void reclaim(memra_call *c)
+static void reclaim(memra_call *c, memra_mirror *mir)
 {
-    memra_engine *eng = c->eng;
     const memra_driver *d = c->d;
-    pthread_mutex_lock(&eng->state_lock);
-    memra_retired *list = eng->retired;
-    eng->retired = NULL;
-    pthread_mutex_unlock(&eng->state_lock);
+    pthread_mutex_lock(&mir->lock);
+    memra_retired *list = mir->retired;
+    mir->retired = NULL;
+    pthread_mutex_unlock(&mir->lock);
     memra_retired *keep = NULL, **tail = &keep;
     for (memra_retired *r = list, *next; r; r = next) {
         next = r->next;
         if (r->last_reader <= atomic_load(&r->slot->finished)) {
             if (r->dev)
                 d->cuMemFree(r->dev);
-            memra_pinned_free(&eng->pinned, r->host, r->host_bytes);
+            memra_pinned_free(&mir->pinned, r->host, r->host_bytes);
             free(r);
         } else {
             r->next = NULL;
@@ -95,10 +97,10 @@ static void reclaim(memra_call *c)
     }
     if (!keep)
         return;
-    pthread_mutex_lock(&eng->state_lock);
-    *tail = eng->retired;
-    eng->retired = keep;
-    pthread_mutex_unlock(&eng->state_lock);
+    pthread_mutex_lock(&mir->lock);
+    *tail = mir->retired;
+    mir->retired = keep;
+    pthread_mutex_unlock(&mir->lock);
 }
 
 /* Records that the slot's upload number `version` (and so every one
@@ -140,7 +142,8 @@ static memra_status upload_in_flight(memra_call *c, memra_slot *m, int *in_fligh
  * slot's spare shadow once the upload that last read it has finished, else
  * to a fresh one: contents that keep changing ping-pong between two
  * shadows, with no allocation and no free. */
-static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_flight)
+static memra_status make_room(memra_call *c, memra_mirror *mir, memra_slot *m, size_t need,
+                              int in_flight)
 {
     const memra_driver *d = c->d;
     const int grow = need > m->capacity;
@@ -159,7 +162,7 @@ static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_
     CUresult r;
     if (grow && (r = d->cuMemAlloc(&dev, cap * sizeof(float))) != CUDA_SUCCESS)
         return memra_cu_fail(d, r, MEMRA_ERR_OUT_OF_MEMORY, c->fn, "cuMemAlloc(mirrored planes)");
-    memra_status st = memra_pinned_alloc(c, &c->eng->pinned, cap * sizeof(float), &host);
+    memra_status st = memra_pinned_alloc(c, &mir->pinned, cap * sizeof(float), &host);
     if (st) {
         if (dev)
             d->cuMemFree(dev);
@@ -168,9 +171,9 @@ static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_
     const size_t held = m->capacity * sizeof(float); /* the old shadows' size */
     if (grow) {
         if (m->shadow || m->dev)
-            retire(c->eng, m, m->dev, m->shadow, held);
+            retire(mir, m, m->dev, m->shadow, held);
         if (m->spare)
-            retire(c->eng, m, 0, m->spare, held);
+            retire(mir, m, 0, m->spare, held);
         m->spare = NULL;
         m->dev = dev;
         m->capacity = cap;
@@ -178,7 +181,7 @@ static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_
         m->spare = m->shadow;
         m->spare_reader = m->version;
     } else {
-        retire(c->eng, m, 0, m->shadow, held);
+        retire(mir, m, 0, m->shadow, held);
     }
     m->shadow = host;
     return MEMRA_OK;
@@ -186,7 +189,7 @@ static memra_status make_room(memra_call *c, memra_slot *m, size_t need, int in_
 
 /* Uploads the planes into the slot on `s` (not capturing), after the slot's
  * previous upload. Caller holds m->lock. */
-static memra_status upload(memra_call *c, memra_slot *m, uint32_t n_expert,
+static memra_status upload(memra_call *c, memra_mirror *mir, memra_slot *m, uint32_t n_expert,
                            const float *const *planes, int n_planes, CUstream s)
 {
     const memra_driver *d = c->d;
@@ -200,7 +203,7 @@ static memra_status upload(memra_call *c, memra_slot *m, uint32_t n_expert,
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "cuEventCreate(plane upload)");
     }
     const size_t plane = n_expert, need = plane * (size_t)n_planes;
-    if ((st = make_room(c, m, need, in_flight)))
+    if ((st = make_room(c, mir, m, need, in_flight)))
         return st;
     /* Invalid until the upload is issued: a failed upload must make the
      * next call upload again, never find a matching shadow over stale
@@ -266,11 +269,11 @@ static memra_status order_launch(memra_call *c, memra_slot *m, memra_capture cap
     return MEMRA_OK;
 }
 
-memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mirror_kind kind,
-                              uint32_t n_expert, const float *const *planes, int n_planes,
-                              CUstream s, int settle, CUdeviceptr *dev)
+memra_status memra_mirror_get(memra_call *c, memra_mirror *mir, memra_capture cap, int il,
+                              memra_mirror_kind kind, uint32_t n_expert, const float *const *planes,
+                              int n_planes, CUstream s, int settle, CUdeviceptr *dev)
 {
-    memra_slot *m = slot_of(c->eng, il, kind);
+    memra_slot *m = slot_of(mir, il, kind);
     if (!m)
         return memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: growing the table of layers to %d", c->fn,
                           il);
@@ -287,7 +290,7 @@ memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mi
                                       : "call memra_vrows_prepare_layer() for this layer first");
     } else {
         memra_call_relax(c);
-        st = upload(c, m, n_expert, planes, n_planes, s);
+        st = upload(c, mir, m, n_expert, planes, n_planes, s);
         uploaded = 1;
     }
     *dev = m->dev;
@@ -309,16 +312,15 @@ memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mi
         }
     }
     if (uploaded)
-        reclaim(c);
+        reclaim(c, mir);
     return st;
 }
 
-void memra_mirror_release(memra_engine *eng, int touch_device)
+void memra_mirror_release(memra_mirror *mir, const memra_driver *d, int touch_device)
 {
-    const memra_driver *d = eng->d;
     for (int k = 0; k < MEMRA_MIRROR_KINDS; k++) {
-        for (size_t i = 0; i < eng->n_slots[k]; i++) {
-            memra_slot *m = eng->slots[k][i];
+        for (size_t i = 0; i < mir->n_slots[k]; i++) {
+            memra_slot *m = mir->slots[k][i];
             if (!m)
                 continue;
             if (touch_device) {
@@ -330,17 +332,18 @@ void memra_mirror_release(memra_engine *eng, int touch_device)
             pthread_mutex_destroy(&m->lock);
             free(m);
         }
-        free(eng->slots[k]);
-        eng->slots[k] = NULL;
-        eng->n_slots[k] = 0;
+        free(mir->slots[k]);
+        mir->slots[k] = NULL;
+        mir->n_slots[k] = 0;
     }
-    for (memra_retired *r = eng->retired, *next; r; r = next) {
+    for (memra_retired *r = mir->retired, *next; r; r = next) {
         next = r->next;
         if (touch_device && r->dev)
             d->cuMemFree(r->dev);
         free(r);
     }
-    eng->retired = NULL;
+    mir->retired = NULL;
     /* The shadows, live and retired, are blocks of the arena. */
-    memra_pinned_release(d, &eng->pinned, touch_device);
+    memra_pinned_release(d, &mir->pinned, touch_device);
+    pthread_mutex_destroy(&mir->lock);
 }

@@ -18,8 +18,7 @@
 #include <stdatomic.h>
 
 #include "context.h"
-
-struct memra_engine;
+#include "pinned.h"
 
 /* What a slot holds; the kinds never share a slot, so the table kernel and
  * the routing kernel can use the same layer index in one graph. The
@@ -32,8 +31,6 @@ typedef enum memra_mirror_kind {
     MEMRA_MIRROR_SCRATCH_ROUTE,
     MEMRA_MIRROR_KINDS
 } memra_mirror_kind;
-#define MEMRA_SCRATCH_LAYERS 16
-
 static inline memra_mirror_kind memra_mirror_kind_of(memra_mirror_kind kind, int scratch)
 {
     return scratch ? (memra_mirror_kind)(kind + MEMRA_MIRROR_SCRATCH_VROWS) : kind;
@@ -67,6 +64,23 @@ typedef struct memra_retired {
     size_t host_bytes;
 } memra_retired;
 
+/* An engine's mirror: its slots by kind and layer, the buffers waiting to
+ * be freed, and the pinned arena the host shadows come from. */
+typedef struct memra_mirror {
+    /* Short critical sections only, no driver call inside: the slot tables
+     * and the retired list. Each slot has its own lock besides. */
+    pthread_mutex_t lock;
+    memra_slot **slots[MEMRA_MIRROR_KINDS];
+    size_t n_slots[MEMRA_MIRROR_KINDS];
+    memra_retired *retired;
+    memra_pinned pinned;
+} memra_mirror;
+
+void memra_mirror_init(memra_mirror *mir);
+/* Takes the arena's first chunk now (engine creation), not at a layer's
+ * first upload; a failure is not one: the first upload tries again. */
+void memra_mirror_reserve(const memra_driver *d, memra_mirror *mir);
+
 /* The device address of (il, kind)'s planes, uploaded on `s` when missing or
  * changed. `cap` is what work on `s` meets (memra_capture_of). For a launch
  * (`settle` 0) the launch about to follow on `s` is ordered after the
@@ -75,9 +89,9 @@ typedef struct memra_retired {
  * event wait node. For a prepare call (`settle` 1) the upload is finished
  * before the call returns, so a graph captured next needs no wait. Caller
  * holds the call (context) and has checked il. */
-memra_status memra_mirror_get(memra_call *c, memra_capture cap, int il, memra_mirror_kind kind,
-                              uint32_t n_expert, const float *const *planes, int n_planes,
-                              CUstream s, int settle, CUdeviceptr *dev);
+memra_status memra_mirror_get(memra_call *c, memra_mirror *mir, memra_capture cap, int il,
+                              memra_mirror_kind kind, uint32_t n_expert, const float *const *planes,
+                              int n_planes, CUstream s, int settle, CUdeviceptr *dev);
 
 /* Plane k of a mirror of n_expert-float planes. */
 static inline CUdeviceptr memra_mirror_plane(CUdeviceptr dev, uint32_t n_expert, int k)
@@ -85,12 +99,8 @@ static inline CUdeviceptr memra_mirror_plane(CUdeviceptr dev, uint32_t n_expert,
     return dev + (uint64_t)k * n_expert * sizeof(float);
 }
 
-/* Frees every slot and retired buffer (touch_device = 0 after a context
- * reset: host memory only). */
-void memra_mirror_release(struct memra_engine *eng, int touch_device);
-
-/* il in [0, MEMRA_MAX_LAYERS) (with `scratch`, [0, MEMRA_SCRATCH_LAYERS)),
- * else MEMRA_ERR_INVALID_ARG naming it. */
-memra_status memra_check_layer(const char *fn, int il, int scratch);
+/* Frees every slot, retired buffer and the arena (touch_device = 0 after a
+ * context reset: host memory only). */
+void memra_mirror_release(memra_mirror *mir, const memra_driver *d, int touch_device);
 
 #endif /* MEMRA_MIRROR_H */

@@ -8,7 +8,7 @@
 #include "launch.h"
 #include "layout.h"
 #include "layout_spec.h"
-#include "mirror.h"
+#include "layer_spec.h"
 #include "route_abi.h"
 #include "route_spec.h"
 #include "vrows_spec.h"
@@ -71,7 +71,7 @@ static memra_status route_mirror(memra_call *c, memra_capture cap, int il, int s
         return MEMRA_OK;
     CUdeviceptr dev;
     memra_status st = memra_mirror_get(
-        c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch), len, planes, n, s, !a, &dev);
+        c, &c->eng->mirror, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch), len, planes, n, s, !a, &dev);
     if (st || !a)
         return st;
     if (have_macros) {

@@ -2,6 +2,7 @@
 #include "engine.h"
 #include "error.h"
 #include "launch.h"
+#include "layer_spec.h"
 #include "vrows_spec.h"
 #include "vrows_abi.h"
 
@@ -43,7 +44,7 @@ memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_exp
                                     "prepare every layer before capture")) &&
         present) {
         CUdeviceptr dev;
-        st = memra_mirror_get(&c, cap, il, MEMRA_MIRROR_VROWS, n_expert, macros->plane, 3, s, 1,
+        st = memra_mirror_get(&c, &eng->mirror, cap, il, MEMRA_MIRROR_VROWS, n_expert, macros->plane, 3, s, 1,
                               &dev);
     }
     memra_call_leave(&c);
@@ -88,7 +89,7 @@ static memra_status tables(memra_engine *eng, const char *fn, memra_devptr sel, 
     };
     if (present) {
         CUdeviceptr planes;
-        if ((st = memra_mirror_get(&c, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_VROWS, scratch),
+        if ((st = memra_mirror_get(&c, &eng->mirror, cap, il, memra_mirror_kind_of(MEMRA_MIRROR_VROWS, scratch),
                                    n_slots, macros->plane, 3, s, 0, &planes)))
             goto done;
         a.mg = memra_mirror_plane(planes, n_slots, 0);

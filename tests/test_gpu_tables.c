@@ -258,7 +258,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
     CUstream s;
     CUcontext c;
-    if (memra_driver_get()->cuCtxPushCurrent(w->eng->ctx) != CUDA_SUCCESS ||
+    if (memra_driver_get()->cuCtxPushCurrent(w->eng->cx.ctx) != CUDA_SUCCESS ||
         memra_driver_get()->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
         w->failed = 1;
         snprintf(w->why, sizeof w->why, "cuStreamCreate");

@@ -84,8 +84,8 @@ static void test_self_check_beside_another_threads_capture(void **state)
     /* The public layers are untouched: a layer the check once used is
      * still a miss for the caller. */
     for (int k = MEMRA_MIRROR_VROWS; k <= MEMRA_MIRROR_ROUTE; k++)
-        for (size_t i = 0; i < eng->n_slots[k]; i++)
-            assert_null(eng->slots[k][i]);
+        for (size_t i = 0; i < eng->mirror.n_slots[k]; i++)
+            assert_null(eng->mirror.slots[k][i]);
     mock_table.cuStreamDestroy(blocking);
     memra_engine_destroy(eng);
 }
