@@ -43,22 +43,20 @@ static memra_status tickets(memra_call *c, memra_capture cap, CUdeviceptr *out)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, c->fn, "zeroing the layout counts");
     }
     pthread_mutex_lock(&eng->state_lock);
-    if (eng->layout_tickets) { /* another thread was first */
-        pthread_mutex_unlock(&eng->state_lock);
-        d->cuMemFree(t);
-        t = eng->layout_tickets;
-    } else {
+    const CUdeviceptr first = eng->layout_tickets; /* another thread's, if it was first */
+    if (!first)
         eng->layout_tickets = t;
-        pthread_mutex_unlock(&eng->state_lock);
-    }
-    *out = t;
+    pthread_mutex_unlock(&eng->state_lock);
+    if (first)
+        d->cuMemFree(t);
+    *out = first ? first : t;
     return MEMRA_OK;
 }
 
 memra_status memra_layout_ticket(memra_call *c, memra_capture cap, int il, int scratch,
                                  uint64_t *out)
 {
-    CUdeviceptr t;
+    CUdeviceptr t = 0; /* set when st is MEMRA_OK; a release build cannot see that */
     memra_status st = tickets(c, cap, &t);
     if (!st)
         *out = t + 4 * (uint64_t)(scratch ? MEMRA_MAX_LAYERS + il : il);

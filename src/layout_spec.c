@@ -98,7 +98,7 @@ memra_status memra_layout_validate(const char *fn, uint64_t ids, uint32_t n_pair
         return st;
     if (!out)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: layout is NULL", fn);
-    uint64_t len, blocks;
+    uint64_t len = 0, blocks = 0; /* set when st is MEMRA_OK */
     if ((st = memra_layout_geometry(fn, n_pairs, spec, &len, &blocks)))
         return st;
     if (n_pairs && !ids)
