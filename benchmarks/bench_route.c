@@ -18,12 +18,12 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "gate_cases.h"
-#include "launch.h"
-#include "route.h"
-#include "route_abi.h"
-#include "route_cases.h"
-#include "route_spec.h"
+#include "vrows/gate_cases.h"
+#include "engine/launch.h"
+#include "route/route.h"
+#include "route/route_abi.h"
+#include "route/route_cases.h"
+#include "route/route_spec.h"
 
 #define LAYERS 32
 #define H200_SPEC_GBS 4800.0

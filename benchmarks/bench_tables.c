@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "vrows_abi.h"
+#include "vrows/vrows_abi.h"
 
 typedef struct bare {
     CUfunction fn;

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "error.h"
+#include "base/error.h"
 
 const memra_driver *d;
 const memra_nvrtc *nv; /* the NVRTC the engine's kernel came from */

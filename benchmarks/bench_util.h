@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine.h"
-#include "jit.h"
+#include "engine/engine.h"
+#include "jit/jit.h"
 
 extern const memra_driver *d;
 extern const memra_nvrtc *nv;

@@ -34,7 +34,7 @@ JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=tr
 # route_block.cu's MEMRA_PROBE marks, by number ("": none)
 MARKS = ["entry", "logits in", "scores", "ranked in segments (barrier)", "groups",
          "final rank (barrier)", "", "", "pairs written"]
-PARAM_BYTES = 296  # src/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
+PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 
 # abi.h's launch flags.
 F_SIGMOID, F_RENORM, F_NO_TABLES = 1, 4, 64
@@ -141,7 +141,7 @@ def alloc(nbytes, data=None):
 
 
 class Layer:
-    """One configuration's device buffers and parameter block (src/route_abi.h)."""
+    """One configuration's device buffers and parameter block (src/route/route_abi.h)."""
 
     def __init__(self, cfg, seed, n_tokens=1):
         name, E, G, TG, K, sig, renorm, scale = cfg
@@ -243,7 +243,7 @@ def probe(mod, fn, layer, stream, tables):
 
 
 def team_module(E, sigmoid):
-    """The team kernel memra takes for n_expert (src/route_abi.h's
+    """The team kernel memra takes for n_expert (src/route/route_abi.h's
     memra_route_team_m): its module and entry point."""
     per = (E + 31) // 32
     m = 1 if per <= 1 else 4 if per <= 4 else 8 if per <= 8 else 16

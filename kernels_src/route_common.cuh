@@ -3,7 +3,7 @@
  * route_math.cuh into the source NVRTC compiles; the host tests run this same text as C with each
  * block's threads as coroutines (tests/kernel_on_host.h).
  *
- * Every kernel follows the host arm (src/route_host.c) operation for
+ * Every kernel follows the host arm (src/route/route_host.c) operation for
  * operation where the order matters: the softmax sum is lane l's sum over
  * experts l, l+32, l+64, ... in that order, then the xor butterfly 16, 8,
  * 4, 2, 1 (docs/routing.md). Everything else (the max, the choice of groups
@@ -39,7 +39,7 @@ __device__ memra_u64 memra_route_probe_clk[16];
 
 /* Launch flags: abi.h's MEMRA_ROUTE_FLAG_*. */
 
-/* The parameters of every routing entry point (src/route_abi.h). */
+/* The parameters of every routing entry point (src/route/route_abi.h). */
 #define MEMRA_ROUTE_PARAMS                                                                         \
     const void *logits, const void *bias, const float *mg, const float *mu, const float *md,       \
         memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,        \

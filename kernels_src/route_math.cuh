@@ -1,6 +1,6 @@
 /* The routing arithmetic both arms share: exp, the expert order, and the
  * fixed reduction order. Concatenated into the kernel source NVRTC compiles
- * (after vrows.cu) and included by the host arm (src/route_host.c), so the
+ * (after vrows.cu) and included by the host arm (src/route/route_host.c), so the
  * two run the same sequence of IEEE binary32 operations.
  *
  * Every add, subtract, multiply and divide goes through memra_*_rn, which is

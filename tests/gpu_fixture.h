@@ -9,7 +9,7 @@
 
 #include "testutil.h"
 
-#include "engine.h"
+#include "engine/engine.h"
 
 /* Nonzero (after saying why) where there is no device to test on. */
 static inline int gpu_absent(void)

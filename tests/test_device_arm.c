@@ -7,9 +7,9 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "gate_cases.h"
+#include "vrows/gate_cases.h"
 #include "mock_fixture.h"
-#include "vrows_abi.h"
+#include "vrows/vrows_abi.h"
 
 /* device_case_check plus what only the mock can see: one launch, its grid. */
 static void run_device_case(memra_engine *eng, const dcase *c)

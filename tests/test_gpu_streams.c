@@ -11,9 +11,9 @@
 #include "gpu_fixture.h"
 
 #include "device_case.h"
-#include "engine.h"
-#include "gate_cases.h"
-#include "jit.h"
+#include "engine/engine.h"
+#include "vrows/gate_cases.h"
+#include "jit/jit.h"
 
 static memra_engine *eng;
 static const memra_driver *drv;

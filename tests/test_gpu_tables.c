@@ -7,10 +7,10 @@
 #include "gpu_fixture.h"
 
 #include "device_case.h"
-#include "engine.h"
-#include "gate_cases.h"
-#include "route_cases.h"
-#include "vrows_abi.h"
+#include "engine/engine.h"
+#include "vrows/gate_cases.h"
+#include "route/route_cases.h"
+#include "vrows/vrows_abi.h"
 
 static memra_engine *eng;
 static const memra_driver *drv;

@@ -10,7 +10,7 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "engine.h"
+#include "engine/engine.h"
 
 #define MAX_DEV 8
 static int n_dev;

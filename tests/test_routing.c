@@ -16,8 +16,8 @@
 
 #include "kernel_on_host.h"
 #include "mock_fixture.h"
-#include "route.h"
-#include "route_cases.h"
+#include "route/route.h"
+#include "route/route_cases.h"
 
 /* ---- memra_expf ------------------------------------------------------------ */
 

@@ -9,10 +9,10 @@
 #include "testutil.h"
 
 #include "mock_fixture.h"
-#include "route.h"
-#include "route_cases.h"
-#include "engine.h"
-#include "self_check.h"
+#include "route/route.h"
+#include "route/route_cases.h"
+#include "engine/engine.h"
+#include "check/self_check.h"
 
 /* The gate a serving process runs at boot: exact on a sound device, and it
  * leaves a clear fault word clear. */
