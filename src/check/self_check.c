@@ -164,6 +164,22 @@ static const char *variant_name(int variant, uint32_t n_tokens, uint32_t n_exper
     return variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "team";
 }
 
+/* A layout's outputs back to back in one buffer at `base`: sorted_ids,
+ * expert_ids, n_post_pad, counts, offsets, padded offsets; the same carving
+ * for the device's buffer and the host arm's. */
+static memra_layout layout_in(uint64_t base, uint64_t len, uint64_t blocks, uint32_t n_expert,
+                              uint64_t workspace)
+{
+    const uint64_t e1 = (uint64_t)n_expert + 1, n_post_pad = base + 4 * (len + blocks);
+    return (memra_layout){.sorted_ids = base,
+                          .expert_ids = base + 4 * len,
+                          .n_post_pad = n_post_pad,
+                          .offsets = n_post_pad + 4 * (1 + e1),
+                          .padded_offsets = n_post_pad + 4 * (1 + 2 * e1),
+                          .counts = n_post_pad + 4,
+                          .workspace = workspace};
+}
+
 int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed, int edges,
                            int il, int scratch, int variant, int check_faults, memra_stream stream,
                            char *why, size_t why_len)
@@ -241,16 +257,7 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(memra_upload_async(eng, dscl, gscl, 3 * np * 4, stream));
     if (check_faults)
         TRY(memra_engine_faults(eng, stream, &f0, 0));
-    /* sorted_ids, expert_ids, n_post_pad, counts, offsets, padded offsets
-     * back to back in one buffer */
-    const memra_layout dl_out = {dlay,
-                                 dlay + 4 * len,
-                                 dlay + 4 * (len + blocks),
-                                 dlay + 4 * (len + blocks + 1 + (ls.n_expert + 1)),
-                                 dlay + 4 * (len + blocks + 1 + 2 * ((size_t)ls.n_expert + 1)),
-                                 dlay + 4 * (len + blocks + 1),
-                                 0,
-                                 dws};
+    const memra_layout dl_out = layout_in(dlay, len, blocks, ls.n_expert, dws);
     TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, m, &sl, dsel,
                            dselw, dptrs, dscl, &ls, &dl_out, stream, variant));
     TRY(memra_download_async(eng, glay, dlay, lay_words * 4, stream));
@@ -262,15 +269,7 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         TRY(memra_engine_faults(eng, stream, &f1, 0));
     else
         TRY(memra_sync(eng, stream));
-    const uint64_t h0 = (uint64_t)(uintptr_t)hlay;
-    const memra_layout hl_out = {h0,
-                                 h0 + 4 * len,
-                                 h0 + 4 * (len + blocks),
-                                 h0 + 4 * (len + blocks + 1 + (ls.n_expert + 1)),
-                                 h0 + 4 * (len + blocks + 1 + 2 * ((size_t)ls.n_expert + 1)),
-                                 h0 + 4 * (len + blocks + 1),
-                                 0,
-                                 0};
+    const memra_layout hl_out = layout_in((uint64_t)(uintptr_t)hlay, len, blocks, ls.n_expert, 0);
     memset(hlay, 0xA7, lay_words * 4); /* as the device's buffer began */
     memra_route_tables_host_ex(logits, T, &s, m, &sl, hsel, hselw, hptrs, hscl, &hf, &ls, &hl_out);
     const size_t K = s.top_k + s.n_shared;

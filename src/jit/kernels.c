@@ -19,32 +19,28 @@ memra_source memra_module_source(memra_module_id m)
     }
 }
 
+/* MEMRA_KERNELS' rows as data, indexed by kernel id. */
+static const struct {
+    const char *name;
+    memra_module_id module;
+    const char *prepare;
+} kernel_rows[] = {
+#define MEMRA_X(id, name, module, prepare) {name, MEMRA_MODULE_##module, prepare},
+    MEMRA_KERNELS(MEMRA_X)
+#undef MEMRA_X
+};
+
 const char *memra_kernel_name(memra_kernel_id k)
 {
-    static const char *const names[] = {
-#define MEMRA_X(id, name, module, prepare) name,
-        MEMRA_KERNELS(MEMRA_X)
-#undef MEMRA_X
-    };
-    return names[k];
+    return kernel_rows[k].name;
 }
 
 memra_module_id memra_kernel_module(memra_kernel_id k)
 {
-    static const memra_module_id modules[] = {
-#define MEMRA_X(id, name, module, prepare) MEMRA_MODULE_##module,
-        MEMRA_KERNELS(MEMRA_X)
-#undef MEMRA_X
-    };
-    return modules[k];
+    return kernel_rows[k].module;
 }
 
 const char *memra_kernel_prepare(memra_kernel_id k)
 {
-    static const char *const calls[] = {
-#define MEMRA_X(id, name, module, prepare) prepare,
-        MEMRA_KERNELS(MEMRA_X)
-#undef MEMRA_X
-    };
-    return calls[k];
+    return kernel_rows[k].prepare;
 }
