@@ -517,6 +517,64 @@ static void test_fused_zero_tokens_writes_empty_layout(void **state)
     memra_engine_destroy(eng);
 }
 
+/* The fused device call's layer index names the layer's layout counts, so
+ * it is checked even where the layer mirrors nothing (no planes, no bias):
+ * out of range it is refused by name, before anything is written or
+ * launched, at any batch size. */
+static void test_fused_layer_out_of_range(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    memra_route_spec s = {0};
+    s.n_expert = 64, s.top_k = 4, s.n_group = 1, s.topk_group = 1, s.routed_scaling_factor = 1.0f;
+    const memra_layout_spec ls = {.n_expert = 64, .block_size = 16};
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const uint32_t T = 2, np = T * 4;
+    uint64_t len = 0, blocks = 0;
+    assert_int_equal(memra_layout_sizes(np, &ls, &len, &blocks), MEMRA_OK);
+    memra_devptr dl, dsel, dselw, dptrs, dscl, dsorted, deids, dpost;
+    assert_int_equal(memra_alloc(eng, T * 64 * 4, &dl), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, np * 4, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, np * 4, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * np * 8, &dptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 3 * np * 4, &dscl), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, len * 4, &dsorted), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, blocks * 4, &deids), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, 4, &dpost), MEMRA_OK);
+    float logits[2 * 64] = {0};
+    assert_int_equal(memra_upload(eng, dl, logits, sizeof logits), MEMRA_OK);
+    const int32_t junk[8] = {-7, -7, -7, -7, -7, -7, -7, -7};
+    assert_int_equal(memra_upload(eng, dsel, junk, sizeof junk), MEMRA_OK);
+    assert_int_equal(memra_upload(eng, dpost, junk, 4), MEMRA_OK);
+    const memra_layout o = {.sorted_ids = dsorted, .expert_ids = deids, .n_post_pad = dpost};
+    const int bad[] = {-1, MEMRA_MAX_LAYERS, INT32_MAX};
+    for (uint32_t t = 0; t <= T; t += T) { /* an empty batch and a real one */
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+            assert_int_equal(memra_route_tables_ex(eng, dl, t, &s, bad[i], NULL, &sl, dsel, dselw,
+                                                   dptrs, dscl, &ls, &o, NULL),
+                             MEMRA_ERR_INVALID_ARG);
+            char want[64];
+            snprintf(want, sizeof want, "il = %d is outside", bad[i]);
+            assert_non_null(strstr(memra_last_error(), want));
+        }
+    }
+    int32_t got[8], post = 0;
+    assert_int_equal(memra_download(eng, got, dsel, sizeof got), MEMRA_OK);
+    assert_int_equal(memra_download(eng, &post, dpost, 4), MEMRA_OK);
+    assert_memory_equal(got, junk, sizeof got); /* nothing routed */
+    assert_int_equal(post, -7);                 /* nothing laid out */
+    /* In range, the same call routes and lays out. */
+    assert_int_equal(memra_route_tables_ex(eng, dl, T, &s, MEMRA_MAX_LAYERS - 1, NULL, &sl, dsel,
+                                           dselw, dptrs, dscl, &ls, &o, NULL),
+                     MEMRA_OK);
+    assert_int_equal(memra_download(eng, &post, dpost, 4), MEMRA_OK);
+    assert_true(post > 0 && (uint32_t)post <= len);
+    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dsorted, deids, dpost};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        memra_free(eng, bufs[i]);
+    memra_engine_destroy(eng);
+}
+
 /* The fused call's own refusals: the layout's experts are the routing's
  * with its shared ones, and the routing's map labels the blocks. */
 static void test_fused_refusals(void **state)
@@ -653,6 +711,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest device[] = {
         cmocka_unit_test_setup_teardown(test_device_layout_matches_host, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layout_matches_host, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_layer_out_of_range, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_zero_tokens_writes_empty_layout, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_capture_needs_prepare, mock_setup,

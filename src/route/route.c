@@ -189,6 +189,10 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     const uint32_t n_pairs = n_tokens * memra_route_pairs_per_token(spec);
     if (!st && laid)
         st = memra_route_layout_check(fn, spec, sel, n_pairs, layout_spec, layout, 1, &lp);
+    /* The layout's counts are per layer: il names them whatever the layer
+     * mirrors, and whatever the batch's size, so one rule holds. */
+    if (!st && laid)
+        st = memra_check_layer(fn, il, scratch);
     if (st || (n_tokens == 0 && !laid))
         return st;
     CUstream s = (CUstream)stream;
