@@ -18,12 +18,12 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "gate_cases.h"
-#include "launch.h"
-#include "route.h"
-#include "route_abi.h"
-#include "route_cases.h"
-#include "route_spec.h"
+#include "vrows/gate_cases.h"
+#include "engine/launch.h"
+#include "route/route.h"
+#include "route/route_abi.h"
+#include "route/route_cases.h"
+#include "route/route_spec.h"
 
 #define LAYERS 32
 #define H200_SPEC_GBS 4800.0
@@ -81,6 +81,7 @@ static const bench_cfg cfgs[] = {
 
 typedef struct layer {
     CUdeviceptr logits, sel, selw, ptrs, scl;
+    memra_layout layout; /* the expert-sorted layout of the fused arm with a layout */
     memra_route_args router; /* the routing kernel's launch without the tables */
 } layer;
 
@@ -97,7 +98,10 @@ typedef struct setup {
     CUstream s;
 } setup;
 
-enum { A_CONSUMER, A_ROUTER, A_FUSED, A_TWO_STEP };
+enum { A_CONSUMER, A_ROUTER, A_FUSED, A_TWO_STEP, A_FUSED_LAYOUT };
+
+/* The layout's block size in the decode arms: vLLM's smallest BLOCK_SIZE_M. */
+#define BENCH_LAYOUT_BLOCK 16u
 
 /* A helper kernel, plain or with PDL as memra's own launches are. */
 static void launch_ex(CUfunction f, unsigned grid, unsigned block, void **args, CUstream s, int pdl)
@@ -146,6 +150,12 @@ static void step(setup *su, int arm, int pdl)
         if (arm == A_FUSED)
             MK(memra_route_tables(su->eng, l->logits, su->T, &su->spec, il, &su->mac, &su->sl,
                                   l->sel, l->selw, l->ptrs, l->scl, su->s));
+        if (arm == A_FUSED_LAYOUT) {
+            const memra_layout_spec ls = {.n_expert = su->spec.n_expert,
+                                          .block_size = BENCH_LAYOUT_BLOCK};
+            MK(memra_route_tables_ex(su->eng, l->logits, su->T, &su->spec, il, &su->mac, &su->sl,
+                                     l->sel, l->selw, l->ptrs, l->scl, &ls, &l->layout, su->s));
+        }
         if (arm == A_ROUTER || arm == A_TWO_STEP)
             router(su, l);
         if (arm == A_TWO_STEP)
@@ -192,7 +202,7 @@ static double graph_layer_us(setup *su, int arm, int pdl)
  * tables. */
 static memra_route_args router_args(setup *su, layer *l, int il)
 {
-    const CUdeviceptr planes = su->eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
+    const CUdeviceptr planes = su->eng->mirror.slots[MEMRA_MIRROR_ROUTE][il]->dev;
     const uint64_t E4 = (uint64_t)su->spec.n_expert * 4;
     return (memra_route_args){.logits = l->logits,
                               .bias = su->spec.bias ? planes + 3 * E4 : 0,
@@ -241,11 +251,20 @@ static void setup_init(setup *su, memra_engine *eng, const bench_cfg *c, uint32_
         CK(d->cuMemAlloc(&l->selw, np * 4));
         CK(d->cuMemAlloc(&l->ptrs, 3 * np * 8));
         CK(d->cuMemAlloc(&l->scl, 3 * np * 4));
+        const memra_layout_spec ls = {.n_expert = E, .block_size = BENCH_LAYOUT_BLOCK};
+        uint64_t len, blocks;
+        MK(memra_layout_sizes((uint32_t)np, &ls, &len, &blocks));
+        CUdeviceptr sorted, eids, post;
+        CK(d->cuMemAlloc(&sorted, len * 4 + 4));
+        CK(d->cuMemAlloc(&eids, blocks * 4 + 4));
+        CK(d->cuMemAlloc(&post, 4));
+        l->layout = (memra_layout){.sorted_ids = sorted, .expert_ids = eids, .n_post_pad = post};
         void *logits = route_case_logits(&su->spec, T, 77 + (uint64_t)il, 0);
         CK(d->cuMemcpyHtoDAsync(l->logits, logits, lb, s));
         CK(d->cuStreamSynchronize(s));
         free(logits);
         MK(memra_route_prepare_layer(eng, il, &su->spec, &su->mac, s));
+        MK(memra_layout_prepare(eng));
         /* the two-step path's table kernel mirrors the planes alone */
         MK(memra_vrows_prepare_layer(eng, LAYERS + il, E, &su->mac, s));
         CK(d->cuStreamSynchronize(s));
@@ -259,6 +278,8 @@ static void setup_free(setup *su)
         layer *l = &su->L[il];
         d->cuMemFree(l->logits), d->cuMemFree(l->sel), d->cuMemFree(l->selw);
         d->cuMemFree(l->ptrs), d->cuMemFree(l->scl);
+        d->cuMemFree(l->layout.sorted_ids), d->cuMemFree(l->layout.expert_ids);
+        d->cuMemFree(l->layout.n_post_pad);
     }
     d->cuMemFree(su->out);
 }
@@ -281,6 +302,7 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         const double fwarp = graph_layer_us(&su, A_FUSED, pdl);
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
         const double two = graph_layer_us(&su, A_TWO_STEP, pdl);
+        const double flay = graph_layer_us(&su, A_FUSED_LAYOUT, pdl);
         snprintf(what, sizeof what, "%s, %u tok%s: consumer alone", c->name, T, p);
         row("route", what, cons, "us/layer", 0, "");
         snprintf(what, sizeof what, "%s, %u tok%s: router alone (%s kernel) + consumer", c->name, T,
@@ -299,6 +321,10 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         snprintf(what, sizeof what, "%s, %u tok%s: fused node alone (fused - consumer)", c->name, T,
                  p);
         row("route", what, fused - cons, "us/layer", rout - cons, "router node alone");
+        snprintf(what, sizeof what,
+                 "%s, %u tok%s: fused + layout node alone (block_size %u, - consumer)", c->name, T,
+                 p, BENCH_LAYOUT_BLOCK);
+        row("route", what, flay - cons, "us/layer", fused - cons, "fused node");
     }
     setup_free(&su);
 }
@@ -367,6 +393,45 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
                                                  : "team unscreened",
                  us, gbs, 100.0 * gbs / H200_SPEC_GBS);
         row("route_prefill", what, gbs, "GB/s", copy_gbs, "copy");
+    }
+    /* The fused call with the expert-sorted layout (block_size 64, vLLM's
+     * prefill BLOCK_SIZE_M), memra's own choice of kernel. */
+    {
+        const memra_layout_spec ls = {.n_expert = spec.n_expert, .block_size = 64};
+        uint64_t len, blocks, ws;
+        MK(memra_layout_sizes((uint32_t)np, &ls, &len, &blocks));
+        MK(memra_layout_workspace_bytes((uint32_t)np, &ls, &ws));
+        CUdeviceptr sorted, eids, post, wsp = 0;
+        CK(d->cuMemAlloc(&sorted, len * 4 + 4));
+        CK(d->cuMemAlloc(&eids, blocks * 4 + 4));
+        CK(d->cuMemAlloc(&post, 4));
+        if (ws)
+            CK(d->cuMemAlloc(&wsp, ws));
+        const memra_layout lo = {
+            .sorted_ids = sorted, .expert_ids = eids, .n_post_pad = post, .workspace = wsp};
+        const int reps = quick ? 5 : 15, per = 8;
+        double t[15];
+        for (int r = -2; r < reps; r++) {
+            CK(d->cuEventRecord(e0, s));
+            for (int i = 0; i < per; i++) {
+                const int k = (r * per + i + 2 * per) % sets;
+                MK(memra_route_tables_ex(eng, logits[k], T, &spec, 0, NULL, &sl, sel[k], selw[k],
+                                         ptrs[k], scl[k], &ls, &lo, s));
+            }
+            CK(d->cuEventRecord(e1, s));
+            CK(d->cuEventSynchronize(e1));
+            float ms;
+            CK(d->cuEventElapsedTime(&ms, e0, e1));
+            if (r >= 0)
+                t[r] = (double)ms * 1e3 / per;
+        }
+        char what[240];
+        snprintf(what, sizeof what, "prefill %s, %u tokens, fused + layout (block_size 64)",
+                 c->name, T);
+        row("route_prefill", what, median(t, reps), "us", 0, "");
+        d->cuMemFree(lo.sorted_ids), d->cuMemFree(lo.expert_ids), d->cuMemFree(lo.n_post_pad);
+        if (lo.workspace)
+            d->cuMemFree(lo.workspace);
     }
     d->cuEventDestroy(e0), d->cuEventDestroy(e1);
     for (int k = 0; k < sets; k++) {
@@ -460,33 +525,13 @@ void memra_bench_route(memra_engine *eng, int sm, CUstream s)
             decode_config(eng, &cfgs[c], tokens[t], consume_fn, s, pdl_ok);
 
     /* The ceiling for prefill: a device-to-device copy's read rate. */
-    const size_t cbytes = 512ull << 20;
-    CUdeviceptr c0, c1;
-    CK(d->cuMemAlloc(&c0, cbytes));
-    CK(d->cuMemAlloc(&c1, cbytes));
-    CUevent e0, e1;
-    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    double cv[10];
-    for (int r = -2; r < 10; r++) {
-        CK(d->cuEventRecord(e0, s));
-        CK(d->cuMemcpyDtoDAsync(c1, c0, cbytes, s));
-        CK(d->cuEventRecord(e1, s));
-        CK(d->cuEventSynchronize(e1));
-        float ms;
-        CK(d->cuEventElapsedTime(&ms, e0, e1));
-        if (r >= 0)
-            cv[r] = 2.0 * (double)cbytes / ((double)ms * 1e-3) / 1e9;
-    }
-    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
-    d->cuMemFree(c0), d->cuMemFree(c1);
-    const double copy_gbs = median(cv, 10);
+    const double copy = copy_gbs(s, 10);
     printf("\nrouting, prefill: one launch per batch (fused), logits from DRAM\n");
-    row("route_prefill", "device-to-device copy (read+write)", copy_gbs, "GB/s", 0, "");
+    row("route_prefill", "device-to-device copy (read+write)", copy, "GB/s", 0, "");
     /* 512-2048: where the block kernel hands over to the team kernel. */
     static const uint32_t big[] = {512, 1024, 2048, 4096, 16384, 65536};
     for (size_t c = 0; c < N_CFGS; c++)
         for (size_t t = 0; t < sizeof big / sizeof big[0]; t++)
-            prefill_config(eng, &cfgs[c], big[t], s, copy_gbs);
+            prefill_config(eng, &cfgs[c], big[t], s, copy);
     d->cuModuleUnload(mod);
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "vrows_abi.h"
+#include "vrows/vrows_abi.h"
 
 typedef struct bare {
     CUfunction fn;
@@ -336,7 +336,7 @@ void bench_tables(int ordinal, int route_only)
     work_init(eng, &w8, 8);
     MK(memra_vrows_prepare_layer(eng, 0, w8.n_expert, &w8.mac, s));
     MK(memra_sync(eng, s));
-    CUdeviceptr planes = eng->slots[MEMRA_MIRROR_VROWS][0]->dev;
+    CUdeviceptr planes = eng->mirror.slots[MEMRA_MIRROR_VROWS][0]->dev;
     bare b8;
     bare_init(&b8, eng, &w8, planes);
     launcher le = {L_EMPTY, eng, &b8, &w8, empty, s};
@@ -395,27 +395,11 @@ void bench_tables(int ordinal, int route_only)
            " rotating over buffer sets >= 4x L2; 44 bytes of table traffic per pair:\n"
            " sel+selw read, ptrs+scl written)\n");
     /* The ceiling: a device-to-device copy, bytes read + written. */
-    const size_t cbytes = 512ull << 20;
-    CUdeviceptr c0, c1;
-    CK(d->cuMemAlloc(&c0, cbytes));
-    CK(d->cuMemAlloc(&c1, cbytes));
+    const double copy = copy_gbs(s, 20);
     CUevent e0, e1;
     CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    double cv[20];
-    for (int r = -3; r < 20; r++) {
-        CK(d->cuEventRecord(e0, s));
-        CK(d->cuMemcpyDtoDAsync(c1, c0, cbytes, s));
-        CK(d->cuEventRecord(e1, s));
-        CK(d->cuEventSynchronize(e1));
-        float ms;
-        CK(d->cuEventElapsedTime(&ms, e0, e1));
-        if (r >= 0)
-            cv[r] = 2.0 * (double)cbytes / ((double)ms * 1e-3) / 1e9;
-    }
-    d->cuMemFree(c0), d->cuMemFree(c1);
-    const double copy_gbs = median(cv, 20);
-    row("bandwidth", "device-to-device copy (read+write)", copy_gbs, "GB/s", 0, "");
+    row("bandwidth", "device-to-device copy (read+write)", copy, "GB/s", 0, "");
     enum { MAX_SETS = 16 };
     for (uint32_t n = 8; n <= (1u << 22); n *= (n < 4096 ? 8 : 4)) {
         /* Buffer sets to rotate over: together at least 4x the H200's 60 MB L2. */
@@ -427,7 +411,7 @@ void bench_tables(int ordinal, int route_only)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &w[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, w[k].n_expert, &w[k].mac, s));
-            bare_init(&bb[k], eng, &w[k], eng->slots[MEMRA_MIRROR_VROWS][0]->dev);
+            bare_init(&bb[k], eng, &w[k], eng->mirror.slots[MEMRA_MIRROR_VROWS][0]->dev);
             l[k] = (launcher){L_MEMRA, eng, NULL, &w[k], empty, s};
             lbb[k] = (launcher){L_BARE, eng, &bb[k], &w[k], empty, s};
         }
@@ -437,7 +421,7 @@ void bench_tables(int ordinal, int route_only)
         char what[128];
         snprintf(what, sizeof what, "n=%u x%d sets: %.2f us/launch (bare %.2f; single %.2f)", n,
                  sets, t, tb, t1);
-        row("bandwidth", what, gbs, "GB/s", copy_gbs, "copy");
+        row("bandwidth", what, gbs, "GB/s", copy, "copy");
         for (int k = 0; k < sets; k++)
             work_free(eng, &w[k]);
     }
@@ -453,14 +437,14 @@ void bench_tables(int ordinal, int route_only)
         for (int k = 0; k < sets; k++) {
             work_init(eng, &ws[k], n);
             MK(memra_vrows_prepare_layer(eng, 0, ws[k].n_expert, &ws[k].mac, s));
-            bare_init(&bbs[k], eng, &ws[k], eng->slots[MEMRA_MIRROR_VROWS][0]->dev);
+            bare_init(&bbs[k], eng, &ws[k], eng->mirror.slots[MEMRA_MIRROR_VROWS][0]->dev);
         }
         /* Write-only floor: memset of the same output tables (36 bytes/pair). */
         sweep sw = {NULL, 0, bbs, ws, sets, s};
         double mt = events_us(s, e0, e1, run_memset, &sw);
         char what[128];
         snprintf(what, sizeof what, "n=%u memset of the tables (36 B/pair): %.2f us", n, mt);
-        row("variants", what, 36.0 * n / (mt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
+        row("variants", what, 36.0 * n / (mt * 1e-6) / 1e9, "GB/s", copy, "copy");
         static const int pts[] = {1, 2, 4, 8};
         for (int a = 0; a < 8; a++) {
             const int pt = pts[a % 4], plain = a >= 4;
@@ -475,7 +459,7 @@ void bench_tables(int ordinal, int route_only)
             double vt = events_us(s, e0, e1, run_variant, &sw);
             snprintf(what, sizeof what, "n=%u kernel %d pairs/thread, %s stores: %.2f us", n, pt,
                      plain ? "plain" : "streaming", vt);
-            row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy_gbs, "copy");
+            row("variants", what, 44.0 * n / (vt * 1e-6) / 1e9, "GB/s", copy, "copy");
             d->cuModuleUnload(vm);
         }
         for (int k = 0; k < sets; k++)

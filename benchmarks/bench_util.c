@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "error.h"
+#include "base/error.h"
 
 const memra_driver *d;
 const memra_nvrtc *nv; /* the NVRTC the engine's kernel came from */
@@ -108,4 +108,30 @@ CUfunction compile_empty(int sm, CUmodule *mod)
 {
     return compile_cubin("extern \"C\" __global__ void memra_bench_empty() {}", "memra_bench_empty",
                          sm, NULL, mod);
+}
+
+double copy_gbs(CUstream s, int reps)
+{
+    const size_t cbytes = 512ull << 20;
+    CUdeviceptr c0, c1;
+    CK(d->cuMemAlloc(&c0, cbytes));
+    CK(d->cuMemAlloc(&c1, cbytes));
+    CUevent e0, e1;
+    CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    double cv[32];
+    reps = reps > 32 ? 32 : reps;
+    for (int r = -3; r < reps; r++) {
+        CK(d->cuEventRecord(e0, s));
+        CK(d->cuMemcpyDtoDAsync(c1, c0, cbytes, s));
+        CK(d->cuEventRecord(e1, s));
+        CK(d->cuEventSynchronize(e1));
+        float ms;
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        if (r >= 0)
+            cv[r] = 2.0 * (double)cbytes / ((double)ms * 1e-3) / 1e9;
+    }
+    d->cuEventDestroy(e0), d->cuEventDestroy(e1);
+    d->cuMemFree(c0), d->cuMemFree(c1);
+    return median(cv, reps);
 }

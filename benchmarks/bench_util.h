@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine.h"
-#include "jit.h"
+#include "engine/engine.h"
+#include "jit/jit.h"
 
 extern const memra_driver *d;
 extern const memra_nvrtc *nv;
@@ -36,6 +36,9 @@ extern FILE *bench_json; /* the JSON file, or NULL */
 
 double now_us(void);
 double median(double *v, int n);
+/* The bandwidth ceiling: a 512 MiB device-to-device copy on s, bytes read
+ * plus written per second (GB/s), the median of `reps` after warm-up. */
+double copy_gbs(CUstream s, int reps);
 /* One result row: printed, and kept for the JSON file. */
 void row(const char *group, const char *what, double value, const char *unit, double baseline,
          const char *baseline_name);

@@ -90,7 +90,7 @@ def main():
         ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"memra_vrows_kernel"), "function")
         t0 = time.perf_counter()
         # n_pairs = 0: the kernel returns at once; what is timed is the launch
-        params = ctypes.create_string_buffer(136)  # src/vrows_abi.h, all zero
+        params = ctypes.create_string_buffer(136)  # src/vrows/vrows_abi.h, all zero
         sz = ctypes.c_size_t(136)
         extra = (ctypes.c_void_p * 5)(1, ctypes.cast(params, ctypes.c_void_p),
                                       2, ctypes.cast(ctypes.pointer(sz), ctypes.c_void_p), 0)

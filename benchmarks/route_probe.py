@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Where a decode step's routing time goes: the block kernel's phase probe.
 
-Compiles the block-per-token routing kernel from kernels_src/ with NVRTC
-(memra's own options) twice: once with -DMEMRA_ROUTE_PROBE, where thread 0
-of block 0 records the SM clock at each phase boundary (the MEMRA_PROBE
-marks in route.cu), and once as shipped. For each configuration it prints
-the clock at every mark (cycles and ns from the kernel's first
-instruction), and the per-node time of a 32-node CUDA graph of the shipped
-kernel with and without the tables, beside an empty kernel's. It needs only
-the driver and NVRTC (ctypes), not the library, so a variant of the source
-(--src DIR, a copy of kernels_src/ with one change) is measured against
-the shipped one in the same process:
+Compiles the block-per-token routing kernel with NVRTC (memra's own
+options) twice: once with -DMEMRA_ROUTE_PROBE, where thread 0 of block 0
+records the SM clock at each phase boundary (the MEMRA_PROBE marks in
+route_block.cu), and once as shipped. For each configuration it prints the
+clock at every mark (cycles and ns from the kernel's first instruction), and
+the per-node time of a 32-node CUDA graph of the shipped kernel with and
+without the tables, beside an empty kernel's. It needs only the driver and
+NVRTC (ctypes), not the library. The module's text is the build's own (the
+embedded source a meson build writes, BUILD/kernels_src/kernel_src_<module>.c,
+whose #line markers name each file), so the file list is meson.build's
+alone; a variant of the source (--src DIR, a copy of kernels_src/ with one
+change) replaces each file by DIR's copy, measured against the shipped one in
+the same process:
 
-    python3 benchmarks/route_probe.py [--src DIR ...] [--json FILE]
+    python3 benchmarks/route_probe.py [--build DIR] [--src DIR ...] [--json FILE]
 
 The numbers are a probe, not the benchmark of record (memra bench --route).
 """
@@ -21,15 +24,17 @@ import ctypes
 import glob
 import json
 import os
+import re
 import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
-BLOCK_FILES = ["abi.h", "vrows_pair.cuh", "route_math.cuh", "route.cu"]
-MARKS = ["entry", "logits in (bad check)", "scores", "groups", "rank in warp",
-         "candidates", "rank", "weights", "pairs written"]
+# route_block.cu's MEMRA_PROBE marks, by number ("": none)
+MARKS = ["entry", "logits in", "scores", "ranked in segments (barrier)", "groups",
+         "final rank (barrier)", "", "", "pairs written"]
+PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 
 # abi.h's launch flags.
 F_SIGMOID, F_RENORM, F_NO_TABLES = 1, 4, 64
@@ -78,10 +83,31 @@ def load_nvrtc():
 nvrtc = load_nvrtc()
 
 
-def compile_block(src_dir, arch, defines, kernel="block"):
-    src = "#define MEMRA_ROUTE_ONLY_%s\n" % kernel.upper() + "".join(
-        "#define %s\n" % d for d in defines) + "".join(
-        open(os.path.join(src_dir, f)).read() + "\n" for f in BLOCK_FILES)
+def module_text(build, module, src_dir=None):
+    """A module's source as the library embeds it (the build's generated C
+    array), each file after its #line marker replaced by src_dir's copy when
+    given."""
+    path = os.path.join(build, "kernels_src", "kernel_src_%s.c" % module)
+    body = open(path).read()
+    data = bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", body.split("{", 1)[1]))
+    text = data.rstrip(b"\0").decode()
+    if not src_dir:
+        return text
+    parts = re.split(r'(#line 1 "[^"]+"\n)', text)
+    out = parts[0]
+    for marker, part in zip(parts[1::2], parts[2::2]):
+        name = re.match(r'#line 1 "([^"]+)"', marker).group(1)
+        alt = os.path.join(src_dir, name)
+        if os.path.exists(alt):  # as embed_source.py adds it
+            part = open(alt).read()
+            part += "" if part.endswith("\n") else "\n"
+        out += marker + part
+    return out
+
+
+def compile_block(build, src_dir, arch, defines, module="route_block",
+                  kernel="memra_route_block_kernel"):
+    src = "".join("#define %s\n" % d for d in defines) + module_text(build, module, src_dir)
     src += 'extern "C" __global__ void memra_probe_empty_kernel() {}\n'
     prog = ctypes.c_void_p()
     assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"route.cu", 0, None, None) == 0
@@ -99,8 +125,7 @@ def compile_block(src_dir, arch, defines, kernel="block"):
     mod = ctypes.c_void_p()
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
     fn, empty = ctypes.c_void_p(), ctypes.c_void_p()
-    name = ("memra_route_%s_kernel" % kernel).encode()
-    ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, name), "get kernel")
+    ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, kernel.encode()), "get kernel")
     ck(cu.cuModuleGetFunction(ctypes.byref(empty), mod, b"memra_probe_empty_kernel"), "get empty")
     return mod, fn, empty
 
@@ -116,7 +141,7 @@ def alloc(nbytes, data=None):
 
 
 class Layer:
-    """One configuration's device buffers and parameter block (src/route_abi.h)."""
+    """One configuration's device buffers and parameter block (src/route/route_abi.h)."""
 
     def __init__(self, cfg, seed, n_tokens=1):
         name, E, G, TG, K, sig, renorm, scale = cfg
@@ -145,17 +170,20 @@ class Layer:
     def params(self, tables):
         flags = self.flags | (0 if tables else F_NO_TABLES)
         E4 = 4 * self.E
-        b = struct.pack("<17Q", self.logits, self.bias, self.planes, self.planes + E4,
+        # 18 addresses (the map and the real-token count 0), 8 counts and
+        # flags, 2 floats, then the fused layout's parameters (none: zeros)
+        b = struct.pack("<18Q", self.logits, self.bias, self.planes, self.planes + E4,
                         self.planes + 2 * E4, 1 << 40, 2 << 40, 3 << 40, 5 << 32, 5 << 32, 5 << 32,
-                        self.sel, self.selw, self.ptrs, self.scl, self.faults, 0)
+                        self.sel, self.selw, self.ptrs, self.scl, self.faults, 0, 0)
         b += struct.pack("<8I2f", self.T, self.E, self.K, self.n_group, self.topk_group, flags, 0, 0,
                          self.scale, 0.0)
-        assert len(b) == 176
-        return ctypes.create_string_buffer(b, 176)
+        b += bytes(PARAM_BYTES - len(b))
+        assert len(b) == PARAM_BYTES
+        return ctypes.create_string_buffer(b, PARAM_BYTES)
 
 
 def launch(fn, threads, stream, param_buf):
-    size = ctypes.c_size_t(176)
+    size = ctypes.c_size_t(PARAM_BYTES)
     extra = (ctypes.c_void_p * 5)(1, ctypes.cast(param_buf, ctypes.c_void_p),
                                   2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
     ck(cu.cuLaunchKernel(fn, 1, 1, 1, threads, 1, 1, 0, stream, None, extra), "cuLaunchKernel")
@@ -211,23 +239,35 @@ def probe(mod, fn, layer, stream, tables):
     # slots 14, 15: the global timer (ns) at the first and last mark
     ns_per_cycle = (best[15] - best[14]) / max(1, best[len(MARKS) - 1] - best[0])
     return [(MARKS[i], best[i] - best[0], (best[i] - best[0]) * ns_per_cycle)
-            for i in range(len(MARKS)) if best[i]], ns_per_cycle
+            for i in range(len(MARKS)) if MARKS[i] and best[i]], ns_per_cycle
 
 
-def prefill(arch, stream, n_tokens, results):
-    """The warp-per-token kernel (memra's prefill choice) over n_tokens, one
-    launch per configuration, timed with events: the launches an `ncu
-    --kernel-name memra_route_warp_kernel` run reads its counters from."""
-    src = os.path.join(ROOT, "kernels_src")
-    _, fn, _ = compile_block(src, arch, [], "warp")
+def team_module(E, sigmoid):
+    """The team kernel memra takes for n_expert (src/route/route_abi.h's
+    memra_route_team_m): its module and entry point."""
+    per = (E + 31) // 32
+    m = 1 if per <= 1 else 4 if per <= 4 else 8 if per <= 8 else 16
+    kind = "sig" if sigmoid and m > 1 else "warp"
+    return "route_%s%d" % (kind, m), "memra_route_%s%d_kernel" % (kind, m), m
+
+
+def prefill(build, arch, stream, n_tokens, results):
+    """The team kernel (memra's prefill choice) over n_tokens, one launch
+    per configuration, timed with events: the launches an `ncu
+    --kernel-name regex:memra_route_` run reads its counters from."""
     e0, e1 = ctypes.c_void_p(), ctypes.c_void_p()
     ck(cu.cuEventCreate(ctypes.byref(e0), 0), "event")
     ck(cu.cuEventCreate(ctypes.byref(e1), 0), "event")
     for i, cfg in enumerate(CONFIGS):
+        module, kernel, m = team_module(cfg[1], cfg[5])
+        _, fn, _ = compile_block(build, None, arch, [], module, kernel)
         layer = Layer(cfg, 7 + i, n_tokens)
         buf = layer.params(True)
-        grid = (n_tokens + 3) // 4
-        size = ctypes.c_size_t(176)
+        lanes = 32
+        while m == 1 and lanes // 2 >= cfg[1] and lanes > 1:
+            lanes //= 2
+        grid = (n_tokens * lanes + 127) // 128
+        size = ctypes.c_size_t(PARAM_BYTES)
         extra = (ctypes.c_void_p * 5)(1, ctypes.cast(buf, ctypes.c_void_p),
                                       2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
         ck(cu.cuEventRecord(e0, stream), "record")
@@ -238,8 +278,8 @@ def prefill(arch, stream, n_tokens, results):
         ck(cu.cuEventElapsedTime_v2(ctypes.byref(ms), e0, e1), "elapsed")
         gbs = n_tokens * layer.E * 4 / (ms.value * 1e-3) / 1e9
         results[cfg[0]] = {"us": ms.value * 1e3, "logits_GBps": gbs}
-        print("  prefill %-12s %d tokens, warp kernel: %.1f us, logits at %.0f GB/s"
-              % (cfg[0], n_tokens, ms.value * 1e3, gbs))
+        print("  prefill %-12s %d tokens, %s: %.1f us, logits at %.0f GB/s"
+              % (cfg[0], n_tokens, kernel, ms.value * 1e3, gbs))
 
 
 def open_device():
@@ -264,26 +304,28 @@ def open_device():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"),
+                    help="a meson build of memra (its embedded module sources)")
     ap.add_argument("--src", action="append", default=[], help="a kernels_src variant to compare")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--prefill", type=int, metavar="N",
-                    help="instead: one launch of the warp kernel over N tokens per configuration")
+                    help="instead: one launch of the team kernel over N tokens per configuration")
     a = ap.parse_args()
     arch, stream = open_device()
     if a.prefill:
         results = {}
-        prefill(arch, stream, a.prefill, results)
+        prefill(a.build, arch, stream, a.prefill, results)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"prefill": results}, f, indent=1)
         return 0
-    srcs = [os.path.join(ROOT, "kernels_src")] + a.src
+    srcs = [None] + a.src
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS)]
     results = {}
     for src in srcs:
-        tag = os.path.relpath(src, ROOT)
-        pmod, pfn, _ = compile_block(src, arch, ["MEMRA_ROUTE_PROBE"])
-        mod, fn, empty = compile_block(src, arch, [])
+        tag = os.path.relpath(src, ROOT) if src else "shipped"
+        pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
+        mod, fn, empty = compile_block(a.build, src, arch, [])
         res = results[tag] = {}
         print("\n== %s" % tag)
         e_us = graph_node_us(stream, lambda: launch_empty(empty, stream))

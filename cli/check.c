@@ -12,7 +12,7 @@
 #include <memra/memra.h>
 
 #include "cli.h"
-#include "gate_cases.h"
+#include "vrows/gate_cases.h"
 
 static const char usage[] =
     "usage: memra check [--json]\n"

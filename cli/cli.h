@@ -1,7 +1,7 @@
 /* What the verbs of the `memra` tool share: exit codes, option parsing
  * help, JSON and text output, the progress line. The tool uses the public
  * API of libmemra.so only (the library a server loads), plus the seed gate's
- * case table (src/gate_cases.h: data and one inline function, no code of
+ * case table (src/vrows/gate_cases.h: data and one inline function, no code of
  * the library's). docs/cli.md is the user's description. */
 #ifndef MEMRA_CLI_H
 #define MEMRA_CLI_H
@@ -33,7 +33,7 @@ double now_ms(void);
 
 /* `s` with control characters (C0, DEL, C1) and bytes that are not UTF-8
  * shown as \n, \xNN (paths and messages come from the environment and must
- * not forge output lines or reach a terminal as commands; src/text.h). */
+ * not forge output lines or reach a terminal as commands; src/base/text.h). */
 void put_text(FILE *f, const char *s);
 /* `s` as a JSON string, quotes included, control characters (C1 too) as
  * \uXXXX, bytes that are not UTF-8 as \udcXX. NULL is null. */

@@ -10,7 +10,7 @@
 
 #include <memra/memra.h>
 
-#include "text.h"
+#include "base/text.h"
 
 double now_ms(void)
 {

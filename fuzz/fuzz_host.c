@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
-#include "vrows_spec.h"
+#include "jit/cache.h"
+#include "vrows/vrows_spec.h"
 
 typedef struct reader {
     const uint8_t *p;

@@ -31,10 +31,10 @@
 
 /* The most experts a routing kernel holds per token (its shared arrays);
  * memra.h's MEMRA_ROUTE_MAX_EXPERT is held to it at compile time
- * (src/route_spec.c). */
+ * (src/route/route_spec.c). */
 #define MEMRA_ABI_ROUTE_MAX_EXPERT 1024
 /* The most experts a layout holds: routing's, and its shared experts
- * (memra.h's MEMRA_LAYOUT_MAX_EXPERT is held to it in src/layout_spec.c). */
+ * (memra.h's MEMRA_LAYOUT_MAX_EXPERT is held to it in src/layout/layout_spec.c). */
 #define MEMRA_ABI_LAYOUT_MAX_EXPERT (MEMRA_ABI_ROUTE_MAX_EXPERT + 32)
 
 #endif /* MEMRA_ABI_H */

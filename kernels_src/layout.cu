@@ -172,7 +172,7 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
 /* The routing modules take memra_layout_block alone (their last block lays
  * out its launch's batch); the layout module, the kernels too. */
 #ifndef MEMRA_LAYOUT_BLOCK_ONLY
-/* Parameters of the layout kernels (src/layout_abi.h). */
+/* Parameters of the layout kernels (src/layout/layout_abi.h). */
 #define MEMRA_LAYOUT_KPARAMS const int *ids, memra_u32 n_pairs, memra_layout_params lp
 
 /* One block for the whole batch (up to MEMRA_LAYOUT_ONE_LAUNCH pairs). */

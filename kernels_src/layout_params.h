@@ -1,7 +1,7 @@
 /* The expert-sorted layout's kernel parameters (docs/layout-sorted.md), one
  * struct passed by value, shared by the layout kernels (layout.cu) and the
  * routing kernels that lay their own batch out (the fused call), and by the
- * host code that fills it (src/layout.c, src/route.c). The same bytes on
+ * host code that fills it (src/layout/layout.c, src/route/route.c). The same bytes on
  * both sides: every field at its natural alignment, no padding. */
 #ifndef MEMRA_LAYOUT_PARAMS_H
 #define MEMRA_LAYOUT_PARAMS_H

@@ -3,7 +3,7 @@
  * route_math.cuh into the source NVRTC compiles; the host tests run this same text as C with each
  * block's threads as coroutines (tests/kernel_on_host.h).
  *
- * Every kernel follows the host arm (src/route_host.c) operation for
+ * Every kernel follows the host arm (src/route/route_host.c) operation for
  * operation where the order matters: the softmax sum is lane l's sum over
  * experts l, l+32, l+64, ... in that order, then the xor butterfly 16, 8,
  * 4, 2, 1 (docs/routing.md). Everything else (the max, the choice of groups
@@ -39,26 +39,7 @@ __device__ memra_u64 memra_route_probe_clk[16];
 
 /* Launch flags: abi.h's MEMRA_ROUTE_FLAG_*. */
 
-/* The larger of two values under a total order (equal values: the one with
- * the smaller bits, +0 before -0), so every lane of a butterfly keeps the
- * same bits. */
-MEMRA_DEVICE float memra_route_max(float a, float b)
-{
-    return (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
-}
-
-/* memra_route_max's order as an unsigned key (-0 below +0), and back. */
-MEMRA_DEVICE memra_u32 memra_route_max_key(float v)
-{
-    const memra_u32 b = memra_as_bits(v);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-MEMRA_DEVICE float memra_route_max_unkey(memra_u32 k)
-{
-    return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
-
-/* The parameters of every routing entry point (src/route_abi.h). */
+/* The parameters of every routing entry point (src/route/route_abi.h). */
 #define MEMRA_ROUTE_PARAMS                                                                         \
     const void *logits, const void *bias, const float *mg, const float *mu, const float *md,       \
         memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,        \

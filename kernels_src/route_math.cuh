@@ -1,6 +1,6 @@
 /* The routing arithmetic both arms share: exp, the expert order, and the
  * fixed reduction order. Concatenated into the kernel source NVRTC compiles
- * (after vrows.cu) and included by the host arm (src/route_host.c), so the
+ * (after vrows.cu) and included by the host arm (src/route/route_host.c), so the
  * two run the same sequence of IEEE binary32 operations.
  *
  * Every add, subtract, multiply and divide goes through memra_*_rn, which is
@@ -198,6 +198,25 @@ MEMRA_DEVICE memra_u32 memra_route_key(float v)
 /* The value of a key (for the values routing meets, never -0: a score is
  * +0 or more, and +0 plus -0 is +0). */
 MEMRA_DEVICE float memra_route_unkey(memra_u32 k)
+{
+    return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* The larger of two values under a total order (equal values: the one with
+ * the smaller bits, +0 before -0), so every lane of a butterfly keeps the
+ * same bits. */
+MEMRA_DEVICE float memra_route_max(float a, float b)
+{
+    return (b > a || (b == a && memra_as_bits(b) < memra_as_bits(a))) ? b : a;
+}
+
+/* memra_route_max's order as an unsigned key (-0 below +0), and back. */
+MEMRA_DEVICE memra_u32 memra_route_max_key(float v)
+{
+    const memra_u32 b = memra_as_bits(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+MEMRA_DEVICE float memra_route_max_unkey(memra_u32 k)
 {
     return memra_from_bits((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }

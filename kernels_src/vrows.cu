@@ -44,7 +44,7 @@ MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRI
     }
 }
 
-/* The entry points share one parameter list (src/vrows_abi.h). */
+/* The entry points share one parameter list (src/vrows/vrows_abi.h). */
 #define MEMRA_VROWS_PARAMS                                                                         \
     const int *sel, const float *selw, const float *mg, const float *mu, const float *md,          \
         memra_u64 pg, memra_u64 pu, memra_u64 pd, memra_u64 sg, memra_u64 su, memra_u64 sd,        \

@@ -9,7 +9,11 @@ names = [line.split()[-1].split("@")[0] for line in syms if line.strip()]
 bad = [n for n in names if not n.startswith("memra_") and n != "MEMRA_0"]
 if bad:
     sys.exit(f"non-memra symbols exported: {bad}")
-missing = [n for n in ("memra_moe_vrows_tables_from_sel", "memra_set_log_callback",
+# The 0.2 names went in 0.4, as 0.3 said they would.
+gone = [n for n in names if n.startswith(("memra_moe_", "memra_copy_"))]
+if gone:
+    sys.exit(f"0.2 names still exported: {gone}")
+missing = [n for n in ("memra_vrows_tables", "memra_route_tables_ex", "memra_set_log_callback",
                        "memra_nvrtc_list", "memra_cache_get_info", "memra_driver_version")
            if n not in names]
 if missing:

@@ -1,4 +1,4 @@
-/* memra's declarations of the CUDA ABI (src/cuda_abi.h) held against a CUDA
+/* memra's declarations of the CUDA ABI (src/driver/cuda_abi.h) held against a CUDA
  * toolkit's headers, at compile time: after cuda.h, cudaTypedefs.h and
  * nvrtc.h, cuda_abi.h's handles and scalars (section 1) and every function
  * type it declares (section 3: each PFN_<name>_v<version>, cuGetProcAddress
@@ -12,11 +12,11 @@
 #include <nvrtc.h>
 
 #define MEMRA_CUDA_ABI_CHECK
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 /* The driver table takes each X-macro entry's type from cuda_abi.h: with the
  * toolkit's types in force it must still compile. */
-#include "driver.h"
+#include "driver/driver.h"
 
 #include <stdio.h>
 

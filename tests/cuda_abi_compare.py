@@ -1,5 +1,5 @@
 """Runs the cuda_abi_values program built against memra's declarations
-(src/cuda_abi.h) and the one built against a CUDA toolkit's headers, and
+(src/driver/cuda_abi.h) and the one built against a CUDA toolkit's headers, and
 fails on any line that differs: a value, size, alignment, signedness or
 field offset that memra declares otherwise than the toolkit. Without a
 toolkit (no second program) it skips (exit 77) and says so.
@@ -26,7 +26,7 @@ def main():
         bad.append(f"  {len(ours)} lines against {len(theirs)}")
     for b in bad:
         print("MISMATCH\n" + b)
-    print(f"{len(ours)} values and layouts of src/cuda_abi.h compared with {sys.argv[3]}: "
+    print(f"{len(ours)} values and layouts of src/driver/cuda_abi.h compared with {sys.argv[3]}: "
           f"{len(bad)} differ")
     sys.exit(1 if bad else 0)
 

@@ -1,4 +1,4 @@
-"""Section 2 of src/cuda_abi.h (memra's declarations of the CUDA values and
+"""Section 2 of src/driver/cuda_abi.h (memra's declarations of the CUDA values and
 structs it uses) as a C program that prints, one per line, the value of
 every enumerator and macro, the size, alignment and signedness of every
 enum, and the size and alignment of every struct and union with the offset
@@ -84,7 +84,7 @@ def main():
     macros, enums, records = parse(section2(open(header).read()))
     p = ["#include <stddef.h>", "#include <stdint.h>", "#include <stdio.h>",
          "#ifdef MEMRA_CUDA_ABI_TOOLKIT", "#include <cuda.h>", "#include <nvrtc.h>", "#else",
-         '#include "cuda_abi.h"', "#endif", "", "int main(void)", "{"]
+         '#include "driver/cuda_abi.h"', "#endif", "", "int main(void)", "{"]
     for m in macros:
         p.append(f'    printf("{m} %lld\\n", (long long)(intptr_t)({m}));')
     for t, names in enums:

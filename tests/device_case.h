@@ -1,9 +1,9 @@
 /* The device-arm case runner and random cases for the test programs: the
- * library's own (src/self_check.h), under the names the tests use. */
+ * library's own (src/check/self_check.h), under the names the tests use. */
 #ifndef MEMRA_DEVICE_CASE_H
 #define MEMRA_DEVICE_CASE_H
 
-#include "self_check.h"
+#include "check/self_check.h"
 
 typedef memra_case dcase;
 typedef memra_random_case random_case;

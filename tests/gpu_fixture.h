@@ -9,7 +9,7 @@
 
 #include "testutil.h"
 
-#include "engine.h"
+#include "engine/engine.h"
 
 /* Nonzero (after saying why) where there is no device to test on. */
 static inline int gpu_absent(void)
@@ -37,7 +37,7 @@ static inline int gpu_engine_open(memra_engine **eng, const memra_driver **drv)
         return -1;
     }
     *drv = memra_driver_get();
-    assert_int_equal((*drv)->cuCtxPushCurrent((*eng)->ctx), CUDA_SUCCESS);
+    assert_int_equal((*drv)->cuCtxPushCurrent((*eng)->cx.ctx), CUDA_SUCCESS);
     memra_engine_info info;
     memra_engine_get_info(*eng, &info);
     printf("device 0: %s, sm_%d, driver %d, NVRTC %d\n", info.name, info.sm, info.driver_version,

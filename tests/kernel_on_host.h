@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "layout_abi.h"
-#include "route_abi.h"
+#include "jit/kernels.h"
+#include "layout/layout_abi.h"
+#include "route/route_abi.h"
 #include "testutil.h"
 
 typedef uint64_t memra_u64;

@@ -14,7 +14,7 @@
 
 #include <stdatomic.h>
 
-#include "driver.h"
+#include "driver/driver.h"
 
 enum {
 #define MEMRA_X(name, ver, req) MOCK_##name,

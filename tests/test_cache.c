@@ -21,10 +21,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "cache.h"
-#include "kernels.h"
+#include "jit/cache.h"
+#include "jit/kernels.h"
 #include "mock_driver.h"
-#include "warn.h"
+#include "base/warn.h"
 
 static char root[256];
 

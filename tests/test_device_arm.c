@@ -7,9 +7,9 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "gate_cases.h"
+#include "vrows/gate_cases.h"
 #include "mock_fixture.h"
-#include "vrows_abi.h"
+#include "vrows/vrows_abi.h"
 
 /* device_case_check plus what only the mock can see: one launch, its grid. */
 static void run_device_case(memra_engine *eng, const dcase *c)
@@ -22,45 +22,6 @@ static void run_device_case(memra_engine *eng, const dcase *c)
     /* The grid covers every pair, one per thread. */
     assert_int_equal(mock.last.grid[0], (c->n + 255) / 256);
     assert_int_equal(mock.last.block[0], MEMRA_VROWS_BLOCK);
-}
-
-/* The 0.2 names are aliases of the 0.3 calls: the same tables, the same
- * bytes copied, the same refusals. */
-static void test_old_names_are_aliases(void **state)
-{
-    (void)state;
-    memra_engine *eng = mock_engine();
-    enum { N = 16, E = 8 };
-    int32_t sel[N];
-    float selw[N];
-    for (int p = 0; p < N; p++)
-        sel[p] = p % E, selw[p] = 0.5f + (float)p;
-    const memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {4096, 4096, 8192}};
-    memra_devptr dsel, dselw, p1, s1, p2, s2;
-    assert_int_equal(memra_alloc(eng, sizeof sel, &dsel), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, sizeof selw, &dselw), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 3 * N * 8, &p1), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 3 * N * 4, &s1), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 3 * N * 8, &p2), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 3 * N * 4, &s2), MEMRA_OK);
-    assert_int_equal(memra_copy_htod(eng, dsel, sel, sizeof sel), MEMRA_OK);
-    assert_int_equal(memra_upload(eng, dselw, selw, sizeof selw), MEMRA_OK);
-    assert_int_equal(memra_vrows_tables(eng, dsel, dselw, N, E, 0, NULL, &sl, p1, s1, NULL),
-                     MEMRA_OK);
-    assert_int_equal(
-        memra_moe_vrows_tables_from_sel(eng, dsel, dselw, N, E, 0, NULL, &sl, p2, s2, NULL),
-        MEMRA_OK);
-    uint64_t a[3 * N], b[3 * N];
-    assert_int_equal(memra_download(eng, a, p1, sizeof a), MEMRA_OK);
-    assert_int_equal(memra_copy_dtoh(eng, b, p2, sizeof b), MEMRA_OK);
-    assert_memory_equal(a, b, sizeof a);
-    assert_int_equal(
-        memra_moe_vrows_tables_from_sel(eng, 0, dselw, N, E, 0, NULL, &sl, p2, s2, NULL),
-        MEMRA_ERR_NULL_ARG);
-    const memra_devptr bufs[] = {dsel, dselw, p1, s1, p2, s2};
-    for (int i = 0; i < 6; i++)
-        memra_free(eng, bufs[i]);
-    memra_engine_destroy(eng);
 }
 
 static void test_engine_info_and_lifecycle(void **state)
@@ -572,7 +533,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_engine_info_and_lifecycle, mock_setup, mock_teardown),
-        cmocka_unit_test_setup_teardown(test_old_names_are_aliases, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_jit_options_cubin_for_exact_sm, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_jit_ptx_for_unknown_sm, mock_setup, mock_teardown),

@@ -7,10 +7,10 @@
 
 #include "testutil.h"
 
-#include "cache_env.h"
-#include "env.h"
+#include "jit/cache_env.h"
+#include "base/env.h"
 #include "mock_driver.h"
-#include "warn.h"
+#include "base/warn.h"
 
 static char seen[8][2048];
 static int n_seen;

@@ -10,12 +10,12 @@
 
 #include "gpu_fixture.h"
 
-#include "engine.h"
-#include "gate_cases.h"
-#include "route.h"
-#include "route_abi.h"
-#include "route_cases.h"
-#include "self_check.h"
+#include "engine/engine.h"
+#include "vrows/gate_cases.h"
+#include "route/route.h"
+#include "route/route_abi.h"
+#include "route/route_cases.h"
+#include "check/self_check.h"
 
 static memra_engine *eng;
 static const memra_driver *drv;

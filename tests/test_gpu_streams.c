@@ -11,9 +11,9 @@
 #include "gpu_fixture.h"
 
 #include "device_case.h"
-#include "engine.h"
-#include "gate_cases.h"
-#include "jit.h"
+#include "engine/engine.h"
+#include "vrows/gate_cases.h"
+#include "jit/jit.h"
 
 static memra_engine *eng;
 static const memra_driver *drv;
@@ -57,7 +57,7 @@ static int group_setup(void **state)
     memra_image_free(&img);
     CU(drv->cuModuleGetFunction(&spin_fn, spin_mod, "memra_test_spin_copy"));
     int khz = 0;
-    drv->cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, eng->dev);
+    drv->cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, eng->cx.dev);
     spin_cycles = (long long)(khz > 0 ? khz : 2000000) * 50; /* 50 ms */
     return 0;
 }
@@ -190,7 +190,7 @@ typedef struct capturer {
 static void *capture_thread(void *arg)
 {
     capturer *c = arg;
-    drv->cuCtxPushCurrent(eng->ctx);
+    drv->cuCtxPushCurrent(eng->cx.ctx);
     c->end = drv->cuStreamBeginCapture(c->s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     spin_copy(c->s, 0, 0, 0);
     pthread_barrier_wait(c->began);
@@ -380,8 +380,8 @@ static void test_row5_route_and_tables_share_a_layer(void **state)
     assert_int_equal(memra_vrows_prepare_layer(eng, il, E, &w->mac, c), MEMRA_OK);
     assert_int_equal(memra_route_prepare_layer(eng, il, &spec, &w->mac, c), MEMRA_OK);
     assert_int_equal(memra_sync(eng, c), MEMRA_OK);
-    const CUdeviceptr vdev = eng->slots[MEMRA_MIRROR_VROWS][il]->dev,
-                      rdev = eng->slots[MEMRA_MIRROR_ROUTE][il]->dev;
+    const CUdeviceptr vdev = eng->mirror.slots[MEMRA_MIRROR_VROWS][il]->dev,
+                      rdev = eng->mirror.slots[MEMRA_MIRROR_ROUTE][il]->dev;
     for (int i = 0; i < 1000; i++) {
         assert_int_equal(launch(w, il, c), MEMRA_OK);
         assert_int_equal(memra_route_tables(eng, dl, RT, &spec, il, &w->mac, &gate_cases[1].slabs,
@@ -389,10 +389,10 @@ static void test_row5_route_and_tables_share_a_layer(void **state)
                          MEMRA_OK);
     }
     assert_int_equal(memra_sync(eng, c), MEMRA_OK);
-    assert_true(eng->slots[MEMRA_MIRROR_VROWS][il]->dev == vdev);
-    assert_true(eng->slots[MEMRA_MIRROR_ROUTE][il]->dev == rdev);
-    assert_int_equal(eng->slots[MEMRA_MIRROR_VROWS][il]->version, 1);
-    assert_int_equal(eng->slots[MEMRA_MIRROR_ROUTE][il]->version, 1);
+    assert_true(eng->mirror.slots[MEMRA_MIRROR_VROWS][il]->dev == vdev);
+    assert_true(eng->mirror.slots[MEMRA_MIRROR_ROUTE][il]->dev == rdev);
+    assert_int_equal(eng->mirror.slots[MEMRA_MIRROR_VROWS][il]->version, 1);
+    assert_int_equal(eng->mirror.slots[MEMRA_MIRROR_ROUTE][il]->version, 1);
     CUgraph g;
     CUgraphExec x;
     CU(drv->cuStreamBeginCapture(c, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -535,7 +535,7 @@ static double now_ms(void)
 static void *read_faults(void *arg)
 {
     reader *r = arg;
-    drv->cuCtxPushCurrent(eng->ctx);
+    drv->cuCtxPushCurrent(eng->cx.ctx);
     memra_faults f;
     const double t0 = now_ms();
     r->st = memra_engine_faults(eng, r->s, &f, 1);
@@ -612,11 +612,11 @@ static void test_context_reset_is_noticed(void **state)
     char why[512];
     if (gate_case_check(old, 1, why, sizeof why))
         fail_msg("before the reset: %s", why);
-    CU(drv->cuDevicePrimaryCtxReset(eng->dev));
+    CU(drv->cuDevicePrimaryCtxReset(eng->cx.dev));
     /* The application carries on: its next allocation may land where the
      * engine's fault word was. */
     CUcontext ctx;
-    CU(drv->cuDevicePrimaryCtxRetain(&ctx, eng->dev));
+    CU(drv->cuDevicePrimaryCtxRetain(&ctx, eng->cx.dev));
     CU(drv->cuCtxPushCurrent(ctx));
     CUdeviceptr app;
     CU(drv->cuMemAlloc(&app, 4096));
@@ -639,7 +639,7 @@ static void test_context_reset_is_noticed(void **state)
         fail_msg("a new engine after the reset: %s", why);
     memra_engine_destroy(fresh);
     CU(drv->cuCtxPopCurrent(&ctx));
-    drv->cuDevicePrimaryCtxRelease(eng->dev);
+    drv->cuDevicePrimaryCtxRelease(eng->cx.dev);
     /* The group's engine went with the context too. */
     assert_int_equal(memra_engine_warmup(eng), MEMRA_ERR_CONTEXT_RESET);
     spin_mod = NULL;

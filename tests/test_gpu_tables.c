@@ -7,10 +7,10 @@
 #include "gpu_fixture.h"
 
 #include "device_case.h"
-#include "engine.h"
-#include "gate_cases.h"
-#include "route_cases.h"
-#include "vrows_abi.h"
+#include "engine/engine.h"
+#include "vrows/gate_cases.h"
+#include "route/route_cases.h"
+#include "vrows/vrows_abi.h"
 
 static memra_engine *eng;
 static const memra_driver *drv;
@@ -144,7 +144,7 @@ static void test_out_of_range_and_fault_word(void **state)
         sel[p] = p % E, selw[p] = 1.0f;
     sel[417] = E, sel[733] = -1, sel[900] = INT32_MAX, sel[901] = INT32_MIN;
     selw[500] = NAN;
-    memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {5 * MiB, 5 * MiB, 9 * MiB}};
+    memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {5ull << 20, 5ull << 20, 9ull << 20}};
     dcase c = {N, E, sel, selw, NULL, &sl, 0, NULL, 1, 0};
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK); /* start clear */
@@ -258,7 +258,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
     CUstream s;
     CUcontext c;
-    if (memra_driver_get()->cuCtxPushCurrent(w->eng->ctx) != CUDA_SUCCESS ||
+    if (memra_driver_get()->cuCtxPushCurrent(w->eng->cx.ctx) != CUDA_SUCCESS ||
         memra_driver_get()->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
         w->failed = 1;
         snprintf(w->why, sizeof w->why, "cuStreamCreate");
@@ -279,7 +279,7 @@ static void *worker_main(void *arg)
             selw[p] = rng_special_float(&rs);
         }
         memra_vrows_slabs sl = {{(uint64_t)w->id << 44, 1ull << 45, 1ull << 46},
-                                {24 * MiB, 24 * MiB, 48 * MiB}};
+                                {24ull << 20, 24ull << 20, 48ull << 20}};
         /* Layer 40 is shared (concurrent hits), 50+id is this thread's. */
         dcase c = {n, E, sel, selw, &mac, &sl, (it & 1) ? 40 : 50 + w->id, s, 0, 0};
         w->failed = device_case_check(w->eng, &c, w->why, sizeof w->why);

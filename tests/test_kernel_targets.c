@@ -11,9 +11,9 @@
 
 #include "testutil.h"
 
-#include "jit.h"
-#include "kernels.h"
-#include "nvrtc_find.h"
+#include "jit/jit.h"
+#include "jit/kernels.h"
+#include "driver/nvrtc_find.h"
 
 static const memra_nvrtc *nv;
 

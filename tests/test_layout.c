@@ -12,9 +12,9 @@
 
 #include "kernel_on_host.h"
 #include "mock_fixture.h"
-#include "route.h"
-#include "gate_cases.h"
-#include "route_cases.h"
+#include "route/route.h"
+#include "vrows/gate_cases.h"
+#include "route/route_cases.h"
 
 /* ---- a reference from the definition ---------------------------------------- */
 

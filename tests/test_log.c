@@ -15,7 +15,7 @@
 
 #include "testutil.h"
 
-#include "warn.h"
+#include "base/warn.h"
 
 static char stderr_text[4096];
 

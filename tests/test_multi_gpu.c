@@ -10,7 +10,7 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "engine.h"
+#include "engine/engine.h"
 
 #define MAX_DEV 8
 static int n_dev;
@@ -27,7 +27,7 @@ static void *device_worker(void *arg)
     job *j = arg;
     memra_engine *eng = engs[j->dev];
     CUcontext c;
-    memra_driver_get()->cuCtxPushCurrent(eng->ctx);
+    memra_driver_get()->cuCtxPushCurrent(eng->cx.ctx);
     enum { E = 128 };
     float pl[3 * E];
     for (int e = 0; e < 3 * E; e++)

@@ -14,10 +14,10 @@
 
 #include "testutil.h"
 
-#include "jit.h"
+#include "jit/jit.h"
 #include "mock_driver.h"
-#include "nvrtc_find.h"
-#include "warn.h"
+#include "driver/nvrtc_find.h"
+#include "base/warn.h"
 
 static char tmp[256];
 

@@ -13,7 +13,7 @@
 #include "testutil.h"
 
 #include "mock_driver.h"
-#include "nvrtc_find.h"
+#include "driver/nvrtc_find.h"
 
 enum { T = 8, ITERS = 4 };
 

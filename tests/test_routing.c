@@ -16,8 +16,8 @@
 
 #include "kernel_on_host.h"
 #include "mock_fixture.h"
-#include "route.h"
-#include "route_cases.h"
+#include "route/route.h"
+#include "route/route_cases.h"
 
 /* ---- memra_expf ------------------------------------------------------------ */
 
@@ -304,9 +304,6 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
 
 /* ---- configs and inputs ----------------------------------------------------- */
 
-typedef route_case config;
-#define configs route_cases
-#define N_CONFIGS N_ROUTE_CASES
 
 static uint32_t pairs_of(const memra_route_spec *s)
 {
@@ -372,8 +369,8 @@ static void test_host_arm_matches_reference(void **state)
 {
     (void)state;
     static route_inputs in;
-    for (size_t ci = 0; ci < N_CONFIGS; ci++) {
-        const config *c = &configs[ci];
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        const route_case *c = &route_cases[ci];
         const memra_route_spec s = route_case_inputs(c, &in);
         const uint32_t T = 300, K = pairs_of(&s);
         for (int edges = 0; edges < 2; edges++) {
@@ -512,7 +509,7 @@ static void test_bias_in_place(void **state)
 {
     (void)state;
     static route_inputs in;
-    const memra_route_spec base = route_case_inputs(&configs[2], &in); /* DeepSeek-V3, host bias */
+    const memra_route_spec base = route_case_inputs(&route_cases[2], &in); /* DeepSeek-V3, host bias */
     const uint32_t T = 64, K = base.top_k;
     void *logits = route_case_logits(&base, T, 404, 0);
     outputs a, b, c;
@@ -553,7 +550,7 @@ static void test_bf16_and_f16_are_their_float_values(void **state)
     (void)state;
     static route_inputs in;
     for (int dt = MEMRA_LOGITS_BF16; dt <= MEMRA_LOGITS_F16; dt++) {
-        config c32 = configs[2], c16 = configs[2];
+        route_case c32 = route_cases[2], c16 = route_cases[2];
         c16.spec.logits_dtype = (memra_logits_dtype)dt;
         const memra_route_spec s16 = route_case_inputs(&c16, &in);
         memra_route_spec s32 = s16;
@@ -774,7 +771,7 @@ static void test_zero_tokens_is_a_no_op(void **state)
 {
     (void)state;
     static route_inputs in;
-    const memra_route_spec s = route_case_inputs(&configs[2], &in);
+    const memra_route_spec s = route_case_inputs(&route_cases[2], &in);
     memra_faults f = {7, 7, 7, 7, 7};
     assert_int_equal(
         memra_route_tables_host(NULL, 0, &s, &in.mac, &slabs, NULL, NULL, NULL, NULL, &f),
@@ -1063,7 +1060,7 @@ static void dev_read(memra_engine *eng, const dev_bufs *d, size_t n_pairs, outpu
 
 /* One config on the device (the kernel `variant` forces), against the
  * host arm: outputs and faults. */
-static void device_case(memra_engine *eng, const config *c, int variant, uint32_t T, uint64_t seed,
+static void device_case(memra_engine *eng, const route_case *c, int variant, uint32_t T, uint64_t seed,
                         int il)
 {
     static route_inputs in;
@@ -1113,14 +1110,14 @@ static void test_device_matches_host_every_config(void **state)
     (void)state;
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    for (size_t ci = 0; ci < N_CONFIGS; ci++) {
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
         /* Not a multiple of the warp kernel's 4 tokens a block; fewer tokens
          * where a block is 1024 threads. */
-        const uint32_t T = configs[ci].spec.n_expert > 256 ? 6 : 37;
-        device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_WARP, T, 5 + ci, (int)ci);
-        device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_BLOCK, T, 5 + ci, (int)ci);
-        if (configs[ci].spec.scoring == MEMRA_ROUTE_SIGMOID) /* the team kernel unscreened */
-            device_case(eng, &configs[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci, (int)ci);
+        const uint32_t T = route_cases[ci].spec.n_expert > 256 ? 6 : 37;
+        device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP, T, 5 + ci, (int)ci);
+        device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_BLOCK, T, 5 + ci, (int)ci);
+        if (route_cases[ci].spec.scoring == MEMRA_ROUTE_SIGMOID) /* the team kernel unscreened */
+            device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci, (int)ci);
     }
     memra_engine_destroy(eng);
 }
@@ -1176,7 +1173,7 @@ static void test_device_nonfinite_bias_in_place(void **state)
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
     static route_inputs in;
-    const config *c = &configs[6]; /* Kimi-K2: a float32 bias in place */
+    const route_case *c = &route_cases[6]; /* Kimi-K2: a float32 bias in place */
     memra_route_spec s = route_case_inputs(c, &in);
     in.bias[100] = u2f(0xff800000u);
     const uint32_t T = 5;
@@ -1212,7 +1209,7 @@ static void test_device_zero_tokens_launch_nothing(void **state)
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
     static route_inputs in;
-    const memra_route_spec s = route_case_inputs(&configs[2], &in);
+    const memra_route_spec s = route_case_inputs(&route_cases[2], &in);
     const int launches = mock.calls[MOCK_cuLaunchKernel] + mock.calls[MOCK_cuLaunchKernelEx];
     assert_int_equal(memra_route_tables(eng, 0, 0, &s, 0, &in.mac, &slabs, 0, 0, 0, 0, NULL),
                      MEMRA_OK);
@@ -1235,14 +1232,14 @@ static void test_device_pdl(void **state)
     assert_int_equal(memra_engine_set_pdl(eng, 1, &active), MEMRA_OK);
     assert_int_equal(active, 1);
     const int ex0 = mock.pdl_launches, plain0 = mock.calls[MOCK_cuLaunchKernel];
-    device_case(eng, &configs[2], MEMRA_ROUTE_VARIANT_BLOCK, 9, 77, 1);
-    device_case(eng, &configs[10], MEMRA_ROUTE_VARIANT_WARP, 9, 78, 2);
+    device_case(eng, &route_cases[2], MEMRA_ROUTE_VARIANT_BLOCK, 9, 77, 1);
+    device_case(eng, &route_cases[10], MEMRA_ROUTE_VARIANT_WARP, 9, 78, 2);
     assert_int_equal(mock.pdl_launches, ex0 + 2);
     /* the fault reads' own kernel is launched plainly */
     assert_true(mock.calls[MOCK_cuLaunchKernel] > plain0);
     assert_int_equal(memra_engine_set_pdl(eng, 0, &active), MEMRA_OK);
     assert_int_equal(active, 0);
-    device_case(eng, &configs[2], MEMRA_ROUTE_VARIANT_BLOCK, 3, 79, 1);
+    device_case(eng, &route_cases[2], MEMRA_ROUTE_VARIANT_BLOCK, 3, 79, 1);
     assert_int_equal(mock.pdl_launches, ex0 + 2);
     memra_engine_destroy(eng);
 
@@ -1334,7 +1331,7 @@ static void test_device_capture_and_replay(void **state)
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
     assert_int_equal(memra_engine_set_pdl(eng, 1, NULL), MEMRA_OK); /* captured with PDL */
     static route_inputs in;
-    memra_route_spec s = route_case_inputs(&configs[2], &in);
+    memra_route_spec s = route_case_inputs(&route_cases[2], &in);
     const uint32_t T = 8;
     const size_t np = (size_t)T * s.top_k, lbytes = (size_t)T * s.n_expert * 4;
     dev_bufs d;

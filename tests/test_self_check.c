@@ -9,10 +9,10 @@
 #include "testutil.h"
 
 #include "mock_fixture.h"
-#include "route.h"
-#include "route_cases.h"
-#include "engine.h"
-#include "self_check.h"
+#include "route/route.h"
+#include "route/route_cases.h"
+#include "engine/engine.h"
+#include "check/self_check.h"
 
 /* The gate a serving process runs at boot: exact on a sound device, and it
  * leaves a clear fault word clear. */
@@ -84,8 +84,8 @@ static void test_self_check_beside_another_threads_capture(void **state)
     /* The public layers are untouched: a layer the check once used is
      * still a miss for the caller. */
     for (int k = MEMRA_MIRROR_VROWS; k <= MEMRA_MIRROR_ROUTE; k++)
-        for (size_t i = 0; i < eng->n_slots[k]; i++)
-            assert_null(eng->slots[k][i]);
+        for (size_t i = 0; i < eng->mirror.n_slots[k]; i++)
+            assert_null(eng->mirror.slots[k][i]);
     mock_table.cuStreamDestroy(blocking);
     memra_engine_destroy(eng);
 }

@@ -13,9 +13,9 @@
 #include "testutil.h"
 
 #include "device_case.h"
-#include "gate_cases.h"
+#include "vrows/gate_cases.h"
 #include "mock_fixture.h"
-#include "route_cases.h"
+#include "route/route_cases.h"
 
 #include "stream_work.h"
 

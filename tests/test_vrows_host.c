@@ -5,7 +5,7 @@
 
 #include "testutil.h"
 
-#include "gate_cases.h"
+#include "vrows/gate_cases.h"
 
 static void check_against_ref(const int32_t *sel, const float *selw, uint32_t n, uint32_t n_expert,
                               const memra_vrows_macros *mac, const memra_vrows_slabs *sl)

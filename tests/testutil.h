@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <memra/memra.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
 static inline uint32_t f2u(float x)
 {

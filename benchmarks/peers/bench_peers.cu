@@ -1467,8 +1467,27 @@ struct NotAvailable : std::runtime_error {
 };
 void memra_fused_layout(const CfgState &cs, int T, const Bufs &b, AlignBufs &ab, int il, int bs)
 {
-    (void)cs, (void)T, (void)b, (void)ab, (void)il, (void)bs;
-    throw NotAvailable("memra has no fused route + layout call yet (issue #31)");
+    if (!cs.memra_err.empty())
+        throw Failure(cs.memra_err);
+    /* memra's routing, tables and expert-sorted layout in one call (one launch at decode
+     * sizes; the layout's three launches after the routing one above 16,384 pairs, in the
+     * workspace held here). */
+    memra_layout_spec ls;
+    memset(&ls, 0, sizeof ls);
+    ls.n_expert = cs.c->E, ls.block_size = (uint32_t)bs;
+    uint64_t ws = 0;
+    MK(memra_layout_workspace_bytes((uint32_t)(T * cs.c->top_k), &ls, &ws));
+    static DevMem workspace;
+    if (ws > workspace.bytes)
+        workspace = DevMem(ws);
+    memra_layout lo;
+    memset(&lo, 0, sizeof lo);
+    lo.sorted_ids = (uint64_t)ab.sorted.p, lo.expert_ids = (uint64_t)ab.expert_ids.p;
+    lo.n_post_pad = (uint64_t)ab.total.p, lo.workspace = ws ? (uint64_t)workspace.p : 0;
+    MK(memra_route_tables_ex(st.eng, (memra_devptr)b.logits.p, (uint32_t)T, &cs.spec, il,
+                             &cs.mac, &cs.sl, (memra_devptr)b.ids.p, (memra_devptr)b.w.p,
+                             (memra_devptr)b.ptrs.p, (memra_devptr)b.scl.p, &ls, &lo,
+                             (memra_stream)st.s));
 }
 
 /* Checks an align output against the host: runs, padding, block experts, total. */
@@ -1516,7 +1535,7 @@ struct AlignRow {
     std::string router; /* the router before it (decode) */
     Cell router_node;   /* router + consumer - consumer, measured beside it */
     Cell node[N_ALIGN + 1], incr[N_ALIGN + 1]; /* last: memra's fused layout (the hook) */
-    std::string check[N_ALIGN];
+    std::string check[N_ALIGN + 1];
 };
 std::vector<AlignRow> align_rows;
 
@@ -1652,7 +1671,27 @@ void align_prefill_one(CfgState &cs, int T, const std::vector<float> &h, bool ch
                   strf(", \"block_size\": %d, \"ids_from\": \"%s\", \"check\": \"%s\"", row.bs,
                        ARM_KEY[src], jesc(row.check[i]).c_str()));
     }
-    row.node[N_ALIGN] = Cell::na("memra has no fused route + layout call yet (issue #31)");
+    /* memra: routing + tables + layout, the whole step, against the best peer's router
+     * and the best align above */
+    row.node[N_ALIGN] = attempt(where + " memra fused layout", [&] {
+        return calls_us([&](int) { memra_fused_layout(cs, T, b, ab, cs.il_prefill(), row.bs); },
+                        1, false);
+    });
+    if (check && row.node[N_ALIGN].good()) {
+        try {
+            memra_fused_layout(cs, T, b, ab, cs.il_prefill(), row.bs);
+            sync_stream();
+            std::vector<int32_t> mid((size_t)np);
+            d2h(mid.data(), b.ids.p, (size_t)np * 4);
+            const std::string bad = align_check(mid, c.E, row.bs, ab);
+            row.check[N_ALIGN] = bad.empty() ? "valid" : "INVALID: " + bad;
+        } catch (const Failure &f) {
+            row.check[N_ALIGN] = std::string("check failed: ") + f.what();
+            health_check(where + " memra check");
+        }
+    }
+    json_cell("align_prefill", c, T, "memra_fused_layout", 0, "us", row.node[N_ALIGN],
+              strf(", \"block_size\": %d", row.bs));
     align_rows.push_back(row);
 }
 

@@ -754,41 +754,6 @@ MEMRA_API memra_status memra_route_check_ex(memra_checked_call call, uint64_t lo
 MEMRA_API memra_status memra_layout_check(memra_checked_call call, uint64_t ids, uint32_t n_pairs,
                                           const memra_layout_spec *spec, const memra_layout *out);
 
-/* ---- names before 0.3 ---------------------------------------------------- *
- * One vocabulary from 0.3: memra_<operation>_tables (device),
- * memra_<operation>_tables_host (host arm), memra_<operation>_prepare_layer,
- * memra_upload/download[_T][_on|_async]. The 0.2 names below still work,
- * as exported aliases of the same calls, for this release; they go in 0.4. */
-MEMRA_API memra_status memra_moe_vrows_tables_from_sel(
-    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
-    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs, memra_devptr ptrs,
-    memra_devptr scl, memra_stream stream); /* = memra_vrows_tables */
-MEMRA_API memra_status memra_moe_vrows_tables_ex(
-    memra_engine *eng, memra_devptr sel, memra_devptr selw, uint32_t n_pairs, uint32_t n_expert,
-    int il, const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
-    const memra_vrows_options *options, memra_devptr ptrs, memra_devptr scl,
-    memra_stream stream); /* = memra_vrows_tables_ex */
-MEMRA_API memra_status memra_moe_route_tables(memra_engine *eng, memra_devptr logits,
-                                              uint32_t n_tokens, const memra_route_spec *spec,
-                                              int il, const memra_vrows_macros *macros,
-                                              const memra_vrows_slabs *slabs, memra_devptr sel,
-                                              memra_devptr selw, memra_devptr ptrs,
-                                              memra_devptr scl,
-                                              memra_stream stream); /* = memra_route_tables */
-/* = memra_upload, memra_download and their _on / _async forms */
-MEMRA_API memra_status memra_copy_htod(memra_engine *eng, memra_devptr dst, const void *src,
-                                       size_t bytes);
-MEMRA_API memra_status memra_copy_dtoh(memra_engine *eng, void *dst, memra_devptr src,
-                                       size_t bytes);
-MEMRA_API memra_status memra_copy_htod_on(memra_engine *eng, memra_devptr dst, const void *src,
-                                          size_t bytes, memra_stream stream);
-MEMRA_API memra_status memra_copy_dtoh_on(memra_engine *eng, void *dst, memra_devptr src,
-                                          size_t bytes, memra_stream stream);
-MEMRA_API memra_status memra_copy_htod_async(memra_engine *eng, memra_devptr dst, const void *src,
-                                             size_t bytes, memra_stream stream);
-MEMRA_API memra_status memra_copy_dtoh_async(memra_engine *eng, void *dst, memra_devptr src,
-                                             size_t bytes, memra_stream stream);
-
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,7 @@
 arguments to the library, and the routing host arm on NumPy arrays.
 
 The library is the only judge of a spec (docs/routing.md's rules live in
-src/route_spec.c): this module converts the caller's values to the C types
+src/route/route_spec.c): this module converts the caller's values to the C types
 exactly (refusing what a C field cannot hold, a type that is not a number,
 a name that is not one of the enum's) and asks the library
 (memra_route_check) for everything else, its message in the caller's

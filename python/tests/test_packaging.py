@@ -27,6 +27,13 @@ def test_wheel_builds_installs_and_runs(tmp_path):
     (whl,) = list(wheels.glob("memra-*.whl"))
     # any CPython 3, this platform only (the wheel holds a native library)
     assert "-py3-none-" in whl.name and not whl.name.endswith("-any.whl"), whl.name
+    # one build of each native file (the library is built once, not once
+    # more only to be left out), all in the bundled libs folder
+    import zipfile
+    names = zipfile.ZipFile(whl).namelist()
+    native = sorted(n for n in names if os.path.basename(n) in ("libmemra.so", "memra", "memra-bench"))
+    assert native == [".memra.mesonpy.libs/bin/memra", ".memra.mesonpy.libs/bin/memra-bench",
+                      ".memra.mesonpy.libs/libmemra.so"], native
     r = subprocess.run([py, "-m", "pip", "install", "-q", str(whl), "numpy"],
                        capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr

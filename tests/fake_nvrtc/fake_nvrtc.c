@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 #ifndef FAKE_MODE
 #define FAKE_MODE 0

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "kernels.h"
+#include "jit/kernels.h"
 #include "mock_driver.h"
 
 typedef struct fstream fstream;

@@ -2,8 +2,9 @@
  * runs on the host from its own source (kernel_on_host.h). */
 #include "mock_internal.h"
 #include "kernel_on_host.h"
-#include "route_abi.h"
-#include "vrows_abi.h"
+#include "engine/faults_abi.h"
+#include "route/route_abi.h"
+#include "vrows/vrows_abi.h"
 
 /* Runs one queued operation (mu held). */
 void execute(const op *o)

@@ -1,0 +1,62 @@
+/* The engine: one device's primary context, its own stream, the loaded
+ * kernels, the fault word and the mirror of host planes. */
+#ifndef MEMRA_ENGINE_H
+#define MEMRA_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "context.h"
+#include "driver/driver.h"
+#include "jit/kernels.h"
+#include "layer_spec.h"
+#include "mirror.h"
+
+/* Readback areas of the fault word: each reset takes one for the length of
+ * its copy, so concurrent readers on different streams never share one and
+ * no lock is held across a device wait. More readers at once than this get
+ * a temporary area of their own. */
+#define MEMRA_FAULT_READBACKS 32
+
+struct memra_engine {
+    const memra_driver *d;
+    memra_context cx; /* the device and its primary context */
+    CUstream stream;  /* the engine's own non-blocking stream */
+    _Atomic int pdl;  /* launch with programmatic dependent launch (launch.c) */
+    /* 4 x u32: the fault word (kernels_src/vrows.cu), then
+     * MEMRA_FAULT_READBACKS areas of 4 x u32 that memra_faults_take_kernel moves it
+     * into. */
+    CUdeviceptr faults;
+    _Atomic unsigned long long readbacks_busy; /* bit i: area i is taken */
+
+    /* The first load of each module (NVRTC, the disk cache's lock).
+     * Launches of a loaded kernel never take it. */
+    pthread_mutex_t load_lock;
+    _Atomic(CUfunction) kernel[MEMRA_KERNEL_COUNT]; /* non-NULL once its module is loaded */
+    CUmodule module[MEMRA_MODULE_COUNT];
+    const memra_nvrtc *nvrtc; /* the NVRTC that built the first module (NULL: the cache alone) */
+
+    /* One memra_engine_self_check at a time: each reads what its launches
+     * add to the fault word, which another check's launches would add to
+     * meanwhile. No launch or other call takes it. */
+    pthread_mutex_t check_lock;
+
+    /* Short critical sections only, no driver call inside: info, origin and
+     * layout_tickets. */
+    pthread_mutex_t state_lock;
+    CUdeviceptr layout_tickets; /* per-layer counts of the fused layout (layout.c), or 0 */
+    memra_mirror mirror;        /* the host planes kernels read (mirror.h) */
+    memra_engine_info info;
+    memra_kernel_origin origin;
+};
+
+/* memra_context_enter on the engine's context, the call knowing its engine. */
+memra_status memra_call_enter(memra_engine *eng, const char *fn, memra_call *c);
+
+/* Kernel `k`, compiling and loading its module on first use (once, even
+ * with racing threads). Loading allocates, so while the stream is captured
+ * (`cap`) a first use is MEMRA_ERR_CAPTURE instead. */
+memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_id k,
+                                 CUfunction *out);
+
+#endif /* MEMRA_ENGINE_H */

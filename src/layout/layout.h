@@ -1,0 +1,18 @@
+/* The layout's device launches, shared with the fused routing call. */
+#ifndef MEMRA_LAYOUT_H
+#define MEMRA_LAYOUT_H
+
+#include "engine/context.h"
+#include "layout_params.h"
+
+/* The layout of n_pairs device ids by lp (checked): one launch or three.
+ * Caller holds the call; `cap` is what work on s meets. */
+memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids, uint32_t n_pairs,
+                                 const memra_layout_params *lp, CUstream s);
+
+/* The device address of layer il's count (scratch: the self-check's
+ * layers), allocating the engine's counts at their first use. */
+memra_status memra_layout_ticket(memra_call *c, memra_capture cap, int il, int scratch,
+                                 uint64_t *out);
+
+#endif /* MEMRA_LAYOUT_H */

@@ -1,0 +1,260 @@
+/* The routing device arm: router logits to sel, selw and the tables in one
+ * launch, with the layer's macro planes and bias mirrored like the table
+ * kernel's. */
+#include "engine/engine.h"
+#include "route.h"
+
+#include "base/error.h"
+#include "engine/launch.h"
+#include "layout/layout.h"
+#include "layout/layout_spec.h"
+#include "engine/layer_spec.h"
+#include "route_abi.h"
+#include "route_spec.h"
+#include "vrows/vrows_spec.h"
+
+/* memra_route_tables takes the block kernel (a block per token, latency
+ * first) up to this many tokens and the team kernel (throughput first)
+ * above, and the team kernel at every size for 32 experts or fewer, where a
+ * token is a few lanes' work (BENCHMARKS.md has the sweep behind the
+ * number). The tests and the benchmark force either (memra_route_variant). */
+#define ROUTE_BLOCK_MAX_TOKENS 1024u
+int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+
+/* The team kernel for a spec (route_abi.h's memra_route_team_m): screened
+ * for sigmoid scores past 32 experts unless `exact` (the benchmark's
+ * comparison). */
+static memra_kernel_id team_kernel(uint32_t n_expert, int sigmoid, int exact)
+{
+    const int sig = sigmoid && !exact;
+    switch (memra_route_team_m(n_expert)) {
+    case 1:
+        return MEMRA_KERNEL_ROUTE_WARP1;
+    case 4:
+        return sig ? MEMRA_KERNEL_ROUTE_SIG4 : MEMRA_KERNEL_ROUTE_WARP4;
+    case 8:
+        return sig ? MEMRA_KERNEL_ROUTE_SIG8 : MEMRA_KERNEL_ROUTE_WARP8;
+    default:
+        return sig ? MEMRA_KERNEL_ROUTE_SIG16 : MEMRA_KERNEL_ROUTE_WARP16;
+    }
+}
+
+/* After the arguments are checked: the layer index where the layer mirrors
+ * anything, the context, what the stream meets (refused where the launch
+ * would join another stream's capture), and the loaded kernel `k`. */
+static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec, int il,
+                          int scratch, int have_macros, CUstream s, memra_kernel_id k,
+                          memra_call *c, memra_capture *cap, CUfunction *f)
+{
+    memra_status st;
+    *c = (memra_call){.eng = eng, .d = eng->d, .fn = fn};
+    if ((have_macros || spec->bias) && (st = memra_check_layer(fn, il, scratch)))
+        return st;
+    if ((st = memra_call_enter(eng, fn, c)) || (st = memra_capture_of(c, s, cap)))
+        return st;
+    if (*cap == MEMRA_CAPTURE_JOINS)
+        return memra_refuse_capture(c, s, "launch the kernel", NULL);
+    return memra_engine_kernel(c, *cap, k, f);
+}
+
+/* The layer's mirrored planes (macro planes, host bias) on the device, in
+ * routing's own slot. */
+static memra_status route_mirror(memra_call *c, memra_capture cap, int il, int scratch,
+                                 const memra_route_spec *spec, const memra_vrows_macros *macros,
+                                 int have_macros, CUstream s, memra_route_args *a)
+{
+    float padded[MEMRA_ROUTE_SCRATCH];
+    const float *planes[4];
+    uint32_t len;
+    const int n = memra_route_planes(spec, macros, have_macros, planes, &len, padded);
+    if (!n)
+        return MEMRA_OK;
+    CUdeviceptr dev;
+    memra_status st = memra_mirror_get(c, &c->eng->mirror, cap, il,
+                                       memra_mirror_kind_of(MEMRA_MIRROR_ROUTE, scratch), len,
+                                       planes, n, s, !a, &dev);
+    if (st || !a)
+        return st;
+    if (have_macros) {
+        a->mg = memra_mirror_plane(dev, len, 0);
+        a->mu = memra_mirror_plane(dev, len, 1);
+        a->md = memra_mirror_plane(dev, len, 2);
+    }
+    if (spec->bias) /* after the macro planes, as memra_route_planes lists them */
+        a->bias = memra_mirror_plane(dev, len, n - 1);
+    return MEMRA_OK;
+}
+
+memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_route_spec *spec,
+                                       const memra_vrows_macros *macros, memra_stream stream)
+{
+    static const char fn[] = "memra_route_prepare_layer";
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    int have_macros;
+    memra_status st = memra_route_spec_check(fn, spec);
+    if (st || (st = memra_macros_check(fn, macros, &have_macros)))
+        return st;
+    CUstream s = (CUstream)stream;
+    memra_call c;
+    memra_capture cap;
+    CUfunction f;
+    /* Both kernels a call may take for this spec: the block kernel for
+     * decode batches, the team kernel for its expert count. */
+    const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
+    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, &c, &cap,
+                     &f)) &&
+        !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
+                                    "prepare every layer before capture")) &&
+        !(st = memra_engine_kernel(&c, cap, team, &f)))
+        st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
+    memra_call_leave(&c);
+    return st;
+}
+
+uint32_t memra_route_flags(const memra_route_spec *spec)
+{
+    return (spec->scoring == MEMRA_ROUTE_SIGMOID ? MEMRA_ROUTE_FLAG_SIGMOID : 0u) |
+           (spec->logits_dtype == MEMRA_LOGITS_BF16 ? MEMRA_ROUTE_FLAG_BF16 : 0u) |
+           (spec->logits_dtype == MEMRA_LOGITS_F16 ? MEMRA_ROUTE_FLAG_F16 : 0u) |
+           (spec->renormalize ? MEMRA_ROUTE_FLAG_RENORM : 0u) |
+           (!spec->bias && spec->bias_ptr && spec->bias_dtype == MEMRA_BIAS_BF16
+                ? MEMRA_ROUTE_FLAG_BIAS_BF16
+                : 0u) |
+           (memra_route_group_max(spec) ? MEMRA_ROUTE_FLAG_GROUP_MAX : 0u) |
+           (spec->shared_rule == MEMRA_SHARED_ROUTED_SUM ? MEMRA_ROUTE_FLAG_SHARED_SUM : 0u) |
+           (spec->n_real && spec->n_real_dtype == MEMRA_COUNT_I64 ? MEMRA_ROUTE_FLAG_NREAL_I64
+                                                                  : 0u);
+}
+
+static int use_block(int variant, uint32_t n_tokens, uint32_t n_expert)
+{
+    if (n_expert > MEMRA_ROUTE_TEAM_MAX_EXPERT) /* no team kernel holds them */
+        return 1;
+    return variant == MEMRA_ROUTE_VARIANT_BLOCK ||
+           (variant == MEMRA_ROUTE_VARIANT_AUTO && n_expert > 32u &&
+            n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
+}
+
+int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
+{
+    return use_block(memra_route_variant, n_tokens, n_expert);
+}
+
+memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec)
+{
+    if (use_block(variant, n_tokens, spec->n_expert))
+        return MEMRA_KERNEL_ROUTE_BLOCK;
+    return team_kernel(spec->n_expert, spec->scoring == MEMRA_ROUTE_SIGMOID,
+                       variant == MEMRA_ROUTE_VARIANT_WARP_EXACT);
+}
+
+memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
+                                const memra_route_spec *spec, int il,
+                                const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+                                memra_devptr sel, memra_devptr selw, memra_devptr ptrs,
+                                memra_devptr scl, memra_stream stream)
+{
+    return memra_route_launch(eng, "memra_route_tables", logits, n_tokens, spec, il, 0, macros,
+                              slabs, sel, selw, ptrs, scl, NULL, NULL, stream, memra_route_variant);
+}
+
+memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
+                                   const memra_route_spec *spec, int il,
+                                   const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
+                                   memra_devptr sel, memra_devptr selw, memra_devptr ptrs,
+                                   memra_devptr scl, const memra_layout_spec *layout_spec,
+                                   const memra_layout *layout, memra_stream stream)
+{
+    return memra_route_launch(eng, "memra_route_tables_ex", logits, n_tokens, spec, il, 0, macros,
+                              slabs, sel, selw, ptrs, scl, layout_spec, layout, stream,
+                              memra_route_variant);
+}
+
+memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,
+                                uint32_t n_tokens, const memra_route_spec *spec, int il,
+                                int scratch, const memra_vrows_macros *macros,
+                                const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
+                                memra_devptr ptrs, memra_devptr scl,
+                                const memra_layout_spec *layout_spec, const memra_layout *layout,
+                                memra_stream stream, int variant)
+{
+    if (!eng)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
+    int have_macros;
+    memra_status st = memra_route_validate(fn, logits, n_tokens, spec, macros, slabs, sel, selw,
+                                           ptrs, scl, &have_macros);
+    memra_layout_params lp = {0};
+    const int laid = layout_spec || layout;
+    const uint32_t n_pairs = n_tokens * memra_route_pairs_per_token(spec);
+    if (!st && laid)
+        st = memra_route_layout_check(fn, spec, sel, n_pairs, layout_spec, layout, 1, &lp);
+    if (st || (n_tokens == 0 && !laid))
+        return st;
+    CUstream s = (CUstream)stream;
+    const int block = use_block(variant, n_tokens, spec->n_expert);
+    memra_call c;
+    memra_capture cap;
+    CUfunction f;
+    if (n_tokens == 0) { /* the empty layout alone */
+        if (!(st = memra_call_enter(eng, fn, &c)) && !(st = memra_capture_of(&c, s, &cap)))
+            st = cap == MEMRA_CAPTURE_JOINS ? memra_refuse_capture(&c, s, "launch the kernel", NULL)
+                                            : memra_layout_launch(&c, cap, sel, 0, &lp, s);
+        goto done;
+    }
+    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
+                    memra_route_kernel(variant, n_tokens, spec), &c, &cap, &f)))
+        goto done;
+    /* Decode-sized batches are laid out by the routing launch's last block
+     * (the layer's count); larger ones by the layout's own launches after
+     * it. */
+    const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
+    uint64_t ticket = 0;
+    if (one_launch && (st = memra_layout_ticket(&c, cap, il, scratch, &ticket)))
+        goto done;
+    lp.ticket = ticket;
+
+    memra_route_args a = {
+        .logits = logits,
+        .bias = spec->bias_ptr,
+        .pg = slabs->base[0],
+        .pu = slabs->base[1],
+        .pd = slabs->base[2],
+        .sg = slabs->stride[0],
+        .su = slabs->stride[1],
+        .sd = slabs->stride[2],
+        .sel = sel,
+        .selw = selw,
+        .ptrs = ptrs,
+        .scl = scl,
+        .faults = eng->faults,
+        .map = spec->expert_map,
+        .n_real = spec->n_real,
+        .n_tokens = n_tokens,
+        .n_expert = spec->n_expert,
+        .top_k = spec->top_k,
+        .n_group = spec->n_group,
+        .topk_group = spec->topk_group,
+        .flags = memra_route_flags(spec),
+        .n_local = spec->n_local,
+        .n_shared = spec->n_shared,
+        .scale = spec->routed_scaling_factor,
+        .shared_weight = spec->shared_rule == MEMRA_SHARED_ROUTED_SUM ? spec->shared_divisor
+                                                                      : spec->shared_weight,
+    };
+    if (one_launch)
+        a.lp = lp;
+    if (!(st = route_mirror(&c, cap, il, scratch, spec, macros, have_macros, s, &a))) {
+        if (block)
+            st = memra_launch(eng, fn, f, n_tokens, memra_route_block_threads(spec->n_expert), &a,
+                              MEMRA_ROUTE_PARAM_BYTES, s);
+        else
+            st = memra_launch(eng, fn, f, memra_route_team_grid(n_tokens, spec->n_expert),
+                              MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
+    }
+    if (!st && laid && !one_launch)
+        st = memra_layout_launch(&c, cap, sel, n_pairs, &lp, s);
+done:
+    memra_call_leave(&c);
+    return st;
+}

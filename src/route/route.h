@@ -1,0 +1,44 @@
+/* The routing device arm's launch choices, shared with the benchmark and
+ * the tests (which force each kernel in turn). */
+#ifndef MEMRA_ROUTE_H
+#define MEMRA_ROUTE_H
+
+#include <stdint.h>
+
+#include <memra/memra.h>
+
+#include "jit/kernels.h"
+
+/* Which routing kernel memra_route_tables launches: by n_tokens and
+ * n_expert (AUTO), or always the block-per-token or the team kernel. Not
+ * exported: the mock tests and the benchmark set it to compare the two. */
+enum {
+    MEMRA_ROUTE_VARIANT_AUTO = 0,
+    MEMRA_ROUTE_VARIANT_BLOCK = 1,
+    MEMRA_ROUTE_VARIANT_WARP = 2,
+    MEMRA_ROUTE_VARIANT_WARP_EXACT = 3 /* the team kernel without screening sigmoid scores */
+};
+extern int memra_route_variant;
+
+/* memra_route_tables with the kernel chosen by `variant` (a
+ * MEMRA_ROUTE_VARIANT_*): the self-check runs each kernel in turn. With
+ * `scratch`, il names one of the library's own scratch slots (the
+ * self-check's), which no public layer index reaches. */
+memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,
+                                uint32_t n_tokens, const memra_route_spec *spec, int il,
+                                int scratch, const memra_vrows_macros *macros,
+                                const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
+                                memra_devptr ptrs, memra_devptr scl,
+                                const memra_layout_spec *layout_spec, const memra_layout *layout,
+                                memra_stream stream, int variant);
+
+/* Whether a launch of n_tokens over n_expert takes the block kernel
+ * (memra_route_variant honoured), and the kernel a launch of n_tokens takes
+ * under `variant`. */
+int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
+memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec);
+
+/* The kernels' flags (route_abi.h) for a checked spec. */
+uint32_t memra_route_flags(const memra_route_spec *spec);
+
+#endif /* MEMRA_ROUTE_H */
