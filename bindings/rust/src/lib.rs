@@ -1,14 +1,18 @@
 //! memra from Rust: device-built MoE "verify rows" pointer and scale tables,
-//! and routing (router logits to experts, weights and tables in one
-//! launch), bit-identical to the host arithmetic, on a serving engine's own
-//! device buffers.
+//! routing (router logits to experts, weights and tables in one launch) and
+//! the expert-sorted layout the expert GEMMs of larger batches read
+//! ([`LayoutSpec`], in the routing launch itself with
+//! [`RouteOut::with_layout`]), bit-identical to the host arithmetic, on a
+//! serving engine's own device buffers.
 //!
 //! A thin, safe client of the C library (`libmemra.so.2`, opened with
 //! `dlopen` at first use: `MEMRA_LIB`, else the repository's build, the
 //! libdir `pkg-config memra` named at build time, then the loader path; see
-//! [`library_path`]). The C library is the one implementation; this crate
-//! adds ownership (device buffers free themselves, an engine lives as long
-//! as its buffers), checked lengths and `Result`s.
+//! [`library_path`]). The C library is the one implementation and the one
+//! judge of a call (the crate asks it what a call would refuse before it
+//! allocates or checks anything of its own); this crate adds ownership
+//! (device buffers free themselves, an engine lives as long as its
+//! buffers), checked lengths and `Result`s.
 //!
 //! ```no_run
 //! use memra::Engine;

@@ -28,6 +28,12 @@ the current stream, and a CPU one, the host arm, bit-identical):
   and ``scl`` float32 [3, T, K] (gate, up, down), K = top_k + n_shared.
 - ``vrows_tables_`` (in place) and ``vrows_tables``: the tables from a
   selection made elsewhere (``sel`` int32, ``selw`` float32, any shape).
+- ``moe_align_block_size``: vLLM's function of the same name (the pairs
+  grouped by expert for the expert GEMM, each expert's pairs in ascending
+  index: the same bytes every call); ``sglang.moe_align_block_size``,
+  sgl-kernel's out-parameter one; ``route_tables_layout``: route_tables and
+  the layout of its ids in one call (one launch at decode sizes); call
+  ``layout_prepare(device)`` before capturing a graph with layouts.
 
 Logits are float32, bfloat16 or float16; a bias (``e_score_correction_bias``)
 is float32 or bfloat16 on the logits' device, read in place; zero tokens
