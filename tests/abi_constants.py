@@ -31,11 +31,15 @@ def enums(text):
 
 def numeric_macros(text):
     """Object-like MEMRA_* macros whose value is a number or a constant
-    expression of numbers (not the include guard, MEMRA_API or the
-    function-like X-macros)."""
+    expression of numbers and other such macros (MEMRA_LAYOUT_MAX_EXPERT is
+    MEMRA_ROUTE_MAX_EXPERT + MEMRA_ROUTE_MAX_TOP_K), not the include guard,
+    MEMRA_API or the function-like X-macros."""
+    numeric = set()
     for m in re.finditer(r"^#define\s+(MEMRA_\w+)[ \t]+([^\n]+)$", text, re.M):
         name, value = m.group(1), m.group(2).strip()
-        if re.fullmatch(r"[0-9A-Fa-fxXuUlL()<> +\-*|]+|UINT32_MAX|INT32_MAX", value):
+        bare = re.sub(r"\b(MEMRA_\w+)\b", lambda w: "0" if w.group(1) in numeric else "?", value)
+        if re.fullmatch(r"[0-9A-Fa-fxXuUlL()<> +\-*|]+|UINT32_MAX|INT32_MAX", bare):
+            numeric.add(name)
             yield name
 
 

@@ -10,7 +10,9 @@ import sys
 # C limit -> the package's name for it (in memra._lib, re-exported by memra).
 LIMITS = {"MEMRA_MAX_PAIRS": "MAX_PAIRS", "MEMRA_MAX_LAYERS": "MAX_LAYERS",
           "MEMRA_NO_FAULT": "NO_FAULT", "MEMRA_ROUTE_MAX_EXPERT": "ROUTE_MAX_EXPERT",
-          "MEMRA_ROUTE_MAX_TOP_K": "ROUTE_MAX_TOP_K", "MEMRA_ROUTE_MAX_GROUPS": "ROUTE_MAX_GROUPS"}
+          "MEMRA_ROUTE_MAX_TOP_K": "ROUTE_MAX_TOP_K", "MEMRA_ROUTE_MAX_GROUPS": "ROUTE_MAX_GROUPS",
+          "MEMRA_LAYOUT_MAX_EXPERT": "LAYOUT_MAX_EXPERT",
+          "MEMRA_LAYOUT_ONE_LAUNCH": "LAYOUT_ONE_LAUNCH"}
 
 # C enum -> (the package's table in memra._lib, {C member: the table's key},
 # whether the table maps keys to values (else values to keys)).
@@ -37,7 +39,11 @@ ENUMS = {
         "MEMRA_CALL_VROWS_TABLES_EX": "vrows_tables_ex",
         "MEMRA_CALL_VROWS_TABLES_HOST": "vrows_tables_host",
         "MEMRA_CALL_VROWS_TABLES_HOST_EX": "vrows_tables_host_ex",
-        "MEMRA_CALL_VROWS_PREPARE_LAYER": "vrows_prepare_layer"}),
+        "MEMRA_CALL_VROWS_PREPARE_LAYER": "vrows_prepare_layer",
+        "MEMRA_CALL_LAYOUT_TABLES": "layout_tables",
+        "MEMRA_CALL_LAYOUT_TABLES_HOST": "layout_tables_host",
+        "MEMRA_CALL_ROUTE_TABLES_EX": "route_tables_ex",
+        "MEMRA_CALL_ROUTE_TABLES_HOST_EX": "route_tables_host_ex"}),
 }
 # Tables keyed by the C value (value -> the package's word).
 BY_VALUE = {

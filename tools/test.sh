@@ -35,17 +35,18 @@ if command -v cargo >/dev/null 2>&1; then
   echo "== Rust crate: cargo test --offline (bindings/rust, against $builddir/src/libmemra.so.2)"
   MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
     MEMRA_ABI_LAYOUT="$PWD/$builddir/tests/abi_layout.txt" \
+    MEMRA_ABI_CONSTANTS="$PWD/$builddir/tests/abi_constants.txt" \
     cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml
   # Its device tests (ignored without a GPU) on the mock driver: a
   # libcuda.so.1 that runs the kernel source on the host, with a stand-in
   # NVRTC, here with two devices (engines_apart needs them); the H200 runs
-  # route_device's binary against the real driver.
-  echo "== Rust crate: device tests on the mock driver (tests/route_device.rs, engines_apart.rs)"
+  # route_device's and layout_device's binaries against the real driver.
+  echo "== Rust crate: device tests on the mock driver (tests/route_device.rs, layout_device.rs, engines_apart.rs)"
   LD_LIBRARY_PATH="$PWD/$builddir/tests/fake_cuda" FAKE_CUDA_DEVICES=2 MEMRA_CACHE_DIR=off \
     MEMRA_NVRTC_PATH="$PWD/$builddir/tests/fake_nvrtc/libnvrtc-fake-v13_0.so" \
     MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
     cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml --test route_device \
-    --test engines_apart -- --ignored
+    --test layout_device --test engines_apart -- --ignored
 else
   echo "== Rust crate SKIPPED: cargo is not installed and could not be installed"
 fi

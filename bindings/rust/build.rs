@@ -55,6 +55,7 @@ fn main() {
         for (var, rel) in [
             ("MEMRA_BUILD_TREE_LIB", "src/libmemra.so.2"),
             ("MEMRA_BUILD_TREE_ABI_LAYOUT", "tests/abi_layout.txt"),
+            ("MEMRA_BUILD_TREE_ABI_CONSTANTS", "tests/abi_constants.txt"),
         ] {
             if let Some(p) = build.join(rel).to_str() {
                 println!("cargo:rustc-env={var}={p}");

@@ -681,15 +681,16 @@ MEMRA_API memra_status memra_route_tables_host_ex(
     const memra_layout *layout);
 
 /* ---- checking a call without making it (since 0.4) --------------------- *
- * What would this call refuse, and why: memra_route_check and
- * memra_vrows_check run the argument checks of the call that `call` names,
- * in that call's order, and return the status it would return for the same
- * arguments, with the same message in memra_last_error() (naming that
- * call and its arguments), or MEMRA_OK where the call gets past them.
- * Nothing is written, and nothing is read but the spec, the options and
- * the macros structs (and a host bias's n_expert values, which the calls
- * check): addresses are judged as the calls judge them (NULL, alignment),
- * never dereferenced, so a binding that has no memory yet (a framework's
+ * What would this call refuse, and why: memra_route_check(_ex),
+ * memra_vrows_check and memra_layout_check run the argument checks of the
+ * call that `call` names, in that call's order, and return the status it
+ * would return for the same arguments, with the same message in
+ * memra_last_error() (naming that call and its arguments), or MEMRA_OK
+ * where the call gets past them. Nothing is written, and nothing is read
+ * but the structs passed (spec, options, macros, slabs, layout spec and
+ * layout) and a host bias's n_expert values, which the calls check:
+ * addresses are judged as the calls judge them (NULL, alignment), never
+ * dereferenced, so a binding that has no memory yet (a framework's
  * shape-only "fake" implementation, a planner, a graph compiler) can pass
  * any non-NULL address aligned as the real one will be. One judge: the
  * bindings (Python, Rust) refuse only what the library cannot see (types,
@@ -706,12 +707,17 @@ typedef enum memra_checked_call {
     MEMRA_CALL_VROWS_TABLES_EX = 4,      /* memra_vrows_tables_ex */
     MEMRA_CALL_VROWS_TABLES_HOST = 5,    /* memra_vrows_tables_host (il, options unused) */
     MEMRA_CALL_VROWS_TABLES_HOST_EX = 6, /* memra_vrows_tables_host_ex (il unused) */
-    MEMRA_CALL_VROWS_PREPARE_LAYER = 7   /* memra_vrows_prepare_layer (n_expert, il, macros) */
+    MEMRA_CALL_VROWS_PREPARE_LAYER = 7,  /* memra_vrows_prepare_layer (n_expert, il, macros) */
+    MEMRA_CALL_LAYOUT_TABLES = 8,        /* memra_layout_tables */
+    MEMRA_CALL_LAYOUT_TABLES_HOST = 9,   /* memra_layout_tables_host */
+    MEMRA_CALL_ROUTE_TABLES_EX = 10,     /* memra_route_tables_ex */
+    MEMRA_CALL_ROUTE_TABLES_HOST_EX = 11 /* memra_route_tables_host_ex (il unused) */
 } memra_checked_call;
 
-/* The routing calls (MEMRA_CALL_ROUTE_*), arguments as theirs; logits,
- * sel, selw, ptrs and scl are addresses (host or device: only their value
- * is judged). Another `call` is MEMRA_ERR_INVALID_ARG. */
+/* The routing calls without a layout (MEMRA_CALL_ROUTE_*; the _EX kinds
+ * as called with layout_spec and layout NULL), arguments as theirs;
+ * logits, sel, selw, ptrs and scl are addresses (host or device: only
+ * their value is judged). Another `call` is MEMRA_ERR_INVALID_ARG. */
 MEMRA_API memra_status memra_route_check(memra_checked_call call, uint64_t logits,
                                          uint32_t n_tokens, const memra_route_spec *spec, int il,
                                          const memra_vrows_macros *macros,
@@ -726,6 +732,27 @@ MEMRA_API memra_status memra_vrows_check(memra_checked_call call, uint64_t sel, 
                                          const memra_vrows_slabs *slabs,
                                          const memra_vrows_options *options, uint64_t ptrs,
                                          uint64_t scl);
+
+/* Every routing call, the fused ones with a layout included
+ * (MEMRA_CALL_ROUTE_TABLES_EX, MEMRA_CALL_ROUTE_TABLES_HOST_EX: the
+ * routing's checks, then the layout's, as those calls make them; both
+ * NULL: the call without a layout), arguments as theirs. The other routing
+ * kinds ignore layout_spec and layout. Another `call` is
+ * MEMRA_ERR_INVALID_ARG. (since 0.4) */
+MEMRA_API memra_status memra_route_check_ex(memra_checked_call call, uint64_t logits,
+                                            uint32_t n_tokens, const memra_route_spec *spec, int il,
+                                            const memra_vrows_macros *macros,
+                                            const memra_vrows_slabs *slabs, uint64_t sel,
+                                            uint64_t selw, uint64_t ptrs, uint64_t scl,
+                                            const memra_layout_spec *layout_spec,
+                                            const memra_layout *layout);
+
+/* The layout calls (MEMRA_CALL_LAYOUT_TABLES, MEMRA_CALL_LAYOUT_TABLES_HOST),
+ * arguments as theirs (ids and out's fields are addresses; the device kind
+ * also judges out->workspace where n_pairs needs one). Another `call` is
+ * MEMRA_ERR_INVALID_ARG. (since 0.4) */
+MEMRA_API memra_status memra_layout_check(memra_checked_call call, uint64_t ids, uint32_t n_pairs,
+                                          const memra_layout_spec *spec, const memra_layout *out);
 
 #ifdef __cplusplus
 }

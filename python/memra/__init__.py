@@ -18,8 +18,9 @@ import threading
 from . import _lib
 from ._errors import *  # noqa: F401,F403  (the exception classes)
 from ._errors import Error, InvalidArgError, LibraryError, NullArgError
-from ._lib import (MAX_LAYERS, MAX_PAIRS, NO_FAULT, ROUTE_MAX_EXPERT,  # noqa: F401
-                   ROUTE_MAX_GROUPS, ROUTE_MAX_TOP_K, Faults, check, lib)
+from ._lib import (LAYOUT_MAX_EXPERT, LAYOUT_ONE_LAUNCH, MAX_LAYERS,  # noqa: F401
+                   MAX_PAIRS, NO_FAULT, ROUTE_MAX_EXPERT, ROUTE_MAX_GROUPS, ROUTE_MAX_TOP_K,
+                   Faults, check, lib)
 from ._nvrtc import wheel_nvrtc_paths
 from ._route import _int
 

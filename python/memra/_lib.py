@@ -27,6 +27,8 @@ NO_FAULT = 0xFFFFFFFF  # MEMRA_NO_FAULT
 ROUTE_MAX_EXPERT = 1024  # MEMRA_ROUTE_MAX_EXPERT
 ROUTE_MAX_TOP_K = 32  # MEMRA_ROUTE_MAX_TOP_K
 ROUTE_MAX_GROUPS = 32  # MEMRA_ROUTE_MAX_GROUPS
+LAYOUT_MAX_EXPERT = 1056  # MEMRA_LAYOUT_MAX_EXPERT
+LAYOUT_ONE_LAUNCH = 16384  # MEMRA_LAYOUT_ONE_LAUNCH
 SCORINGS = {"softmax": 0, "sigmoid": 1}  # memra_route_scoring
 LOGITS_DTYPES = {"float32": 0, "bfloat16": 1, "float16": 2}  # memra_logits_dtype
 # memra_group_scoring; None is MEMRA_GROUP_AUTO, vLLM's rule (the library
@@ -35,10 +37,12 @@ GROUP_SCORINGS = {None: 0, "top2_sum": 1, "max": 2}
 BIAS_DTYPES = {"float32": 0, "bfloat16": 1}  # memra_bias_dtype
 COUNT_DTYPES = {"int32": 0, "int64": 1}  # memra_count_dtype
 SHARED_RULES = {"constant": 0, "routed_sum": 1}  # memra_shared_rule
-# memra_checked_call: which call memra_route_check / memra_vrows_check judge
+# memra_checked_call: which call memra_route_check(_ex) / memra_vrows_check /
+# memra_layout_check judge
 CALLS = {"route_tables": 0, "route_tables_host": 1, "route_prepare_layer": 2, "vrows_tables": 3,
          "vrows_tables_ex": 4, "vrows_tables_host": 5, "vrows_tables_host_ex": 6,
-         "vrows_prepare_layer": 7}
+         "vrows_prepare_layer": 7, "layout_tables": 8, "layout_tables_host": 9,
+         "route_tables_ex": 10, "route_tables_host_ex": 11}
 NVRTC_STATES = {0: "usable", 1: "refused", 2: "not_tried"}  # memra_nvrtc_state
 
 
@@ -99,6 +103,17 @@ class RouteSpec(ctypes.Structure):
                 ("n_real_dtype", c_int), ("n_real", c_u64)]
 
 
+class LayoutSpec(ctypes.Structure):
+    _fields_ = [("n_expert", c_u32), ("block_size", c_u32), ("pad_sorted_ids", c_int),
+                ("load_dtype", c_int), ("expert_map", c_u64)]
+
+
+class Layout(ctypes.Structure):
+    _fields_ = [("sorted_ids", c_u64), ("expert_ids", c_u64), ("n_post_pad", c_u64),
+                ("offsets", c_u64), ("padded_offsets", c_u64), ("counts", c_u64),
+                ("expert_load", c_u64), ("workspace", c_u64)]
+
+
 P = ctypes.POINTER
 _SIGNATURES = {
     "memra_version": (c_u32, []),
@@ -144,6 +159,22 @@ _SIGNATURES = {
     "memra_vrows_check": (
         c_int, [c_int, c_u64, c_u64, c_u32, c_u32, c_int, P(Macros), P(Slabs), P(VrowsOptions),
                 c_u64, c_u64]),
+    "memra_route_check_ex": (
+        c_int, [c_int, c_u64, c_u32, P(RouteSpec), c_int, P(Macros), P(Slabs), c_u64, c_u64,
+                c_u64, c_u64, P(LayoutSpec), P(Layout)]),
+    "memra_layout_check": (c_int, [c_int, c_u64, c_u32, P(LayoutSpec), P(Layout)]),
+    # since 0.4: the expert-sorted layout
+    "memra_layout_sizes": (c_int, [c_u32, P(LayoutSpec), P(c_u64), P(c_u64)]),
+    "memra_layout_workspace_bytes": (c_int, [c_u32, P(LayoutSpec), P(c_u64)]),
+    "memra_layout_prepare": (c_int, [c_vp]),
+    "memra_layout_tables_host": (c_int, [c_u64, c_u32, P(LayoutSpec), P(Layout)]),
+    "memra_layout_tables": (c_int, [c_vp, c_u64, c_u32, P(LayoutSpec), P(Layout), c_vp]),
+    "memra_route_tables_ex": (
+        c_int, [c_vp, c_u64, c_u32, P(RouteSpec), c_int, P(Macros), P(Slabs), c_u64, c_u64, c_u64,
+                c_u64, P(LayoutSpec), P(Layout), c_vp]),
+    "memra_route_tables_host_ex": (
+        c_int, [c_vp, c_u32, P(RouteSpec), P(Macros), P(Slabs), c_vp, c_vp, c_vp, c_vp,
+                P(Faults), P(LayoutSpec), P(Layout)]),
 }
 # Newer than the first 0.2 libraries: used when present.
 _LOG_FN = ctypes.CFUNCTYPE(None, c_int, ctypes.c_char_p, c_vp)

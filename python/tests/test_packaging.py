@@ -44,7 +44,8 @@ def test_wheel_builds_installs_and_runs(tmp_path):
         assert _lib._path().endswith(".memra.mesonpy.libs/libmemra.so"), _lib._path()
         assert memra.version() == memra.__version__
         pkg = os.path.dirname(memra.__file__)  # memra.torch is a package (torch not needed here)
-        for f in ("torch/__init__.py", "torch/sglang.py", "_torch_ops.py", "_torch_sglang.py"):
+        for f in ("torch/__init__.py", "torch/sglang.py", "_torch_ops.py", "_torch_sglang.py",
+                  "_torch_layout.py"):
             assert os.path.isfile(os.path.join(pkg, f)), f
         ptrs, scl, f = memra.vrows_tables_host(np.array([0, 7, 3], np.int32),
                                                np.array([1, .5, .25], np.float32), 8,

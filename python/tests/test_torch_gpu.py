@@ -12,7 +12,12 @@ logits and a bfloat16 bias read in place; zero tokens. Graphs: a decode step
 in torch.cuda.graph replayed with new logits, new planes and a new bias;
 torch.compile(fullgraph=True), and mode="reduce-overhead" with its CUDA
 graphs recorded and replayed (no skip). Errors: wrong dtype, shape or device
-refused alike by the op and its fake; opcheck on every op. Ordering
+refused alike by the op and its fake; opcheck on every op. The
+expert-sorted layout (moe_align_block_size, sgl-kernel's shape, routing
+fused with its layout): device against host byte for byte at decode and
+prefill sizes (one launch, three with their workspace), vLLM's golden
+sets, the same bytes 1,000 calls running, a CUDA graph and
+mode="reduce-overhead". Ordering
 (docs/streams.md row 11): the route and table ops on one layer in one
 graph; a fault read on the current stream; engines per model.
 
@@ -702,3 +707,198 @@ def test_dispatcher_and_direct_calls_agree():
     b = torch.ops.memra.grouped_topk(h, logits, 6, True, 8, 3, "sigmoid", 2.5, bias)
     sync()
     assert torch.equal(a[1], b[1]) and torch.equal(bits(a[0]), bits(b[0]))
+
+
+# ---- the expert-sorted layout (issue #31) ------------------------------------------
+
+def layout_ids(m, topk, n_expert, seed, minus_one=False):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.stack([torch.randperm(n_expert, generator=g)[:topk] for _ in range(m)]) if m \
+        else torch.empty(0, topk, dtype=torch.int64)
+    if minus_one:  # padding rows
+        ids[m // 2::3] = -1
+    return ids.to(torch.int32)
+
+
+def assert_same_layout(got, want, what):
+    for name, g_, w_ in zip(("sorted_ids", "expert_ids", "num_tokens_post_pad"), got, want):
+        g_ = g_.cpu()
+        assert g_.dtype == w_.dtype and g_.shape == w_.shape, f"{what}: {name} shape"
+        bad = (g_ != w_).sum().item()
+        assert bad == 0, f"{what}: {bad} entries of {name} differ"
+
+
+@pytest.mark.parametrize("m,topk,n_expert,block_size,pad,mapped", [
+    (1, 8, 256, 16, False, False), (64, 8, 256, 64, True, True), (256, 8, 256, 16, False, True),
+    (2048, 8, 256, 64, False, False),   # 16,384 pairs: the last one-launch size
+    (4096, 8, 256, 64, True, True),     # 32,768 pairs: three launches and their workspace
+    (9000, 2, 1056, 128, False, False),  # the most experts
+    (0, 8, 256, 16, False, False),
+])
+def test_layout_device_equals_host(m, topk, n_expert, block_size, pad, mapped):
+    """moe_align_block_size on DEV against the host arm (the CPU op), every
+    byte, with vLLM's golden per-expert sets as a second opinion."""
+    from layout_reference import expert_sets, vllm_golden
+    ids = layout_ids(m, topk, n_expert, m + block_size, minus_one=m > 100)
+    emap = None
+    if mapped:
+        emap = torch.full((n_expert,), -1, dtype=torch.int32)
+        emap[1::2] = torch.arange(n_expert // 2, dtype=torch.int32)
+    got = mt.moe_align_block_size(ids.to(DEV), block_size, n_expert,
+                                  None if emap is None else emap.to(DEV), pad)
+    sync()
+    host = mt.moe_align_block_size(ids, block_size, n_expert, emap, pad)
+    assert_same_layout(got, host, f"{m}x{topk}")
+    want = vllm_golden(ids, block_size, n_expert, emap, pad)
+    n, post = ids.numel(), int(host[2])
+    assert torch.equal(host[2], want[2])
+    assert expert_sets(host[0], host[1], block_size, post, n) == \
+        expert_sets(want[0], want[1], block_size, post, n)
+
+
+@pytest.mark.parametrize("m,calls", [(64, 1000), (2048, 1000), (4096, 100)])
+def test_layout_the_same_bytes_every_call(m, calls):
+    """Deterministic on the device: decode sizes 1,000 times, prefill 100,
+    the same bytes each time (vLLM's and SGLang's kernels place pairs with
+    atomics; their order inside an expert changes from run to run)."""
+    if DEV.type == "cpu":
+        calls = min(calls, 20)
+    ids = layout_ids(m, 8, 256, 3).to(DEV)
+    first = [t.clone() for t in mt.moe_align_block_size(ids, 64, 256)]
+    for _ in range(calls):
+        again = mt.moe_align_block_size(ids, 64, 256)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
+    sync()
+
+
+@pytest.mark.parametrize("T,kw", [
+    (33, dict()),
+    (64, dict(scoring="sigmoid", n_group=8, topk_group=4, renormalize=True,
+              routed_scaling_factor=2.5, bias=True)),
+    (47, dict(expert_map=True, n_local=128, n_shared=1, shared_weight=1.0, n_real=30)),
+    (2100, dict(scoring="sigmoid", n_group=8, topk_group=4, bias=True)),  # 16,800 pairs
+    (0, dict()),
+])
+def test_route_tables_layout_device_equals_host(T, kw):
+    """Routing fused with its layout (one launch at decode sizes, four past
+    16,384 pairs) on DEV against the same call on the CPU (the host arm):
+    all seven outputs, every bit."""
+    E = 256
+    g = torch.Generator().manual_seed(T)
+    x = torch.randn(T, E, generator=g) * 2
+    host_kw, dev_kw = dict(kw), dict(kw)
+    if kw.get("bias"):
+        b = torch.randn(E, generator=g) * 0.05
+        host_kw["bias"], dev_kw["bias"] = b, b.to(DEV)
+    if kw.get("expert_map"):
+        emap = (torch.arange(E, dtype=torch.int32) % 2 * (torch.arange(E) // 2 + 1) - 1)
+        emap = emap.to(torch.int32)
+        host_kw["expert_map"], dev_kw["expert_map"] = emap, emap.to(DEV)
+    if "n_real" in kw:
+        c = torch.tensor([kw["n_real"]], dtype=torch.int32)
+        host_kw["n_real"], dev_kw["n_real"] = c, c.to(DEV)
+    mt.route_prepare_layer(21, None, DEV)
+    mt.route_prepare_layer(21, None, "cpu")
+    mt.layout_prepare(DEV)
+    got = mt.route_tables_layout(x.to(DEV), 8, 21, 64, BASES, BIG, **dev_kw)
+    sync()
+    want = mt.route_tables_layout(x, 8, 21, 64, BASES, BIG, **host_kw)
+    for name, g_, w_ in zip(("ids", "weights", "ptrs", "scl", "sorted_ids", "expert_ids",
+                             "num_tokens_post_pad"), got, want):
+        g_ = g_.cpu()
+        assert g_.shape == w_.shape, name
+        assert torch.equal(bits(g_) if g_.dtype == torch.float32 else g_,
+                           bits(w_) if w_.dtype == torch.float32 else w_), f"T={T}: {name}"
+
+
+def test_sglang_align_device_equals_host():
+    """sgl-kernel's shape on DEV, as SGLang calls it, against the CPU."""
+    from layout_reference import sglang_style_align
+    for m, bs in ((8, 16), (300, 64), (3000, 64)):
+        ids = layout_ids(m, 8, 256, m)
+        got = sglang_style_align(sglang.moe_align_block_size, ids.to(DEV), bs, 256)
+        sync()
+        want = sglang_style_align(sglang.moe_align_block_size, ids, bs, 256)
+        used = int(want[2]) // bs
+        assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[2].cpu(), want[2])
+        assert torch.equal(got[1].cpu()[:used], want[1][:used])
+        assert torch.equal(got[3].cpu(), want[3])
+
+
+@cuda_only
+def test_layout_ops_in_a_cuda_graph():
+    """After layout_prepare, moe_align_block_size and the fused op captured in
+    one graph (decode) and replayed with new ids and logits: each replay's
+    bytes the host arm's."""
+    E, T, K = 256, 32, 8
+    mt.route_prepare_layer(22, None, DEV)
+    mt.layout_prepare(DEV)
+    ids = layout_ids(T, K, E, 1).to(DEV)
+    logits = torch.randn(T, E, device=DEV)
+
+    def step():
+        return (mt.moe_align_block_size(ids, 16, E),
+                mt.route_tables_layout(logits, K, 22, 16, scoring="sigmoid"))
+
+    g, (align, fused) = capture(step)
+    for rep in range(20):
+        ids.copy_(layout_ids(T, K, E, rep + 10).to(DEV))
+        logits.copy_(torch.randn(T, E, device=DEV))
+        g.replay()
+        sync()
+        assert_same_layout(align, mt.moe_align_block_size(ids.cpu(), 16, E), f"replay {rep}")
+        want = mt.route_tables_layout(logits.cpu(), K, 22, 16, scoring="sigmoid")
+        for a, b in zip(fused, want):
+            assert torch.equal(a.cpu(), b), f"replay {rep}"
+
+
+@cuda_only
+def test_layout_ops_under_reduce_overhead():
+    """torch.compile(mode="reduce-overhead") over routing then the layout
+    (vLLM's two calls) and the fused op: CUDA graphs recorded, no skip, the
+    host arm's bytes."""
+    from torch._dynamo.utils import counters
+    E = 256
+    mt.route_prepare_layer(23, None, DEV)
+    mt.layout_prepare(DEV)
+
+    def decode(hidden, logits):
+        w, ids = grouped_topk(hidden, logits, 8, True, 8, 4, "sigmoid", 2.5)
+        return (w, ids) + tuple(mt.moe_align_block_size(ids, 16, E)) + \
+            tuple(mt.route_tables_layout(logits, 8, 23, 16, scoring="sigmoid", n_group=8,
+                                         topk_group=4)[4:])
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(decode, mode="reduce-overhead", fullgraph=True)
+    hidden = torch.zeros(16, 8, device=DEV)
+    for it in range(5):
+        logits = torch.randn(16, E, device=DEV)
+        got = [t.clone() for t in compiled(hidden, logits)]
+        sync()
+        want = decode(hidden.cpu(), logits.cpu())
+        for a, b in zip(got, want):
+            assert torch.equal(a.cpu(), b), it
+    assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
+
+
+def test_opcheck_layout_ops():
+    ids = layout_ids(9, 4, 64, 5).to(DEV)
+    emap = (torch.arange(64, dtype=torch.int32) % 40 - 8).to(DEV)
+    x = torch.randn(9, 64).to(DEV)
+    n = ids.numel()
+    mt.route_prepare_layer(24, None, DEV)
+    O = torch.ops.memra
+    for op, args, kw in [
+        (O.moe_align_block_size.default, (ids, 16, 64), {}),
+        (O.moe_align_block_size.default, (ids, 4, 64, emap, True), {}),
+        (O.sglang_moe_align_block_size.default,
+         (ids, 65, 16, torch.empty(n + 65 * 15, dtype=torch.int32, device=DEV),
+          torch.empty(70, dtype=torch.int32, device=DEV),
+          torch.empty(1, dtype=torch.int32, device=DEV),
+          torch.empty(66, dtype=torch.int32, device=DEV), True), {}),
+        (O.route_tables_layout.default, (x, 4, 24, 16), {"scoring": "sigmoid"}),
+        (O.route_tables_layout.default, (x.bfloat16(), 4, 24, 8),
+         {"expert_map": emap, "n_local": 32, "n_shared": 1, "pad_sorted_ids": True}),
+    ]:
+        torch.library.opcheck(op, args, kw)

@@ -26,6 +26,29 @@ pub enum Status {
 }
 
 impl Status {
+    /// The `MEMRA_ERR_*` value (`Other`'s own).
+    pub fn code(self) -> i32 {
+        use Status::*;
+        match self {
+            NullArg => 1,
+            InvalidArg => 2,
+            Misaligned => 3,
+            SlabOverflow => 4,
+            ExpertRange => 5,
+            NonfiniteScale => 6,
+            NoDriver => 7,
+            NoDevice => 8,
+            Nvrtc => 9,
+            ModuleLoad => 10,
+            OutOfMemory => 11,
+            Capture => 12,
+            Driver => 13,
+            ContextReset => 14,
+            SelfCheck => 15,
+            Other(c) => c,
+        }
+    }
+
     pub(crate) fn from_code(code: i32) -> Status {
         use Status::*;
         match code {
@@ -74,14 +97,9 @@ impl Error {
     }
 
     pub(crate) fn arg(status: Status, message: String) -> Error {
-        let code = match status {
-            Status::NullArg => 1,
-            Status::InvalidArg => 2,
-            _ => 0,
-        };
         Error::Call {
             status,
-            code,
+            code: status.code(),
             message,
         }
     }
@@ -91,7 +109,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Library(m) => write!(f, "memra: {m}"),
-            Error::Call { status, message, .. } => write!(f, "memra: {status:?}: {message}"),
+            Error::Call {
+                status, message, ..
+            } => write!(f, "memra: {status:?}: {message}"),
         }
     }
 }

@@ -98,6 +98,34 @@ c_struct! {
 }
 
 c_struct! {
+    /// `memra_layout_spec` (the enum is a C `int`).
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct LayoutSpec {
+        pub n_expert: u32,
+        pub block_size: u32,
+        pub pad_sorted_ids: c_int,
+        pub load_dtype: c_int,
+        pub expert_map: u64,
+    }
+}
+
+c_struct! {
+    /// `memra_layout`: where a layout goes (addresses; 0 for an optional
+    /// output left out).
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct Layout {
+        pub sorted_ids: u64,
+        pub expert_ids: u64,
+        pub n_post_pad: u64,
+        pub offsets: u64,
+        pub padded_offsets: u64,
+        pub counts: u64,
+        pub expert_load: u64,
+        pub workspace: u64,
+    }
+}
+
+c_struct! {
     pub struct EngineInfo {
         pub ordinal: c_int,
         pub name: [c_char; 256],
@@ -202,6 +230,12 @@ entry_points! {
         memra_vrows_tables_host: fn(*const i32, *const f32, u32, u32, *const Macros, *const Slabs,
                                     *mut u64, *mut f32, *mut Faults) -> Status;
         memra_nvrtc_available: fn(*mut c_int) -> Status;
+        // 0.4: the library's judge of a call, which the crate asks instead
+        // of restating its rules.
+        memra_route_check: fn(c_int, u64, u32, *const RouteSpec, c_int, *const Macros,
+                              *const Slabs, u64, u64, u64, u64) -> Status;
+        memra_vrows_check: fn(c_int, u64, u64, u32, u32, c_int, *const Macros, *const Slabs,
+                              *const VrowsOptions, u64, u64) -> Status;
     }
     optional {
         memra_set_log_callback: fn(Option<LogFn>, *mut c_void) -> Status;
@@ -225,7 +259,71 @@ entry_points! {
         memra_engine_set_pdl: fn(EnginePtr, c_int, *mut c_int) -> Status;
         memra_upload | memra_copy_htod: fn(EnginePtr, DevPtr, *const c_void, usize) -> Status;
         memra_download | memra_copy_dtoh: fn(EnginePtr, *mut c_void, DevPtr, usize) -> Status;
+        // 0.4: the expert-sorted layout, fused with routing or on its own,
+        // and its judge.
+        memra_layout_sizes: fn(u32, *const LayoutSpec, *mut u64, *mut u64) -> Status;
+        memra_layout_workspace_bytes: fn(u32, *const LayoutSpec, *mut u64) -> Status;
+        memra_layout_prepare: fn(EnginePtr) -> Status;
+        memra_layout_tables_host: fn(*const i32, u32, *const LayoutSpec, *const Layout) -> Status;
+        memra_layout_tables: fn(EnginePtr, DevPtr, u32, *const LayoutSpec, *const Layout, Stream)
+                                -> Status;
+        memra_route_tables_ex:
+            fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros, *const Slabs,
+               DevPtr, DevPtr, DevPtr, DevPtr, *const LayoutSpec, *const Layout, Stream) -> Status;
+        memra_route_tables_host_ex:
+            fn(*const c_void, u32, *const RouteSpec, *const Macros, *const Slabs, *mut i32,
+               *mut f32, *mut u64, *mut f32, *mut Faults, *const LayoutSpec, *const Layout)
+               -> Status;
+        memra_route_check_ex: fn(c_int, u64, u32, *const RouteSpec, c_int, *const Macros,
+                                 *const Slabs, u64, u64, u64, u64, *const LayoutSpec,
+                                 *const Layout) -> Status;
+        memra_layout_check: fn(c_int, u64, u32, *const LayoutSpec, *const Layout) -> Status;
     }
+}
+
+/// memra.h's numbers the crate passes: each member of the enums it uses, by
+/// the C name (`mod constants` holds them, and the crate's limits and
+/// statuses, to the header through tests/abi_constants.txt).
+#[allow(dead_code)] // (the whole of each enum, so the test sees any addition)
+pub mod abi {
+    use std::os::raw::c_int;
+
+    pub const MEMRA_ROUTE_SOFTMAX: c_int = 0;
+    pub const MEMRA_ROUTE_SIGMOID: c_int = 1;
+    pub const MEMRA_LOGITS_F32: c_int = 0;
+    pub const MEMRA_LOGITS_BF16: c_int = 1;
+    pub const MEMRA_LOGITS_F16: c_int = 2;
+    pub const MEMRA_GROUP_AUTO: c_int = 0;
+    pub const MEMRA_GROUP_TOP2_SUM: c_int = 1;
+    pub const MEMRA_GROUP_MAX: c_int = 2;
+    pub const MEMRA_SHARED_CONSTANT: c_int = 0;
+    pub const MEMRA_SHARED_ROUTED_SUM: c_int = 1;
+    pub const MEMRA_COUNT_I32: c_int = 0;
+    pub const MEMRA_COUNT_I64: c_int = 1;
+    pub const MEMRA_BIAS_F32: c_int = 0;
+    pub const MEMRA_BIAS_BF16: c_int = 1;
+    pub const MEMRA_CALL_ROUTE_TABLES: c_int = 0;
+    pub const MEMRA_CALL_ROUTE_TABLES_HOST: c_int = 1;
+    pub const MEMRA_CALL_ROUTE_PREPARE_LAYER: c_int = 2;
+    pub const MEMRA_CALL_VROWS_TABLES: c_int = 3;
+    pub const MEMRA_CALL_VROWS_TABLES_EX: c_int = 4;
+    pub const MEMRA_CALL_VROWS_TABLES_HOST: c_int = 5;
+    pub const MEMRA_CALL_VROWS_TABLES_HOST_EX: c_int = 6;
+    pub const MEMRA_CALL_VROWS_PREPARE_LAYER: c_int = 7;
+    pub const MEMRA_CALL_LAYOUT_TABLES: c_int = 8;
+    pub const MEMRA_CALL_LAYOUT_TABLES_HOST: c_int = 9;
+    pub const MEMRA_CALL_ROUTE_TABLES_EX: c_int = 10;
+    pub const MEMRA_CALL_ROUTE_TABLES_HOST_EX: c_int = 11;
+    pub const MEMRA_LOG_ERROR: c_int = 0;
+    pub const MEMRA_LOG_WARNING: c_int = 1;
+    pub const MEMRA_LOG_INFO: c_int = 2;
+    pub const MEMRA_LOG_DEBUG: c_int = 3;
+
+    /// Where a judge needs an address the call does not have yet (an
+    /// output the crate allocates after asking): non-zero and aligned for
+    /// every element; only presence and alignment are judged, nothing is
+    /// read.
+    pub const STAND_IN: u64 = 1 << 16;
 }
 
 // Safety: the table holds plain function pointers into a library that is
@@ -298,7 +396,7 @@ mod layout {
     use super::*;
     use std::collections::HashMap;
 
-    type Layout = (usize, Vec<(&'static str, usize)>);
+    type Shape = (usize, Vec<(&'static str, usize)>);
 
     #[test]
     fn structs_match_the_c_header() {
@@ -330,19 +428,280 @@ mod layout {
                 }
             }
         }
-        let ours: [(&str, Layout); 6] = [
+        let ours: [(&str, Shape); 8] = [
             ("memra_vrows_slabs", Slabs::c_layout()),
             ("memra_vrows_macros", Macros::c_layout()),
             ("memra_faults", Faults::c_layout()),
             ("memra_engine_info", EngineInfo::c_layout()),
             ("memra_vrows_options", VrowsOptions::c_layout()),
             ("memra_route_spec", RouteSpec::c_layout()),
+            ("memra_layout_spec", LayoutSpec::c_layout()),
+            ("memra_layout", Layout::c_layout()),
         ];
         for (c, (size, offsets)) in ours {
             assert_eq!(Some(&size), sizes.get(c), "{c}: size");
             let ours: Vec<(String, usize)> =
                 offsets.iter().map(|(f, o)| (f.to_string(), *o)).collect();
             assert_eq!(Some(&ours), fields.get(c), "{c}: fields and offsets");
+        }
+    }
+}
+
+/// The crate's numbers against memra.h's: the abi_constants program (built
+/// from memra.h by meson) prints every enum member and numeric macro of the
+/// header as the compiler sees it; MEMRA_ABI_CONSTANTS names the file (or
+/// the repository build's tests/abi_constants.txt). Each limit, each member
+/// of the enums the crate passes, each status the crate names and each log
+/// level, value for value, and no member of those enums in the header that
+/// the crate lacks.
+#[cfg(test)]
+mod constants {
+    use super::abi::*;
+    use super::*;
+    use crate::error::Status;
+    use crate::log::LogLevel;
+    use crate::spec::Arm;
+    use std::collections::HashMap;
+
+    /// Every member and macro by name -> value; each enum's members.
+    type Header = (HashMap<String, i64>, HashMap<String, Vec<String>>);
+
+    fn header() -> Option<Header> {
+        let path = match std::env::var("MEMRA_ABI_CONSTANTS") {
+            Ok(p) => p,
+            Err(_) => match option_env!("MEMRA_BUILD_TREE_ABI_CONSTANTS") {
+                Some(p) if std::path::Path::new(p).exists() => p.to_string(),
+                _ => {
+                    eprintln!(
+                        "SKIPPED: MEMRA_ABI_CONSTANTS is not set and the repository's build has \
+                         no tests/abi_constants.txt (tools/test.sh sets it)"
+                    );
+                    return None;
+                }
+            },
+        };
+        let text = std::fs::read_to_string(&path).expect("MEMRA_ABI_CONSTANTS is readable");
+        let (mut flat, mut enums) = (HashMap::new(), HashMap::<String, Vec<String>>::new());
+        for line in text.lines() {
+            let (name, value) = line.split_once(' ').expect("name value");
+            let value: i64 = value.trim().parse().expect("a number");
+            let member = match name.split_once('.') {
+                Some((e, m)) => {
+                    enums.entry(e.into()).or_default().push(m.into());
+                    m
+                }
+                None => name,
+            };
+            flat.insert(member.to_string(), value);
+        }
+        Some((flat, enums))
+    }
+
+    #[test]
+    fn numbers_match_the_c_header() {
+        let (flat, enums) = match header() {
+            Some(h) => h,
+            None => return,
+        };
+        let limits: [(&str, i64); 8] = [
+            ("MEMRA_MAX_PAIRS", crate::MAX_PAIRS as i64),
+            ("MEMRA_MAX_LAYERS", crate::MAX_LAYERS as i64),
+            ("MEMRA_NO_FAULT", crate::NO_FAULT as i64),
+            ("MEMRA_ROUTE_MAX_EXPERT", crate::ROUTE_MAX_EXPERT as i64),
+            ("MEMRA_ROUTE_MAX_TOP_K", crate::ROUTE_MAX_TOP_K as i64),
+            ("MEMRA_ROUTE_MAX_GROUPS", crate::ROUTE_MAX_GROUPS as i64),
+            ("MEMRA_LAYOUT_MAX_EXPERT", crate::LAYOUT_MAX_EXPERT as i64),
+            ("MEMRA_LAYOUT_ONE_LAUNCH", crate::LAYOUT_ONE_LAUNCH as i64),
+        ];
+        for (c, ours) in limits {
+            assert_eq!(flat.get(c), Some(&ours), "{c}");
+        }
+        let bound: [(&str, &[(&str, c_int)]); 8] = [
+            (
+                "memra_route_scoring",
+                &[
+                    ("MEMRA_ROUTE_SOFTMAX", MEMRA_ROUTE_SOFTMAX),
+                    ("MEMRA_ROUTE_SIGMOID", MEMRA_ROUTE_SIGMOID),
+                ],
+            ),
+            (
+                "memra_logits_dtype",
+                &[
+                    ("MEMRA_LOGITS_F32", MEMRA_LOGITS_F32),
+                    ("MEMRA_LOGITS_BF16", MEMRA_LOGITS_BF16),
+                    ("MEMRA_LOGITS_F16", MEMRA_LOGITS_F16),
+                ],
+            ),
+            (
+                "memra_group_scoring",
+                &[
+                    ("MEMRA_GROUP_AUTO", MEMRA_GROUP_AUTO),
+                    ("MEMRA_GROUP_TOP2_SUM", MEMRA_GROUP_TOP2_SUM),
+                    ("MEMRA_GROUP_MAX", MEMRA_GROUP_MAX),
+                ],
+            ),
+            (
+                "memra_shared_rule",
+                &[
+                    ("MEMRA_SHARED_CONSTANT", MEMRA_SHARED_CONSTANT),
+                    ("MEMRA_SHARED_ROUTED_SUM", MEMRA_SHARED_ROUTED_SUM),
+                ],
+            ),
+            (
+                "memra_count_dtype",
+                &[
+                    ("MEMRA_COUNT_I32", MEMRA_COUNT_I32),
+                    ("MEMRA_COUNT_I64", MEMRA_COUNT_I64),
+                ],
+            ),
+            (
+                "memra_bias_dtype",
+                &[
+                    ("MEMRA_BIAS_F32", MEMRA_BIAS_F32),
+                    ("MEMRA_BIAS_BF16", MEMRA_BIAS_BF16),
+                ],
+            ),
+            (
+                "memra_checked_call",
+                &[
+                    ("MEMRA_CALL_ROUTE_TABLES", MEMRA_CALL_ROUTE_TABLES),
+                    ("MEMRA_CALL_ROUTE_TABLES_HOST", MEMRA_CALL_ROUTE_TABLES_HOST),
+                    (
+                        "MEMRA_CALL_ROUTE_PREPARE_LAYER",
+                        MEMRA_CALL_ROUTE_PREPARE_LAYER,
+                    ),
+                    ("MEMRA_CALL_VROWS_TABLES", MEMRA_CALL_VROWS_TABLES),
+                    ("MEMRA_CALL_VROWS_TABLES_EX", MEMRA_CALL_VROWS_TABLES_EX),
+                    ("MEMRA_CALL_VROWS_TABLES_HOST", MEMRA_CALL_VROWS_TABLES_HOST),
+                    (
+                        "MEMRA_CALL_VROWS_TABLES_HOST_EX",
+                        MEMRA_CALL_VROWS_TABLES_HOST_EX,
+                    ),
+                    (
+                        "MEMRA_CALL_VROWS_PREPARE_LAYER",
+                        MEMRA_CALL_VROWS_PREPARE_LAYER,
+                    ),
+                    ("MEMRA_CALL_LAYOUT_TABLES", MEMRA_CALL_LAYOUT_TABLES),
+                    (
+                        "MEMRA_CALL_LAYOUT_TABLES_HOST",
+                        MEMRA_CALL_LAYOUT_TABLES_HOST,
+                    ),
+                    ("MEMRA_CALL_ROUTE_TABLES_EX", MEMRA_CALL_ROUTE_TABLES_EX),
+                    (
+                        "MEMRA_CALL_ROUTE_TABLES_HOST_EX",
+                        MEMRA_CALL_ROUTE_TABLES_HOST_EX,
+                    ),
+                ],
+            ),
+            (
+                "memra_log_level",
+                &[
+                    ("MEMRA_LOG_ERROR", MEMRA_LOG_ERROR),
+                    ("MEMRA_LOG_WARNING", MEMRA_LOG_WARNING),
+                    ("MEMRA_LOG_INFO", MEMRA_LOG_INFO),
+                    ("MEMRA_LOG_DEBUG", MEMRA_LOG_DEBUG),
+                ],
+            ),
+        ];
+        for (e, members) in bound {
+            for (m, ours) in members {
+                assert_eq!(flat.get(*m), Some(&(*ours as i64)), "{e}.{m}");
+            }
+            let mut theirs = enums.get(e).cloned().unwrap_or_default();
+            theirs.sort();
+            let mut ours: Vec<String> = members.iter().map(|(m, _)| m.to_string()).collect();
+            ours.sort();
+            assert_eq!(theirs, ours, "{e}: the header's members and the crate's");
+        }
+        // The public enums reach C as those members.
+        let spec = |s: crate::RouteSpec<'_>, d| s.raw(Arm::Host, d).unwrap();
+        let base = crate::RouteSpec::new(8, 2);
+        let v = |m: &str| flat[m] as c_int;
+        assert_eq!(
+            spec(base, crate::LogitsDtype::F32).scoring,
+            v("MEMRA_ROUTE_SOFTMAX")
+        );
+        let sig = spec(
+            base.scoring(crate::Scoring::Sigmoid),
+            crate::LogitsDtype::F16,
+        );
+        assert_eq!(
+            (sig.scoring, sig.logits_dtype),
+            (v("MEMRA_ROUTE_SIGMOID"), v("MEMRA_LOGITS_F16"))
+        );
+        assert_eq!(
+            spec(base, crate::LogitsDtype::Bf16).logits_dtype,
+            v("MEMRA_LOGITS_BF16")
+        );
+        for (g, m) in [
+            (None, "MEMRA_GROUP_AUTO"),
+            (Some(crate::GroupScoring::Top2Sum), "MEMRA_GROUP_TOP2_SUM"),
+            (Some(crate::GroupScoring::Max), "MEMRA_GROUP_MAX"),
+        ] {
+            let s = match g {
+                Some(g) => base.group_scoring(g),
+                None => base,
+            };
+            assert_eq!(spec(s, crate::LogitsDtype::F32).group_scoring, v(m), "{m}");
+        }
+        let b16 = [crate::Bf16(0); 8];
+        let n64 = [3i64];
+        let s = spec(
+            base.bias_host(&b16)
+                .shared_experts_routed_sum(1, 2.5)
+                .n_real_host(&n64),
+            crate::LogitsDtype::F32,
+        );
+        assert_eq!(
+            (s.bias_dtype, s.shared_rule, s.n_real_dtype),
+            (
+                v("MEMRA_BIAS_BF16"),
+                v("MEMRA_SHARED_ROUTED_SUM"),
+                v("MEMRA_COUNT_I64")
+            )
+        );
+        let s = spec(base.shared_experts(1, 1.0), crate::LogitsDtype::F32);
+        assert_eq!(
+            (s.bias_dtype, s.shared_rule, s.n_real_dtype),
+            (
+                v("MEMRA_BIAS_F32"),
+                v("MEMRA_SHARED_CONSTANT"),
+                v("MEMRA_COUNT_I32")
+            )
+        );
+        // Every status: the variant of that name, both ways.
+        let screaming = |name: String| {
+            let mut out = String::new();
+            for (i, ch) in name.chars().enumerate() {
+                if ch.is_uppercase() && i > 0 {
+                    out.push('_');
+                }
+                out.push(ch.to_ascii_uppercase());
+            }
+            out
+        };
+        let mut named = 0;
+        for m in &enums["memra_status"] {
+            let code = flat[m] as i32;
+            let s = Status::from_code(code);
+            match m.as_str() {
+                "MEMRA_OK" => assert_eq!(code, 0),
+                "MEMRA_STATUS_COUNT" => assert_eq!(s, Status::Other(code), "{m}"),
+                _ => {
+                    assert_eq!(format!("MEMRA_ERR_{}", screaming(format!("{s:?}"))), *m);
+                    assert_eq!(s.code(), code, "{m}");
+                    named += 1;
+                }
+            }
+        }
+        assert_eq!(named, 15, "every MEMRA_ERR_* has its Status");
+        for (m, want) in [
+            ("MEMRA_LOG_ERROR", LogLevel::Error),
+            ("MEMRA_LOG_WARNING", LogLevel::Warning),
+            ("MEMRA_LOG_INFO", LogLevel::Info),
+            ("MEMRA_LOG_DEBUG", LogLevel::Debug),
+        ] {
+            assert_eq!(LogLevel::from_code(v(m)), want, "{m}");
         }
     }
 }

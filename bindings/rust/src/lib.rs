@@ -1,14 +1,18 @@
 //! memra from Rust: device-built MoE "verify rows" pointer and scale tables,
-//! and routing (router logits to experts, weights and tables in one
-//! launch), bit-identical to the host arithmetic, on a serving engine's own
-//! device buffers.
+//! routing (router logits to experts, weights and tables in one launch) and
+//! the expert-sorted layout the expert GEMMs of larger batches read
+//! ([`LayoutSpec`], in the routing launch itself with
+//! [`RouteOut::with_layout`]), bit-identical to the host arithmetic, on a
+//! serving engine's own device buffers.
 //!
 //! A thin, safe client of the C library (`libmemra.so.2`, opened with
 //! `dlopen` at first use: `MEMRA_LIB`, else the repository's build, the
 //! libdir `pkg-config memra` named at build time, then the loader path; see
-//! [`library_path`]). The C library is the one implementation; this crate
-//! adds ownership (device buffers free themselves, an engine lives as long
-//! as its buffers), checked lengths and `Result`s.
+//! [`library_path`]). The C library is the one implementation and the one
+//! judge of a call (the crate asks it what a call would refuse before it
+//! allocates or checks anything of its own); this crate adds ownership
+//! (device buffers free themselves, an engine lives as long as its
+//! buffers), checked lengths and `Result`s.
 //!
 //! ```no_run
 //! use memra::Engine;
@@ -71,6 +75,8 @@ mod dev;
 mod error;
 mod ffi;
 mod find;
+mod judge;
+mod layout;
 mod log;
 mod route;
 mod spec;
@@ -86,18 +92,38 @@ use crate::error::Status as St;
 pub use dev::{Bf16, DevSlice, DevSliceMut, Pod, F16};
 pub use error::{Error, Result, Status};
 pub use ffi::{Faults, Slabs};
+pub use layout::{
+    layout_tables_host, layout_tables_host_load, HostLayout, LayoutOut, LayoutSizes, LayoutSpec,
+};
 pub use log::{clear_log_callback, set_log_callback, LogLevel};
-pub use route::{route_tables_host, HostRoute, RouteOut};
+pub use route::{route_tables_host, route_tables_host_layout, HostRoute, RouteOut};
 pub use spec::{
-    BiasDtype, BiasElem, GroupScoring, LogitsDtype, LogitsElem, RouteSpec, Scoring, VrowsOptions,
+    BiasDtype, BiasElem, CountElem, GroupScoring, LogitsDtype, LogitsElem, RouteSpec, Scoring,
+    VrowsOptions,
 };
 pub use stream::{CuStream, Stream, STREAM_LEGACY, STREAM_PER_THREAD};
 pub use tables::{vrows_tables_host_ex, Layer};
 
+// memra.h's limits (tests hold each to the header). The library judges
+// them; they are here for sizing buffers.
 /// `MEMRA_MAX_PAIRS`: the most (token, expert) pairs one call takes.
 pub const MAX_PAIRS: usize = 1 << 28;
 /// `MEMRA_MAX_LAYERS`: layer indices are `0..MAX_LAYERS`.
 pub const MAX_LAYERS: u32 = 65536;
+/// `MEMRA_NO_FAULT`: `Faults::first_pair` when no fault was seen.
+pub const NO_FAULT: u32 = u32::MAX;
+/// `MEMRA_ROUTE_MAX_EXPERT`: routed experts a routing spec may have.
+pub const ROUTE_MAX_EXPERT: u32 = 1024;
+/// `MEMRA_ROUTE_MAX_TOP_K`: a token's pairs (`top_k + n_shared`) at most.
+pub const ROUTE_MAX_TOP_K: u32 = 32;
+/// `MEMRA_ROUTE_MAX_GROUPS`: expert groups at most.
+pub const ROUTE_MAX_GROUPS: u32 = 32;
+/// `MEMRA_LAYOUT_MAX_EXPERT`: a layout's experts at most (the routed ones
+/// and the shared ones).
+pub const LAYOUT_MAX_EXPERT: u32 = ROUTE_MAX_EXPERT + ROUTE_MAX_TOP_K;
+/// `MEMRA_LAYOUT_ONE_LAUNCH`: pairs a device layout lays out in one launch
+/// (with no workspace); above, three launches and a workspace.
+pub const LAYOUT_ONE_LAUNCH: usize = 16384;
 
 /// Per-expert macro scales, one plane each for gate, up and down.
 pub type Macros<'a> = Option<(&'a [f32], &'a [f32], &'a [f32])>;
@@ -277,9 +303,8 @@ fn experts_of(m: Macros<'_>, fallback: u32) -> Result<u32> {
                     ),
                 ));
             }
-            u32::try_from(g.len()).map_err(|_| {
-                Error::arg(Status::InvalidArg, format!("macros: {} experts", g.len()))
-            })
+            u32::try_from(g.len())
+                .map_err(|_| Error::arg(Status::InvalidArg, format!("macros: {} experts", g.len())))
         }
         None => Ok(fallback),
     }
@@ -303,16 +328,6 @@ fn addressable_experts(slabs: &ffi::Slabs) -> u32 {
         }
     }
     n.max(1) as u32
-}
-
-fn pairs_u32(n_pairs: usize) -> Result<u32> {
-    if n_pairs == 0 || n_pairs > MAX_PAIRS {
-        return Err(Error::arg(
-            Status::InvalidArg,
-            format!("n_pairs = {n_pairs} is outside [1, {MAX_PAIRS}]"),
-        ));
-    }
-    Ok(n_pairs as u32)
 }
 
 impl Engine {
@@ -476,7 +491,8 @@ impl Engine {
                 self.inner.ptr,
                 il as c_int,
                 n,
-                m.as_ref().map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+                m.as_ref()
+                    .map_or(std::ptr::null(), |m| m as *const ffi::Macros),
                 stream,
             )
         })
@@ -525,7 +541,33 @@ impl Engine {
         scl: &mut DeviceBuffer<f32>,
     ) -> Result<()> {
         let stream = self.raw_stream(stream)?;
-        let n = pairs_u32(n_pairs)?;
+        let n = tables::u32_of(n_pairs, "n_pairs", u32::MAX as usize)?;
+        let slabs = slabs_of(bases, strides);
+        let set = self
+            .inner
+            .experts
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let fallback = if set > 0 {
+            set
+        } else {
+            addressable_experts(&slabs)
+        };
+        let n_expert = experts_of(macros, fallback)?;
+        let m = macros_of(macros);
+        judge::vrows(
+            ffi::abi::MEMRA_CALL_VROWS_TABLES,
+            sel.ptr,
+            selw.ptr,
+            n,
+            n_expert,
+            il as c_int,
+            &m,
+            &slabs,
+            None,
+            ptrs.ptr,
+            scl.ptr,
+        )?;
+        // Judged: n_pairs is in [1, MAX_PAIRS].
         for (what, len, need, home) in [
             ("sel", sel.len, n_pairs, sel.engine.ordinal),
             ("selw", selw.len, n_pairs, selw.engine.ordinal),
@@ -540,11 +582,6 @@ impl Engine {
                 ));
             }
         }
-        let slabs = slabs_of(bases, strides);
-        let set = self.inner.experts.load(std::sync::atomic::Ordering::Relaxed);
-        let fallback = if set > 0 { set } else { addressable_experts(&slabs) };
-        let n_expert = experts_of(macros, fallback)?;
-        let m = macros_of(macros);
         check(unsafe {
             (ffi::lib()?.memra_vrows_tables)(
                 self.inner.ptr,
@@ -553,7 +590,8 @@ impl Engine {
                 n,
                 n_expert,
                 il as c_int,
-                m.as_ref().map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+                m.as_ref()
+                    .map_or(std::ptr::null(), |m| m as *const ffi::Macros),
                 &slabs,
                 ptrs.ptr,
                 scl.ptr,
@@ -587,7 +625,24 @@ pub fn vrows_tables_host(
     strides: (usize, usize, usize),
 ) -> Result<HostTables> {
     let n = sel.len();
-    let n32 = pairs_u32(n)?;
+    let n32 = tables::u32_of(n, "n_pairs (sel.len())", u32::MAX as usize)?;
+    let slabs = slabs_of(bases, strides);
+    let m = macros_of(macros);
+    // The library's rules first (the count, n_expert, the slabs), at
+    // stand-in table addresses, before 36 bytes a pair are allocated.
+    judge::vrows(
+        ffi::abi::MEMRA_CALL_VROWS_TABLES_HOST,
+        sel.as_ptr() as u64,
+        selw.as_ptr() as u64,
+        n32,
+        n_expert,
+        0,
+        &m,
+        &slabs,
+        None,
+        ffi::abi::STAND_IN,
+        ffi::abi::STAND_IN,
+    )?;
     if selw.len() != n {
         return Err(Error::arg(
             Status::InvalidArg,
@@ -603,8 +658,6 @@ pub fn vrows_tables_host(
             ));
         }
     }
-    let slabs = slabs_of(bases, strides);
-    let m = macros_of(macros);
     let mut out = HostTables {
         ptrs: vec![0; 3 * n],
         scl: vec![0.0; 3 * n],
@@ -616,7 +669,8 @@ pub fn vrows_tables_host(
             selw.as_ptr(),
             n32,
             n_expert,
-            m.as_ref().map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+            m.as_ref()
+                .map_or(std::ptr::null(), |m| m as *const ffi::Macros),
             &slabs,
             out.ptrs.as_mut_ptr(),
             out.scl.as_mut_ptr(),

@@ -22,11 +22,11 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    fn from_code(code: c_int) -> LogLevel {
+    pub(crate) fn from_code(code: c_int) -> LogLevel {
         match code {
-            0 => LogLevel::Error,
-            2 => LogLevel::Info,
-            3 => LogLevel::Debug,
+            ffi::abi::MEMRA_LOG_ERROR => LogLevel::Error,
+            ffi::abi::MEMRA_LOG_INFO => LogLevel::Info,
+            ffi::abi::MEMRA_LOG_DEBUG => LogLevel::Debug,
             _ => LogLevel::Warning,
         }
     }
@@ -84,9 +84,9 @@ fn install(new: Option<Box<Logger>>) -> Result<()> {
         ));
     }
     let lib = ffi::lib()?;
-    let set = lib.memra_set_log_callback.ok_or_else(|| {
-        Error::Library("this libmemra predates memra_set_log_callback".into())
-    })?;
+    let set = lib
+        .memra_set_log_callback
+        .ok_or_else(|| Error::Library("this libmemra predates memra_set_log_callback".into()))?;
     let mut slot = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     let (cb, user) = match &new {
         Some(b) => (

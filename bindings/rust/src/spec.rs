@@ -9,7 +9,7 @@ use std::os::raw::c_int;
 
 use crate::dev::{Bf16, DevSlice, Pod, F16};
 use crate::error::{Error, Result, Status};
-use crate::ffi;
+use crate::ffi::{self, abi};
 
 /// How logits become scores (`memra_route_scoring`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,20 @@ impl BiasElem for Bf16 {
     const DTYPE: BiasDtype = BiasDtype::Bf16;
 }
 
+/// An element type of a count the library reads or adds into
+/// (`memra_count_dtype`): a padded batch's real-token count, an expert-load
+/// buffer. `i32` or `i64`.
+pub trait CountElem: Pod {
+    #[doc(hidden)]
+    const DTYPE: c_int;
+}
+impl CountElem for i32 {
+    const DTYPE: c_int = abi::MEMRA_COUNT_I32;
+}
+impl CountElem for i64 {
+    const DTYPE: c_int = abi::MEMRA_COUNT_I64;
+}
+
 /// Which arm a call runs in: where the addresses it is given must live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Arm {
@@ -88,7 +102,7 @@ impl Arm {
 /// An array the C library reads in place: address, length, and the memory
 /// it is in.
 #[derive(Clone, Copy, Debug)]
-struct InPlace<'a> {
+pub(crate) struct InPlace<'a> {
     addr: u64,
     len: usize,
     arm: Arm,
@@ -98,7 +112,7 @@ struct InPlace<'a> {
 }
 
 impl<'a> InPlace<'a> {
-    fn host<T>(s: &'a [T]) -> InPlace<'a> {
+    pub(crate) fn host<T>(s: &'a [T]) -> InPlace<'a> {
         InPlace {
             addr: s.as_ptr() as u64,
             len: s.len(),
@@ -108,7 +122,7 @@ impl<'a> InPlace<'a> {
         }
     }
 
-    fn device<T>(s: DevSlice<'a, T>) -> InPlace<'a> {
+    pub(crate) fn device<T>(s: DevSlice<'a, T>) -> InPlace<'a> {
         InPlace {
             addr: s.device_ptr(),
             len: s.len(),
@@ -118,9 +132,20 @@ impl<'a> InPlace<'a> {
         }
     }
 
+    /// The device of the engine whose buffer this is (None: host memory or
+    /// from `from_raw`).
+    pub(crate) fn home(&self) -> Option<i32> {
+        self.home
+    }
+
     /// The address for `arm`, once it is in that arm's memory and holds at
     /// least `need` elements (exactly `need` for a host slice).
-    fn check(&self, what: &str, arm: Arm, need: usize) -> Result<u64> {
+    pub(crate) fn check(&self, what: &str, arm: Arm, need: usize) -> Result<u64> {
+        self.check_for(what, arm, need, &format!("n_expert = {need}"))
+    }
+
+    /// As `check`, `why` saying what asks for `need` elements.
+    pub(crate) fn check_for(&self, what: &str, arm: Arm, need: usize, why: &str) -> Result<u64> {
         if self.arm != arm {
             let (is, fix) = match self.arm {
                 Arm::Host => ("host memory", "a device array (the _device setter)"),
@@ -138,7 +163,7 @@ impl<'a> InPlace<'a> {
         if short {
             return Err(Error::arg(
                 Status::InvalidArg,
-                format!("{what} holds {} elements; n_expert = {need}", self.len),
+                format!("{what} holds {} elements; {why}", self.len),
             ));
         }
         Ok(self.addr)
@@ -269,6 +294,10 @@ pub struct RouteSpec<'a> {
     bias: Bias<'a>,
     options: VrowsOptions<'a>,
     shared_weight: f32,
+    /// SGLang's rule for the shared experts' weight: its divisor.
+    shared_divisor: Option<f32>,
+    /// A padded batch's real-token count, read in place, and its type.
+    n_real: Option<(InPlace<'a>, c_int)>,
 }
 
 impl<'a> RouteSpec<'a> {
@@ -287,6 +316,8 @@ impl<'a> RouteSpec<'a> {
             bias: Bias::None,
             options: VrowsOptions::default(),
             shared_weight: 0.0,
+            shared_divisor: None,
+            n_real: None,
         }
     }
 
@@ -374,6 +405,35 @@ impl<'a> RouteSpec<'a> {
     pub fn shared_experts(mut self, n_shared: u32, weight: f32) -> Self {
         self.options = self.options.shared_experts(n_shared);
         self.shared_weight = weight;
+        self.shared_divisor = None;
+        self
+    }
+
+    /// Fused shared experts weighted by SGLang's rule
+    /// (`MEMRA_SHARED_ROUTED_SUM`): per token, the routed scores' sum over
+    /// `divisor` (SGLang's `routed_scaling_factor`, 1.0 for none), then
+    /// renormalized and scaled as the routed weights are.
+    pub fn shared_experts_routed_sum(mut self, n_shared: u32, divisor: f32) -> Self {
+        self.options = self.options.shared_experts(n_shared);
+        self.shared_weight = 0.0;
+        self.shared_divisor = Some(divisor);
+        self
+    }
+
+    /// A padded batch (SGLang's `num_token_non_padded`, a graph captured at
+    /// a padded size): one `i32` or `i64` in device memory, read in place
+    /// by the kernel, counts the real tokens; the rows at or past it get id
+    /// -1, weight +0, NULL pointers and +0 scales (`Faults::padded`, not a
+    /// fault).
+    pub fn n_real_device<C: CountElem>(mut self, count: DevSlice<'a, C>) -> Self {
+        self.n_real = Some((InPlace::device(count), C::DTYPE));
+        self
+    }
+
+    /// The host arm's counterpart of [`RouteSpec::n_real_device`]: a host
+    /// slice of one count.
+    pub fn n_real_host<C: CountElem>(mut self, count: &'a [C]) -> Self {
+        self.n_real = Some((InPlace::host(count), C::DTYPE));
         self
     }
 
@@ -402,7 +462,7 @@ impl<'a> RouteSpec<'a> {
 
     /// The device arrays the spec names, each with the device of the engine
     /// whose buffer it is (None: from `from_raw`).
-    pub(crate) fn homes(&self) -> [(&'static str, Option<i32>); 2] {
+    pub(crate) fn homes(&self) -> [(&'static str, Option<i32>); 3] {
         let bias = match &self.bias {
             Bias::InPlace(p, _) => p.home,
             _ => None,
@@ -410,7 +470,14 @@ impl<'a> RouteSpec<'a> {
         [
             ("spec: the bias", bias),
             ("spec: expert_map", self.options.home()),
+            ("spec: n_real", self.n_real.and_then(|(p, _)| p.home)),
         ]
+    }
+
+    /// The layout's experts for a fused call: `n_expert + n_shared` (the
+    /// routing's ids; `LayoutSpec::new(spec.layout_experts(), block_size)`).
+    pub fn layout_experts(&self) -> u32 {
+        self.n_expert.saturating_add(self.options.n_shared)
     }
 
     /// The C spec where the logits' type does not matter (preparing a layer).
@@ -445,40 +512,53 @@ impl<'a> RouteSpec<'a> {
         let o = self
             .options
             .raw_named(arm, self.n_expert, "spec: expert_map")?;
+        let (n_real, n_real_dtype) = match &self.n_real {
+            Some((p, d)) => (
+                p.check_for("spec: n_real", arm, 1, "one count is read")?,
+                *d,
+            ),
+            None => (0, abi::MEMRA_COUNT_I32),
+        };
         Ok(ffi::RouteSpec {
             n_expert: self.n_expert,
             top_k: self.top_k,
             n_group: self.n_group,
             topk_group: self.topk_group,
             scoring: match self.scoring {
-                Scoring::Softmax => 0,
-                Scoring::Sigmoid => 1,
+                Scoring::Softmax => abi::MEMRA_ROUTE_SOFTMAX,
+                Scoring::Sigmoid => abi::MEMRA_ROUTE_SIGMOID,
             },
             logits_dtype: match logits {
-                LogitsDtype::F32 => 0,
-                LogitsDtype::Bf16 => 1,
-                LogitsDtype::F16 => 2,
+                LogitsDtype::F32 => abi::MEMRA_LOGITS_F32,
+                LogitsDtype::Bf16 => abi::MEMRA_LOGITS_BF16,
+                LogitsDtype::F16 => abi::MEMRA_LOGITS_F16,
             },
             renormalize: self.renormalize as c_int,
             routed_scaling_factor: self.routed_scaling_factor,
             bias,
-            group_scoring: match self.resolved_group_scoring() {
-                GroupScoring::Top2Sum => 1,
-                GroupScoring::Max => 2,
+            // Unset, the library's MEMRA_GROUP_AUTO: the library applies
+            // vLLM's rule (resolved_group_scoring() only says which).
+            group_scoring: match self.group_scoring {
+                None => abi::MEMRA_GROUP_AUTO,
+                Some(GroupScoring::Top2Sum) => abi::MEMRA_GROUP_TOP2_SUM,
+                Some(GroupScoring::Max) => abi::MEMRA_GROUP_MAX,
             },
             bias_dtype: match bias_dtype {
-                BiasDtype::F32 => 0,
-                BiasDtype::Bf16 => 1,
+                BiasDtype::F32 => abi::MEMRA_BIAS_F32,
+                BiasDtype::Bf16 => abi::MEMRA_BIAS_BF16,
             },
             bias_ptr,
             expert_map: o.expert_map,
             n_local: o.n_local,
             n_shared: o.n_shared,
             shared_weight: self.shared_weight,
-            shared_rule: 0,
-            shared_divisor: 0.0,
-            n_real_dtype: 0,
-            n_real: 0,
+            shared_rule: match self.shared_divisor {
+                Some(_) => abi::MEMRA_SHARED_ROUTED_SUM,
+                None => abi::MEMRA_SHARED_CONSTANT,
+            },
+            shared_divisor: self.shared_divisor.unwrap_or(0.0),
+            n_real_dtype,
+            n_real,
         })
     }
 }

@@ -6,8 +6,9 @@ use std::os::raw::c_int;
 
 use crate::dev::{need, DevSlice, DevSliceMut};
 use crate::error::{Error, Result, Status};
+use crate::ffi::{self, abi};
 use crate::spec::{Arm, VrowsOptions};
-use crate::{check, ffi, Engine, Faults, HostTables, Macros, Slabs, Stream, MAX_PAIRS};
+use crate::{check, judge, Engine, Faults, HostTables, Macros, Slabs, Stream};
 
 impl Slabs {
     /// Bases (device addresses) and strides (bytes per expert slot) of the
@@ -99,15 +100,30 @@ pub fn vrows_tables_host_ex(
     let lib = ffi::lib()?;
     let f = ffi::need(lib.memra_vrows_tables_host_ex, "memra_vrows_tables_host_ex")?;
     let n = sel.len();
-    let n32 = u32_of(n, "n_pairs (sel.len())", MAX_PAIRS)?;
+    let n32 = u32_of(n, "n_pairs (sel.len())", u32::MAX as usize)?;
+    let o = options.raw(Arm::Host, n_expert)?;
+    let m = planes(macros, options.n_slots(n_expert))?;
+    // The library's rules first (the count, the options, the slabs), at
+    // stand-in table addresses, before 36 bytes a pair are allocated.
+    judge::vrows(
+        abi::MEMRA_CALL_VROWS_TABLES_HOST_EX,
+        sel.as_ptr() as u64,
+        selw.as_ptr() as u64,
+        n32,
+        n_expert,
+        0,
+        &m,
+        &slabs,
+        Some(&o),
+        abi::STAND_IN,
+        abi::STAND_IN,
+    )?;
     if selw.len() != n {
         return Err(Error::arg(
             Status::InvalidArg,
             format!("selw holds {} weights for {} ids", selw.len(), n),
         ));
     }
-    let o = options.raw(Arm::Host, n_expert)?;
-    let m = planes(macros, options.n_slots(n_expert))?;
     let mut out = HostTables {
         ptrs: vec![0; 3 * n],
         scl: vec![0.0; 3 * n],
@@ -159,19 +175,33 @@ impl Engine {
         let f = ffi::need(lib.memra_vrows_tables_ex, "memra_vrows_tables_ex")?;
         let stream = self.raw_stream(stream)?;
         let (sel, selw, ptrs, scl) = (sel.into(), selw.into(), ptrs.into(), scl.into());
+        let n = u32_of(n_pairs, "n_pairs", u32::MAX as usize)?;
+        let o = options.raw(Arm::Device, n_expert)?;
+        let m = planes(layer.macros, options.n_slots(n_expert))?;
+        judge::vrows(
+            abi::MEMRA_CALL_VROWS_TABLES_EX,
+            sel.device_ptr(),
+            selw.device_ptr(),
+            n,
+            n_expert,
+            layer.il as c_int,
+            &m,
+            &layer.slabs,
+            Some(&o),
+            ptrs.device_ptr(),
+            scl.device_ptr(),
+        )?;
         self.check_home("sel", sel.home())?;
         self.check_home("selw", selw.home())?;
         self.check_home("ptrs", ptrs.home())?;
         self.check_home("scl", scl.home())?;
         self.check_home("options: expert_map", options.home())?;
-        let n = u32_of(n_pairs, "n_pairs", MAX_PAIRS)?;
+        // Judged: n_pairs is at most MAX_PAIRS.
         let why = format!("n_pairs = {n_pairs}");
         need("sel", sel.len(), n_pairs, &why)?;
         need("selw", selw.len(), n_pairs, &why)?;
         need("ptrs", ptrs.len(), 3 * n_pairs, &why)?;
         need("scl", scl.len(), 3 * n_pairs, &why)?;
-        let o = options.raw(Arm::Device, n_expert)?;
-        let m = planes(layer.macros, options.n_slots(n_expert))?;
         check(unsafe {
             f(
                 self.inner.ptr,

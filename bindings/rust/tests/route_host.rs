@@ -109,6 +109,14 @@ fn group_scoring_is_explicit_and_defaults_as_vllm() {
     for (what, spec, want) in cases {
         let r = route_tables_host(&logits, &spec, None, slabs()).unwrap();
         assert_eq!(r.sel, [want], "{what}");
+        // Unset, the library applies vLLM's rule (MEMRA_GROUP_AUTO): the
+        // crate's accessor says what it chose.
+        let said = if want == 0 {
+            GroupScoring::Max
+        } else {
+            GroupScoring::Top2Sum
+        };
+        assert_eq!(spec.resolved_group_scoring(), said, "{what}");
         assert_eq!(
             r.faults,
             memra::Faults {

@@ -28,6 +28,12 @@ the current stream, and a CPU one, the host arm, bit-identical):
   and ``scl`` float32 [3, T, K] (gate, up, down), K = top_k + n_shared.
 - ``vrows_tables_`` (in place) and ``vrows_tables``: the tables from a
   selection made elsewhere (``sel`` int32, ``selw`` float32, any shape).
+- ``moe_align_block_size``: vLLM's function of the same name (the pairs
+  grouped by expert for the expert GEMM, each expert's pairs in ascending
+  index: the same bytes every call); ``sglang.moe_align_block_size``,
+  sgl-kernel's out-parameter one; ``route_tables_layout``: route_tables and
+  the layout of its ids in one call (one launch at decode sizes); call
+  ``layout_prepare(device)`` before capturing a graph with layouts.
 
 Logits are float32, bfloat16 or float16; a bias (``e_score_correction_bias``)
 is float32 or bfloat16 on the logits' device, read in place; zero tokens
@@ -63,12 +69,15 @@ from typing import List, Optional
 
 import torch
 
+from .. import _torch_layout as _layout
 from .. import _torch_ops as _ops
 from .._torch_engines import engine, faults
+from .._torch_layout import layout_prepare
 from .._torch_planes import prepare_layer, route_prepare_layer
 
 __all__ = ["fused_topk", "grouped_topk", "route_tables", "route_prepare_layer",
-           "vrows_tables_", "vrows_tables", "prepare_layer", "engine", "faults", "sglang"]
+           "vrows_tables_", "vrows_tables", "prepare_layer", "engine", "faults", "sglang",
+           "moe_align_block_size", "route_tables_layout", "layout_prepare"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_compiling = torch.compiler.is_compiling
@@ -103,6 +112,8 @@ _grouped_op = torch.ops.memra.grouped_topk.default
 _fused_op = torch.ops.memra.fused_topk.default
 _vrows_inplace_op = torch.ops.memra.vrows_tables_.default
 _vrows_op = torch.ops.memra.vrows_tables.default
+_align_op = torch.ops.memra.moe_align_block_size.default
+_route_layout_op = torch.ops.memra.route_tables_layout.default
 
 
 def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
@@ -209,6 +220,72 @@ def vrows_tables(sel: torch.Tensor, selw: torch.Tensor, n_expert: int, layer: in
                                       expert_map, n_local, n_shared, model)
     return _vrows_op(sel, selw, n_expert, layer, list(bases), list(strides), expert_map,
                      n_local, n_shared, model)
+
+
+def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: int,
+                         expert_map: Optional[torch.Tensor] = None, pad_sorted_ids: bool = False,
+                         ignore_invalid_experts: bool = False):
+    """vLLM's moe_align_block_size, argument for argument: the pairs of
+    topk_ids (int32, any shape, pair p its p-th element) grouped by expert,
+    each expert's run padded to block_size with the sentinel
+    topk_ids.numel(): (sorted_ids int32 [topk_ids.numel() + num_experts *
+    (block_size - 1)], rounded up to block_size with pad_sorted_ids, at most
+    topk_ids.numel() * block_size; expert_ids int32 [cdiv(that,
+    block_size)], each block's expert, through expert_map (int32
+    [num_experts], -1: another rank's) when given, -1 past the last run;
+    num_tokens_post_pad int32 [1]). Inside an expert, pairs in ascending
+    index: the same bytes every call, on the GPU and the CPU. Ids outside
+    [0, num_experts) (a padding row's -1) are in no run.
+    ignore_invalid_experts=True (vLLM's option to drop other ranks' runs)
+    is not offered: False is vLLM's default and this function's."""
+    if ignore_invalid_experts is not False:
+        _ops._refuse("moe_align_block_size",
+                     "ignore_invalid_experts must be False: memra keeps other ranks' runs, "
+                     "their blocks labelled -1 through expert_map (vLLM's default)")
+    if _is_compiling():  # the operator, whose fake judges the call at trace time
+        return _align_op(topk_ids, block_size, num_experts, expert_map, pad_sorted_ids)
+    if _direct(topk_ids, expert_map) or not isinstance(topk_ids, torch.Tensor):
+        return _layout.moe_align_block_size_impl(topk_ids, block_size, num_experts, expert_map,
+                                                 pad_sorted_ids)
+    return _align_op(topk_ids, block_size, num_experts, expert_map, pad_sorted_ids)
+
+
+def route_tables_layout(logits: torch.Tensor, top_k: int, layer: int, block_size: int,
+                        bases: List[int] = (0, 0, 0), strides: List[int] = (0, 0, 0),
+                        scoring: str = "softmax", n_group: int = 1, topk_group: int = 1,
+                        renormalize: bool = False, routed_scaling_factor: float = 1.0,
+                        bias: Optional[torch.Tensor] = None, group_scoring: Optional[str] = None,
+                        expert_map: Optional[torch.Tensor] = None, n_local: int = 0,
+                        n_shared: int = 0, shared_weight: float = 1.0, model: str = "",
+                        shared_divisor: Optional[float] = None,
+                        n_real: Optional[torch.Tensor] = None, pad_sorted_ids: bool = False):
+    """route_tables and the expert-sorted layout of its choice in one call
+    (one launch up to 16,384 pairs): (ids, weights, ptrs, scl) as
+    route_tables gives them, then (sorted_ids, expert_ids,
+    num_tokens_post_pad) as moe_align_block_size(ids, block_size, n_expert +
+    n_shared, pad_sorted_ids=pad_sorted_ids) gives them, with expert_ids
+    through expert_map as the tables place the pairs (other ranks' blocks
+    -1, a shared expert's its slot n_local + i); padding rows (n_real) are
+    in no run. Arguments as route_tables', block_size the expert GEMM's
+    BLOCK_SIZE_M. On a GPU a layer's calls must not overlap in time (one
+    step after another, as a model's are): the engine keeps a count per
+    layer that the launch's blocks share; call layout_prepare(device) before
+    capturing a graph."""
+    if _is_compiling():
+        return _route_layout_op(logits, top_k, layer, block_size, list(bases), list(strides),
+                                scoring, n_group, topk_group, renormalize, routed_scaling_factor,
+                                bias, group_scoring, expert_map, n_local, n_shared,
+                                shared_weight, model, shared_divisor, n_real, pad_sorted_ids)
+    cfg = _layout.route_tables_layout_config(top_k, scoring, n_group, topk_group, renormalize,
+                                             routed_scaling_factor, group_scoring, n_local,
+                                             n_shared, shared_weight, shared_divisor)
+    if _direct(logits, bias, expert_map, n_real):
+        return _layout.route_layout(cfg, logits, bias, expert_map, n_real, layer, list(bases),
+                                    list(strides), model, block_size, pad_sorted_ids)
+    return _route_layout_op(logits, top_k, layer, block_size, list(bases), list(strides),
+                            scoring, n_group, topk_group, cfg.renormalize, routed_scaling_factor,
+                            bias, group_scoring, expert_map, n_local, n_shared, shared_weight,
+                            model, shared_divisor, n_real, pad_sorted_ids)
 
 
 from . import sglang  # noqa: E402  (SGLang's shapes; registers their operators)

@@ -34,16 +34,19 @@ from typing import Optional
 
 import torch
 
+from .. import _torch_layout as _layout
 from .. import _torch_ops as _ops
 from .. import _torch_sglang as _sgl
 from . import _direct, _is_compiling
 
-__all__ = ["biased_grouped_topk", "grouped_topk", "fused_topk", "moe_fused_gate"]
+__all__ = ["biased_grouped_topk", "grouped_topk", "fused_topk", "moe_fused_gate",
+           "moe_align_block_size"]
 
 _biased_op = torch.ops.memra.sglang_biased_grouped_topk.default
 _grouped_op = torch.ops.memra.sglang_grouped_topk.default
 _fused_op = torch.ops.memra.sglang_fused_topk.default
 _gate_op = torch.ops.memra.moe_fused_gate.default
+_align_op = torch.ops.memra.sglang_moe_align_block_size.default
 
 
 def _no_dispatch_info(caller, info):
@@ -149,3 +152,33 @@ def moe_fused_gate(input_tensor: torch.Tensor, bias: torch.Tensor, num_expert_gr
     return _gate_op(input_tensor, bias, num_expert_group, topk_group, topk,
                     num_fused_shared_experts, routed_scaling_factor,
                     bool(apply_routed_scaling_factor_on_output))
+
+
+def moe_align_block_size(topk_ids: torch.Tensor, num_experts: int, block_size: int,
+                         sorted_token_ids: torch.Tensor, experts_ids: torch.Tensor,
+                         num_tokens_post_pad: torch.Tensor, cumsum_buffer: torch.Tensor,
+                         pad_sorted_token_ids: bool = False) -> None:
+    """sgl-kernel's moe_align_block_size (sgl-kernel/python/sgl_kernel/moe.py),
+    writing into the caller's int32 tensors: the pairs of topk_ids (int32)
+    with ids 0 .. num_experts - 1 grouped by expert, each run padded to
+    block_size with the sentinel topk_ids.numel(), inside a run in
+    ascending pair index (sgl-kernel: whatever order its atomics give);
+    sorted_token_ids (at least topk_ids.numel() + num_experts * (block_size
+    - 1) entries, or topk_ids.numel() * block_size when fewer pairs than
+    experts, as SGLang sizes it), experts_ids (each block's expert, -1
+    after the last run), num_tokens_post_pad (1), cumsum_buffer (at least
+    num_experts + 1: each run's start, then the padded total).
+    pad_sorted_token_ids: also fill the rest of sorted_token_ids with the
+    sentinel (the library always fills the part it sizes), as sgl-kernel's
+    kernel does when asked. SGLang passes its expert count + 1 as
+    num_experts and gives the pairs of other ranks' experts id -1;
+    sgl-kernel gathers those into a first run of blocks labelled -1 that its
+    GEMM skips, memra leaves them out of every run: the same GEMM result,
+    num_tokens_post_pad smaller by that run."""
+    if _is_compiling() or not _direct(topk_ids, sorted_token_ids, experts_ids,
+                                      num_tokens_post_pad, cumsum_buffer):
+        return _align_op(topk_ids, num_experts, block_size, sorted_token_ids, experts_ids,
+                         num_tokens_post_pad, cumsum_buffer, pad_sorted_token_ids)
+    _layout.sglang_moe_align_block_size_impl(
+        topk_ids, num_experts, block_size, sorted_token_ids, experts_ids, num_tokens_post_pad,
+        cumsum_buffer, pad_sorted_token_ids)
