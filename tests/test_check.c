@@ -943,16 +943,7 @@ static void test_fused_check_is_the_device_call(void **state)
     assert_int_equal(memra_upload(eng, l.load, h_load, sizeof h_load), MEMRA_OK);
     int refused = 0;
     for (int i = 0; i < ROUTE_CASES + FUSED_LAYOUT_CASES; i++) {
-        fused_args a = fused_case(&w, &big, &l, i);
-        /* Routing cases 40 and 41 (a layer index outside [0, MEMRA_MAX_LAYERS)
-         * and no planes) pass the call's checks, and the fused call then
-         * indexes the engine's per-layer layout counts with it: a write
-         * outside them (ASan saw it on the mock). Until the call judges the
-         * layer index whenever it lays out in the routing launch (route.c's
-         * memra_route_launch; this check with it), those two run here with a
-         * layer in range. */
-        if (i == 40 || i == 41)
-            a.r.il = 3;
+        const fused_args a = fused_case(&w, &big, &l, i);
         const route_args *r = &a.r;
         char msg[512];
         const memra_status want = ask(fused_checked(MEMRA_CALL_ROUTE_TABLES_EX, &a), msg);
@@ -966,9 +957,11 @@ static void test_fused_check_is_the_device_call(void **state)
             assert_int_equal(mock.calls[MOCK_cuLaunchKernel], launches);
         }
     }
-    /* as the host arm's, and the layers of routing cases 46, 47 and the
-     * layout's 15, and the workspace of its 14 */
-    assert_int_equal(refused, 40 + 9 + 4);
+    /* as the host arm's, and the workspace of the layout's case 14, and
+     * every layer out of range: with a layout the layer names its counts,
+     * so routing cases 40, 41 (no planes), 46, 47, 50 (no tokens) and the
+     * layout's 11 and 15 are refused too */
+    assert_int_equal(refused, 40 + 9 + 8);
     assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
     memra_free(eng, w.logits), memra_free(eng, w.sel), memra_free(eng, w.selw);
     memra_free(eng, w.ptrs), memra_free(eng, w.scl), memra_free(eng, w.bias);

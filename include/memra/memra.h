@@ -664,7 +664,9 @@ MEMRA_API memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, 
  * must be 0); padding rows (n_real) are in no run. layout_spec and layout
  * may be NULL: then memra_route_tables. A layer's calls with a layout must
  * not overlap in time (one step after another, as a model's are): the
- * engine keeps a per-layer count that the launch's blocks share. */
+ * engine keeps a per-layer count that the launch's blocks share. With a
+ * layout, il must be in [0, MEMRA_MAX_LAYERS) whatever the layer mirrors
+ * (MEMRA_ERR_INVALID_ARG). */
 MEMRA_API memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits,
                                              uint32_t n_tokens, const memra_route_spec *spec,
                                              int il, const memra_vrows_macros *macros,

@@ -56,14 +56,16 @@ static memra_status route_check(const char *self, memra_checked_call call, uint6
     }
     case MEMRA_CALL_ROUTE_TABLES_EX: {
         /* route.c's memra_route_launch: the routing's arguments, the
-         * layout's, then (tokens to route) the layer, as for
-         * memra_route_tables; an empty batch with a layout writes the empty
-         * layout without looking at the layer. */
+         * layout's and with a layout the layer (its counts are per layer),
+         * then (tokens to route) the layer as for memra_route_tables. */
         static const char fn[] = "memra_route_tables_ex";
         st = memra_route_validate(fn, logits, n_tokens, spec, macros, slabs, sel, selw, ptrs, scl,
                                   &have_macros);
-        if (!st && (layout_spec || layout))
+        const int laid = layout_spec || layout;
+        if (!st && laid)
             st = fused_layout(fn, spec, n_tokens, sel, layout_spec, layout, 1);
+        if (!st && laid)
+            st = memra_check_layer(fn, il, 0);
         if (st || n_tokens == 0)
             return st;
         return have_macros || spec->bias ? memra_check_layer(fn, il, 0) : MEMRA_OK;
