@@ -575,6 +575,42 @@ static void test_fused_layer_out_of_range(void **state)
     memra_engine_destroy(eng);
 }
 
+/* A NULL routing spec is refused by name, never read, by each routing call
+ * with and without a layout (the pair count used to be taken from it
+ * before its check). */
+static void test_null_spec_refused(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    float logits[64] = {0};
+    int32_t sel[4] = {-3, -3, -3, -3}, sorted[64], eids[16], post = -3;
+    float selw[4], scl[12];
+    uint64_t ptrs[12];
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const memra_layout_spec ls = {.n_expert = 64, .block_size = 4};
+    const memra_layout ho = {.sorted_ids = (uint64_t)(uintptr_t)sorted,
+                             .expert_ids = (uint64_t)(uintptr_t)eids,
+                             .n_post_pad = (uint64_t)(uintptr_t)&post};
+    assert_int_equal(memra_route_tables_host_ex(logits, 1, NULL, NULL, &sl, sel, selw, ptrs, scl,
+                                                NULL, &ls, &ho),
+                     MEMRA_ERR_NULL_ARG);
+    assert_non_null(strstr(memra_last_error(), "spec"));
+    assert_int_equal(sel[0], -3);
+    assert_int_equal(post, -3);
+    memra_devptr d;
+    assert_int_equal(memra_alloc(eng, 4096, &d), MEMRA_OK);
+    const memra_layout dout = {.sorted_ids = d, .expert_ids = d + 1024, .n_post_pad = d + 2048};
+    assert_int_equal(
+        memra_route_tables_ex(eng, d, 1, NULL, 0, NULL, &sl, d, d, d, d, &ls, &dout, NULL),
+        MEMRA_ERR_NULL_ARG);
+    assert_non_null(strstr(memra_last_error(), "spec"));
+    assert_int_equal(memra_route_tables(eng, d, 1, NULL, 0, NULL, &sl, d, d, d, d, NULL),
+                     MEMRA_ERR_NULL_ARG);
+    assert_non_null(strstr(memra_last_error(), "spec"));
+    memra_free(eng, d);
+    memra_engine_destroy(eng);
+}
+
 /* The fused call's own refusals: the layout's experts are the routing's
  * with its shared ones, and the routing's map labels the blocks. */
 static void test_fused_refusals(void **state)
@@ -712,6 +748,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_layout_matches_host, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layout_matches_host, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layer_out_of_range, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_null_spec_refused, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_zero_tokens_writes_empty_layout, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_capture_needs_prepare, mock_setup,

@@ -186,7 +186,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                                            ptrs, scl, &have_macros);
     memra_layout_params lp = {0};
     const int laid = layout_spec || layout;
-    const uint32_t n_pairs = n_tokens * memra_route_pairs_per_token(spec);
+    const uint32_t n_pairs =
+        st ? 0 : n_tokens * memra_route_pairs_per_token(spec); /* spec may be NULL until checked */
     if (!st && laid)
         st = memra_route_layout_check(fn, spec, sel, n_pairs, layout_spec, layout, 1, &lp);
     /* The layout's counts are per layer: il names them whatever the layer

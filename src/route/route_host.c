@@ -246,7 +246,8 @@ memra_status memra_route_tables_host_ex(const void *logits, uint32_t n_tokens,
                              (uint64_t)(uintptr_t)sel, (uint64_t)(uintptr_t)selw,
                              (uint64_t)(uintptr_t)ptrs, (uint64_t)(uintptr_t)scl, &have_macros);
     memra_layout_params lp;
-    const uint32_t n_pairs = n_tokens * memra_route_pairs_per_token(spec);
+    const uint32_t n_pairs =
+        st ? 0 : n_tokens * memra_route_pairs_per_token(spec); /* spec may be NULL until checked */
     if (st || (st = memra_route_layout_check(fn, spec, (uint64_t)(uintptr_t)sel, n_pairs,
                                              layout_spec, layout, 0, &lp)))
         return st;
