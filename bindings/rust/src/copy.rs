@@ -57,7 +57,7 @@ impl Engine {
         if src.is_empty() {
             return Ok(());
         }
-        let f = ffi::need(ffi::lib()?.memra_upload, "memra_upload")?;
+        let f = ffi::lib()?.memra_upload;
         check(unsafe {
             f(
                 self.inner.ptr,
@@ -107,7 +107,7 @@ impl Engine {
         if dst.is_empty() {
             return Ok(());
         }
-        let f = ffi::need(ffi::lib()?.memra_download, "memra_download")?;
+        let f = ffi::lib()?.memra_download;
         check(unsafe {
             f(
                 self.inner.ptr,
@@ -159,7 +159,7 @@ impl Engine {
     /// routing launches (see `memra_engine_set_pdl`): whether it is in
     /// effect (sm_90 and newer, a CUDA 12.3+ driver).
     pub fn set_pdl(&self, enable: bool) -> Result<bool> {
-        let f = ffi::need(ffi::lib()?.memra_engine_set_pdl, "memra_engine_set_pdl")?;
+        let f = ffi::lib()?.memra_engine_set_pdl;
         let mut active: c_int = 0;
         check(unsafe { f(self.inner.ptr, enable as c_int, &mut active) })?;
         Ok(active != 0)

@@ -157,47 +157,28 @@ pub const WRITTEN_FOR_MINOR: u32 = 4;
 pub type LogFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
 
 /// The first of `names` (NUL-terminated) that the library exports.
-unsafe fn first_sym(h: *mut c_void, names: &[&str]) -> *mut c_void {
-    for n in names {
-        let sym = dlsym(h, n.as_ptr() as *const c_char);
-        if !sym.is_null() {
-            return sym;
-        }
-    }
-    std::ptr::null_mut()
-}
-
-/// Each entry is resolved by its name, else by the older names listed after
-/// it (`memra_upload_on | memra_copy_htod_on`): 0.3 renamed calls and keeps
-/// the 0.2 names as aliases until 0.4, so the crate serves both.
+/// Each entry point of the library the crate calls, resolved when it is
+/// opened. The crate asks the library's judge of a call (memra_route_check,
+/// 0.4) before every call, so 0.4 is its floor and every entry is required:
+/// an older library is refused at once, naming what it lacks.
 macro_rules! entry_points {
-    (required { $($name:ident $(| $alt:ident)* : fn($($arg:ty),*) -> $ret:ty;)* }
-     optional { $($oname:ident $(| $oalt:ident)* : fn($($oarg:ty),*) -> $oret:ty;)* }) => {
+    ($($name:ident : fn($($arg:ty),*) -> $ret:ty;)*) => {
         #[allow(non_snake_case)]
         pub struct Lib {
             $(pub $name: unsafe extern "C" fn($($arg),*) -> $ret,)*
-            /// Newer entry points: `None` in a library that predates them.
-            $(pub $oname: Option<unsafe extern "C" fn($($oarg),*) -> $oret>,)*
         }
 
         pub unsafe fn resolve(h: *mut c_void) -> Result<Lib, String> {
             Ok(Lib {
                 $($name: {
-                    let sym = first_sym(h, &[concat!(stringify!($name), "\0")
-                                             $(, concat!(stringify!($alt), "\0"))*]);
+                    let sym = dlsym(h, concat!(stringify!($name), "\0").as_ptr() as *const c_char);
                     if sym.is_null() {
-                        return Err(format!("libmemra lacks {} (older than 0.2?)", stringify!($name)));
+                        return Err(format!(
+                            "libmemra lacks {} (older than 0.4?); load a newer one (MEMRA_LIB)",
+                            stringify!($name)
+                        ));
                     }
                     std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(sym)
-                },)*
-                $($oname: {
-                    let sym = first_sym(h, &[concat!(stringify!($oname), "\0")
-                                             $(, concat!(stringify!($oalt), "\0"))*]);
-                    if sym.is_null() {
-                        None
-                    } else {
-                        Some(std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($oarg),*) -> $oret>(sym))
-                    }
                 },)*
             })
         }
@@ -205,80 +186,76 @@ macro_rules! entry_points {
 }
 
 entry_points! {
-    required {
-        memra_version: fn() -> u32;
-        memra_status_string: fn(Status) -> *const c_char;
-        memra_last_error: fn() -> *const c_char;
-        memra_device_count: fn(*mut c_int) -> Status;
-        memra_engine_create: fn(c_int, *mut EnginePtr) -> Status;
-        memra_engine_destroy: fn(EnginePtr) -> ();
-        memra_engine_get_info: fn(EnginePtr, *mut EngineInfo) -> Status;
-        memra_engine_stream: fn(EnginePtr, *mut Stream) -> Status;
-        memra_engine_warmup: fn(EnginePtr) -> Status;
-        memra_engine_faults: fn(EnginePtr, Stream, *mut Faults, c_int) -> Status;
-        memra_alloc: fn(EnginePtr, usize, *mut DevPtr) -> Status;
-        memra_free: fn(EnginePtr, DevPtr) -> Status;
-        memra_sync: fn(EnginePtr, Stream) -> Status;
-        memra_upload_on | memra_copy_htod_on:
-            fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
-        memra_download_on | memra_copy_dtoh_on:
-            fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
-        memra_vrows_prepare_layer: fn(EnginePtr, c_int, u32, *const Macros, Stream) -> Status;
-        memra_vrows_tables | memra_moe_vrows_tables_from_sel:
-            fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs, DevPtr,
-               DevPtr, Stream) -> Status;
-        memra_vrows_tables_host: fn(*const i32, *const f32, u32, u32, *const Macros, *const Slabs,
-                                    *mut u64, *mut f32, *mut Faults) -> Status;
-        memra_nvrtc_available: fn(*mut c_int) -> Status;
-        // 0.4: the library's judge of a call, which the crate asks instead
-        // of restating its rules.
-        memra_route_check: fn(c_int, u64, u32, *const RouteSpec, c_int, *const Macros,
-                              *const Slabs, u64, u64, u64, u64) -> Status;
-        memra_vrows_check: fn(c_int, u64, u64, u32, u32, c_int, *const Macros, *const Slabs,
-                              *const VrowsOptions, u64, u64) -> Status;
-    }
-    optional {
-        memra_set_log_callback: fn(Option<LogFn>, *mut c_void) -> Status;
-        // 0.3: the spec's new fields, the options, and the cuMemcpy-ordered
-        // copies. memra_vrows_tables_host_ex marks a 0.3 library: a 0.2 one
-        // has memra_route_tables_host too, but reads a shorter spec.
-        memra_vrows_tables_host_ex: fn(*const i32, *const f32, u32, u32, *const Macros,
-                                       *const Slabs, *const VrowsOptions, *mut u64, *mut f32,
-                                       *mut Faults) -> Status;
-        memra_vrows_tables_ex | memra_moe_vrows_tables_ex:
-            fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs,
-               *const VrowsOptions, DevPtr, DevPtr, Stream) -> Status;
-        memra_route_tables_host: fn(*const c_void, u32, *const RouteSpec, *const Macros,
-                                    *const Slabs, *mut i32, *mut f32, *mut u64, *mut f32,
-                                    *mut Faults) -> Status;
-        memra_route_tables | memra_moe_route_tables:
-            fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros, *const Slabs,
-               DevPtr, DevPtr, DevPtr, DevPtr, Stream) -> Status;
-        memra_route_prepare_layer: fn(EnginePtr, c_int, *const RouteSpec, *const Macros, Stream)
-                                      -> Status;
-        memra_engine_set_pdl: fn(EnginePtr, c_int, *mut c_int) -> Status;
-        memra_upload | memra_copy_htod: fn(EnginePtr, DevPtr, *const c_void, usize) -> Status;
-        memra_download | memra_copy_dtoh: fn(EnginePtr, *mut c_void, DevPtr, usize) -> Status;
-        // 0.4: the expert-sorted layout, fused with routing or on its own,
-        // and its judge.
-        memra_layout_sizes: fn(u32, *const LayoutSpec, *mut u64, *mut u64) -> Status;
-        memra_layout_workspace_bytes: fn(u32, *const LayoutSpec, *mut u64) -> Status;
-        memra_layout_prepare: fn(EnginePtr) -> Status;
-        memra_layout_tables_host: fn(*const i32, u32, *const LayoutSpec, *const Layout) -> Status;
-        memra_layout_tables: fn(EnginePtr, DevPtr, u32, *const LayoutSpec, *const Layout, Stream)
-                                -> Status;
-        memra_route_tables_ex:
-            fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros, *const Slabs,
-               DevPtr, DevPtr, DevPtr, DevPtr, *const LayoutSpec, *const Layout, Stream) -> Status;
-        memra_route_tables_host_ex:
-            fn(*const c_void, u32, *const RouteSpec, *const Macros, *const Slabs, *mut i32,
-               *mut f32, *mut u64, *mut f32, *mut Faults, *const LayoutSpec, *const Layout)
-               -> Status;
-        memra_route_check_ex: fn(c_int, u64, u32, *const RouteSpec, c_int, *const Macros,
-                                 *const Slabs, u64, u64, u64, u64, *const LayoutSpec,
-                                 *const Layout) -> Status;
-        memra_layout_check: fn(c_int, u64, u32, *const LayoutSpec, *const Layout) -> Status;
-    }
+    memra_version: fn() -> u32;
+    memra_status_string: fn(Status) -> *const c_char;
+    memra_last_error: fn() -> *const c_char;
+    memra_device_count: fn(*mut c_int) -> Status;
+    memra_engine_create: fn(c_int, *mut EnginePtr) -> Status;
+    memra_engine_destroy: fn(EnginePtr) -> ();
+    memra_engine_get_info: fn(EnginePtr, *mut EngineInfo) -> Status;
+    memra_engine_stream: fn(EnginePtr, *mut Stream) -> Status;
+    memra_engine_warmup: fn(EnginePtr) -> Status;
+    memra_engine_faults: fn(EnginePtr, Stream, *mut Faults, c_int) -> Status;
+    memra_alloc: fn(EnginePtr, usize, *mut DevPtr) -> Status;
+    memra_free: fn(EnginePtr, DevPtr) -> Status;
+    memra_sync: fn(EnginePtr, Stream) -> Status;
+    memra_upload_on:
+        fn(EnginePtr, DevPtr, *const c_void, usize, Stream) -> Status;
+    memra_download_on:
+        fn(EnginePtr, *mut c_void, DevPtr, usize, Stream) -> Status;
+    memra_vrows_prepare_layer: fn(EnginePtr, c_int, u32, *const Macros, Stream) -> Status;
+    memra_vrows_tables:
+        fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs, DevPtr,
+           DevPtr, Stream) -> Status;
+    memra_vrows_tables_host: fn(*const i32, *const f32, u32, u32, *const Macros, *const Slabs,
+                                *mut u64, *mut f32, *mut Faults) -> Status;
+    memra_nvrtc_available: fn(*mut c_int) -> Status;
+    // 0.4: the library's judge of a call, which the crate asks instead
+    // of restating its rules.
+    memra_route_check: fn(c_int, u64, u32, *const RouteSpec, c_int, *const Macros,
+                          *const Slabs, u64, u64, u64, u64) -> Status;
+    memra_vrows_check: fn(c_int, u64, u64, u32, u32, c_int, *const Macros, *const Slabs,
+                          *const VrowsOptions, u64, u64) -> Status;
+    memra_set_log_callback: fn(Option<LogFn>, *mut c_void) -> Status;
+    // 0.3: the spec's new fields, the options, and the cuMemcpy-ordered
+    // copies. memra_vrows_tables_host_ex marks a 0.3 library: a 0.2 one
+    // has memra_route_tables_host too, but reads a shorter spec.
+    memra_vrows_tables_host_ex: fn(*const i32, *const f32, u32, u32, *const Macros,
+                                   *const Slabs, *const VrowsOptions, *mut u64, *mut f32,
+                                   *mut Faults) -> Status;
+    memra_vrows_tables_ex:
+        fn(EnginePtr, DevPtr, DevPtr, u32, u32, c_int, *const Macros, *const Slabs,
+           *const VrowsOptions, DevPtr, DevPtr, Stream) -> Status;
+    memra_route_tables_host: fn(*const c_void, u32, *const RouteSpec, *const Macros,
+                                *const Slabs, *mut i32, *mut f32, *mut u64, *mut f32,
+                                *mut Faults) -> Status;
+    memra_route_tables:
+        fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros, *const Slabs,
+           DevPtr, DevPtr, DevPtr, DevPtr, Stream) -> Status;
+    memra_route_prepare_layer: fn(EnginePtr, c_int, *const RouteSpec, *const Macros, Stream)
+                                  -> Status;
+    memra_engine_set_pdl: fn(EnginePtr, c_int, *mut c_int) -> Status;
+    memra_upload: fn(EnginePtr, DevPtr, *const c_void, usize) -> Status;
+    memra_download: fn(EnginePtr, *mut c_void, DevPtr, usize) -> Status;
+    // 0.4: the expert-sorted layout, fused with routing or on its own,
+    // and its judge.
+    memra_layout_sizes: fn(u32, *const LayoutSpec, *mut u64, *mut u64) -> Status;
+    memra_layout_workspace_bytes: fn(u32, *const LayoutSpec, *mut u64) -> Status;
+    memra_layout_prepare: fn(EnginePtr) -> Status;
+    memra_layout_tables_host: fn(*const i32, u32, *const LayoutSpec, *const Layout) -> Status;
+    memra_layout_tables: fn(EnginePtr, DevPtr, u32, *const LayoutSpec, *const Layout, Stream)
+                            -> Status;
+    memra_route_tables_ex:
+        fn(EnginePtr, DevPtr, u32, *const RouteSpec, c_int, *const Macros, *const Slabs,
+           DevPtr, DevPtr, DevPtr, DevPtr, *const LayoutSpec, *const Layout, Stream) -> Status;
+    memra_route_tables_host_ex:
+        fn(*const c_void, u32, *const RouteSpec, *const Macros, *const Slabs, *mut i32,
+           *mut f32, *mut u64, *mut f32, *mut Faults, *const LayoutSpec, *const Layout)
+           -> Status;
+    memra_route_check_ex: fn(c_int, u64, u32, *const RouteSpec, c_int, *const Macros,
+                             *const Slabs, u64, u64, u64, u64, *const LayoutSpec,
+                             *const Layout) -> Status;
+    memra_layout_check: fn(c_int, u64, u32, *const LayoutSpec, *const Layout) -> Status;
 }
 
 /// memra.h's numbers the crate passes: each member of the enums it uses, by
@@ -352,40 +329,11 @@ pub fn lib() -> Result<&'static Lib, Error> {
     lib_and_path().map(|(l, _)| l)
 }
 
-/// An entry point newer than 0.2, or an error naming it.
-pub fn need<F>(f: Option<F>, name: &str) -> Result<F, Error> {
-    f.ok_or_else(|| {
-        Error::Library(format!(
-            "the libmemra loaded predates {name} (memra 0.3); load a newer one (MEMRA_LIB)"
-        ))
-    })
-}
-
 pub fn cstr(p: *const c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
         unsafe { CStr::from_ptr(p).to_string_lossy().into_owned() }
-    }
-}
-
-#[cfg(test)]
-mod names {
-    use super::*;
-
-    #[test]
-    fn an_entry_falls_back_to_its_older_name() {
-        extern "C" {
-            fn dlopen(f: *const c_char, flag: c_int) -> *mut c_void;
-        }
-        // The process itself: it has dlsym, and no memra_* of that name.
-        let h = unsafe { dlopen(std::ptr::null(), RTLD_NOW) };
-        assert!(!h.is_null());
-        let want = unsafe { dlsym(h, "dlsym\0".as_ptr() as *const c_char) };
-        assert!(!want.is_null());
-        let got = unsafe { first_sym(h, &["memra_no_such_name\0", "dlsym\0"]) };
-        assert_eq!(got, want);
-        assert!(unsafe { first_sym(h, &["memra_no_such_name\0"]) }.is_null());
     }
 }
 
@@ -703,5 +651,27 @@ mod constants {
         ] {
             assert_eq!(LogLevel::from_code(v(m)), want, "{m}");
         }
+    }
+}
+
+#[cfg(test)]
+mod floor {
+    use super::*;
+
+    #[test]
+    fn a_library_without_an_entry_point_is_refused_by_name() {
+        // The test process itself (the crate opens libmemra RTLD_LOCAL): an
+        // object with no memra_* at all, as a library older than an entry
+        // point has none of that name.
+        let h = unsafe { dlopen(std::ptr::null(), RTLD_NOW) };
+        assert!(!h.is_null());
+        let err = match unsafe { resolve(h) } {
+            Ok(_) => panic!("resolved a library with no memra_* symbols"),
+            Err(e) => e,
+        };
+        assert!(
+            err.contains("lacks memra_version") && err.contains("0.4"),
+            "{err}"
+        );
     }
 }

@@ -43,7 +43,7 @@ pub(crate) fn route(
                 at.ptrs,
                 at.scl,
             ),
-            Some((ls, lo)) => ffi::need(lib.memra_route_check_ex, "memra_route_check_ex")?(
+            Some((ls, lo)) => (lib.memra_route_check_ex)(
                 kind,
                 at.logits,
                 n_tokens,
@@ -104,6 +104,6 @@ pub(crate) fn layout(
     spec: &LayoutSpec,
     out: &Layout,
 ) -> Result<()> {
-    let f = ffi::need(ffi::lib()?.memra_layout_check, "memra_layout_check")?;
+    let f = ffi::lib()?.memra_layout_check;
     check(unsafe { f(kind, ids, n_pairs, spec, out) })
 }

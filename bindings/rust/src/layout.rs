@@ -129,7 +129,7 @@ impl<'a> LayoutSpec<'a> {
 }
 
 fn sizes(raw: &ffi::LayoutSpec, n_pairs: usize) -> Result<LayoutSizes> {
-    let f = ffi::need(ffi::lib()?.memra_layout_sizes, "memra_layout_sizes")?;
+    let f = ffi::lib()?.memra_layout_sizes;
     let n = u32_of(n_pairs, "n_pairs", u32::MAX as usize)?;
     let (mut len, mut blocks) = (0u64, 0u64);
     check(unsafe { f(n, raw, &mut len, &mut blocks) })?;
@@ -140,10 +140,7 @@ fn sizes(raw: &ffi::LayoutSpec, n_pairs: usize) -> Result<LayoutSizes> {
 }
 
 fn workspace_bytes(raw: &ffi::LayoutSpec, n_pairs: usize) -> Result<usize> {
-    let f = ffi::need(
-        ffi::lib()?.memra_layout_workspace_bytes,
-        "memra_layout_workspace_bytes",
-    )?;
+    let f = ffi::lib()?.memra_layout_workspace_bytes;
     let n = u32_of(n_pairs, "n_pairs", u32::MAX as usize)?;
     let mut bytes = 0u64;
     check(unsafe { f(n, raw, &mut bytes) })?;
@@ -194,7 +191,7 @@ fn layout_host<L: CountElem>(
     load: Option<&mut [L]>,
 ) -> Result<HostLayout> {
     let lib = ffi::lib()?;
-    let f = ffi::need(lib.memra_layout_tables_host, "memra_layout_tables_host")?;
+    let f = lib.memra_layout_tables_host;
     let n = u32_of(ids.len(), "n_pairs (ids.len())", u32::MAX as usize)?;
     let raw = spec.raw(Arm::Host, L::DTYPE)?;
     let stand_in = ffi::Layout {
@@ -372,7 +369,7 @@ impl Engine {
     /// with layouts, whose first use would load them, which a capture
     /// refuses.
     pub fn layout_prepare(&self) -> Result<()> {
-        let f = ffi::need(ffi::lib()?.memra_layout_prepare, "memra_layout_prepare")?;
+        let f = ffi::lib()?.memra_layout_prepare;
         check(unsafe { f(self.inner.ptr) })
     }
 
@@ -388,7 +385,7 @@ impl Engine {
         spec: &LayoutSpec<'_>,
         out: LayoutOut<'_>,
     ) -> Result<()> {
-        let f = ffi::need(ffi::lib()?.memra_layout_tables, "memra_layout_tables")?;
+        let f = ffi::lib()?.memra_layout_tables;
         let stream = self.raw_stream(stream)?;
         let ids = ids.into();
         let n = u32_of(n_pairs, "n_pairs", u32::MAX as usize)?;

@@ -203,7 +203,8 @@ pub struct Engine {
     inner: Arc<Inner>,
 }
 
-/// The engine's device, for `e.ctx().name()`.
+/// The engine's device, for `e.ctx().name()` (the seed engine's call, which
+/// its gate makes verbatim).
 pub struct Ctx<'a> {
     engine: &'a Engine,
 }
@@ -459,6 +460,9 @@ impl Engine {
         Ok(out)
     }
 
+    // The seed engine's API: its own gate (tests/vrows_dev_tables.rs) calls
+    // these names and must run verbatim, so they stay, built on the 0.3
+    // calls (memra_upload_on, memra_download_on, memra_vrows_tables).
     /// A new device buffer holding `data` (complete on return).
     pub fn htod(&self, data: &[f32]) -> Result<DeviceBuffer<f32>> {
         self.buffer_of(data)
@@ -498,6 +502,7 @@ impl Engine {
         })
     }
 
+    // The seed engine's call (its gate calls it verbatim), on memra_vrows_tables.
     /// The verify-rows tables for `n_pairs` pairs, built on the device in
     /// one launch on the engine's own stream (so `dtoh` after it sees them).
     /// `ptrs` holds 3 * n_pairs pointers and `scl` 3 * n_pairs scales,

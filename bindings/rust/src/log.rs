@@ -84,9 +84,7 @@ fn install(new: Option<Box<Logger>>) -> Result<()> {
         ));
     }
     let lib = ffi::lib()?;
-    let set = lib
-        .memra_set_log_callback
-        .ok_or_else(|| Error::Library("this libmemra predates memra_set_log_callback".into()))?;
+    let set = lib.memra_set_log_callback;
     let mut slot = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
     let (cb, user) = match &new {
         Some(b) => (

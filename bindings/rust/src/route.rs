@@ -163,7 +163,7 @@ pub fn route_tables_host<L: LogitsElem>(
     slabs: Slabs,
 ) -> Result<HostRoute> {
     let lib = ffi::lib()?;
-    let f = ffi::need(lib.memra_route_tables_host, "memra_route_tables_host")?;
+    let f = lib.memra_route_tables_host;
     let raw = spec.raw(Arm::Host, L::DTYPE)?;
     let m = planes(macros, spec.n_slots())?;
     let nt = host_judged(
@@ -214,7 +214,7 @@ pub fn route_tables_host_layout<L: LogitsElem>(
     layout: &LayoutSpec<'_>,
 ) -> Result<(HostRoute, HostLayout)> {
     let lib = ffi::lib()?;
-    let f = ffi::need(lib.memra_route_tables_host_ex, "memra_route_tables_host_ex")?;
+    let f = lib.memra_route_tables_host_ex;
     let raw = spec.raw(Arm::Host, L::DTYPE)?;
     let m = planes(macros, spec.n_slots())?;
     let lraw = layout.raw(Arm::Host, abi::MEMRA_COUNT_I32)?;
@@ -319,7 +319,7 @@ impl Engine {
             (Some((_, lo)), Some((ls, lay, home))) => {
                 self.check_home("layout spec: expert_map", *home)?;
                 lo.check_for(self, ls, n)?;
-                let f = ffi::need(lib.memra_route_tables_ex, "memra_route_tables_ex")?;
+                let f = lib.memra_route_tables_ex;
                 check(unsafe {
                     f(
                         self.inner.ptr,
@@ -340,7 +340,7 @@ impl Engine {
                 })
             }
             _ => {
-                let f = ffi::need(lib.memra_route_tables, "memra_route_tables")?;
+                let f = lib.memra_route_tables;
                 check(unsafe {
                     f(
                         self.inner.ptr,
@@ -377,7 +377,7 @@ impl Engine {
             self.check_home(what, home)?;
         }
         let lib = ffi::lib()?;
-        let f = ffi::need(lib.memra_route_prepare_layer, "memra_route_prepare_layer")?;
+        let f = lib.memra_route_prepare_layer;
         let raw = spec.raw_any_logits(Arm::Device)?;
         let m = planes(macros, spec.n_slots())?;
         check(unsafe { f(self.inner.ptr, il as c_int, &raw, opt_ptr(&m), stream) })

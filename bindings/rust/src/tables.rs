@@ -98,7 +98,7 @@ pub fn vrows_tables_host_ex(
     options: &VrowsOptions<'_>,
 ) -> Result<HostTables> {
     let lib = ffi::lib()?;
-    let f = ffi::need(lib.memra_vrows_tables_host_ex, "memra_vrows_tables_host_ex")?;
+    let f = lib.memra_vrows_tables_host_ex;
     let n = sel.len();
     let n32 = u32_of(n, "n_pairs (sel.len())", u32::MAX as usize)?;
     let o = options.raw(Arm::Host, n_expert)?;
@@ -172,7 +172,7 @@ impl Engine {
         scl: impl Into<DevSliceMut<'a, f32>>,
     ) -> Result<()> {
         let lib = ffi::lib()?;
-        let f = ffi::need(lib.memra_vrows_tables_ex, "memra_vrows_tables_ex")?;
+        let f = lib.memra_vrows_tables_ex;
         let stream = self.raw_stream(stream)?;
         let (sel, selw, ptrs, scl) = (sel.into(), selw.into(), ptrs.into(), scl.into());
         let n = u32_of(n_pairs, "n_pairs", u32::MAX as usize)?;
