@@ -314,20 +314,20 @@ class Engine:
                                         int(bool(reset))))
         return f
 
-    def prepare_layer(self, layer, n_expert, macros, stream=0, _planes=None):
-        """Mirrors layer `layer`'s macro planes (NumPy float32, three of
+    def vrows_prepare_layer(self, layer, n_expert, macros, stream=0, _planes=None):
+        """memra_vrows_prepare_layer: mirrors layer `layer`'s macro planes (NumPy float32, three of
         n_expert) now: call before capturing a graph."""
         layer = _int("layer", layer, -_I32, _I32)
         n_expert = _int("n_expert", n_expert, 0, 1 << 32)
         m, keep = (_planes, None) if _planes is not None else _planes_numpy(macros, n_expert)
         check(lib().memra_vrows_prepare_layer(self._ptr(), layer, n_expert,
                                               ctypes.byref(m) if m else None, _stream(stream)),
-              "prepare_layer", _VROWS_NAMES)
+              "vrows_prepare_layer", _VROWS_NAMES)
         del keep
 
-    def tables_from_sel(self, sel, selw, n_pairs, n_expert, layer, macros, slab, ptrs, scl,
-                        stream=0, _planes=None, *, expert_map=0, n_local=0, n_shared=0):
-        """One launch on `stream` (an int CUstream; 0 is the legacy default
+    def vrows_tables(self, sel, selw, n_pairs, n_expert, layer, macros, slab, ptrs, scl,
+                     stream=0, _planes=None, *, expert_map=0, n_local=0, n_shared=0):
+        """memra_vrows_tables(_ex): one launch on `stream` (an int CUstream; 0 is the legacy default
         stream). sel, selw, ptrs, scl are device addresses (ints); macros are
         NumPy planes of n_slots or None; slab is memra.slabs(bases, strides);
         expert_map a device address (int32 per routed expert) or 0. No pairs
@@ -343,7 +343,7 @@ class Engine:
         check(lib().memra_vrows_tables_ex(
             self._ptr(), addrs[0], addrs[1], n_pairs, n_expert, layer,
             ctypes.byref(m) if m else None, ctypes.byref(slab), ctypes.byref(o) if o else None,
-            addrs[2], addrs[3], _stream(stream)), "tables_from_sel", _VROWS_NAMES)
+            addrs[2], addrs[3], _stream(stream)), "vrows_tables", _VROWS_NAMES)
         del keep
 
 

@@ -275,7 +275,7 @@ def test_vrows_host_expert_map_and_zero_pairs():
 
 
 def test_engine_table_call_converts_before_reaching_the_device():
-    """Engine.tables_from_sel converts its arguments before the device (an
+    """Engine.vrows_tables converts its arguments before the device (an
     engine object without a device handle stands in); the library judges
     the options in the call (vrows_tables_host and tests/test_check.c show
     its rules)."""
@@ -284,10 +284,18 @@ def test_engine_table_call_converts_before_reaching_the_device():
     eng._h = ctypes.c_void_p()
     sl = memra.slabs(BASES, STRIDES)
     with pytest.raises(memra.InvalidArgError, match="the engine is closed"):
-        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000)
+        eng.vrows_tables(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000)
     with pytest.raises(memra.InvalidArgError, match="the engine is closed"):
-        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
-                            expert_map=0x5000, n_local=8, n_shared=1)
+        eng.vrows_tables(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
+                         expert_map=0x5000, n_local=8, n_shared=1)
     with pytest.raises(memra.InvalidArgError, match="n_local = -1 is outside"):
-        eng.tables_from_sel(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
-                            expert_map=0x5000, n_local=-1)
+        eng.vrows_tables(0x1000, 0x2000, 4, 64, 0, None, sl, 0x3000, 0x4000,
+                         expert_map=0x5000, n_local=-1)
+
+
+def test_engine_names_its_calls_as_the_library_does():
+    """One name per operation: the Engine's table calls are memra_vrows_*'s,
+    the pre-0.3 name is gone."""
+    assert callable(memra.Engine.vrows_tables) and callable(memra.Engine.vrows_prepare_layer)
+    for old in ("tables_from_sel", "prepare_layer"):
+        assert not hasattr(memra.Engine, old), old
