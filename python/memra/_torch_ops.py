@@ -262,6 +262,20 @@ def _host_faults_struct():
 
 # ---- routing: the real call, and the fake's question ---------------------------
 
+
+def _route_layer(cfg, layer, bases, strides, mapped, E, dev, model):
+    """A routing call's planes, layer index and slabs: none of them with no
+    layer (the tables are not wanted), else the layer's prepared planes of
+    its n_slots (n_local with an expert map, else n_expert; then the
+    shared ones)."""
+    if layer is None:
+        return None, 0, _ZERO_SLAB
+    il = _layer(cfg, layer)
+    slab = _slab_ref(cfg.caller, bases, strides)
+    n_slots = (cfg.template.n_local if mapped else E) + cfg.n_shared
+    return _planes_of(cfg.caller, dev, model, "route", layer, n_slots), il, slab
+
+
 def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     """Routes with the library: (ids int32 [T, K], weights float32 [T, K],
     ptrs int64 [3, T, K], scl float32 [3, T, K]); with tables false, layer
@@ -277,13 +291,7 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     spec = cfg.spec(lc, E, bc, 0 if bias is None else bias.data_ptr(),
                     0 if emap is None else emap.data_ptr(), cc,
                     0 if count is None else count.data_ptr())
-    if layer is None:
-        macros, il, slab = None, 0, _ZERO_SLAB
-    else:
-        il = _layer(cfg, layer)
-        slab = _slab_ref(cfg.caller, bases, strides)
-        n_slots = (cfg.template.n_local if emap is not None else E) + cfg.n_shared
-        macros = _planes_of(cfg.caller, dev, model, "route", layer, n_slots)
+    macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E, dev, model)
     K = cfg.K
     n = T * K
     L = _L()
@@ -335,13 +343,8 @@ def route_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, tab
     spec = cfg.spec(lc, E, bc, 0 if bias is None else _STAND_IN,
                     0 if emap is None else _STAND_IN, cc, 0 if count is None else _STAND_IN)
     cuda = logits.device.type == "cuda"
-    if layer is None:
-        macros, il, slab = None, 0, _ZERO_SLAB
-    else:
-        il = _layer(cfg, layer)
-        slab = _slab_ref(cfg.caller, bases, strides)
-        n_slots = (cfg.template.n_local if emap is not None else E) + cfg.n_shared
-        macros = _planes_of(cfg.caller, _dev_key(logits.device), model, "route", layer, n_slots)
+    macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E,
+                                    _dev_key(logits.device), model)
     st = _L().memra_route_check(CALLS["route_tables" if cuda else "route_tables_host"],
                                      _STAND_IN, n_tokens, spec, il, macros, slab, _STAND_IN,
                                      _STAND_IN, _STAND_IN, _STAND_IN)

@@ -97,6 +97,12 @@ def lookup(key_dev: int, model: str, kind: str, layer: int) -> Prepared:
     return NO_PLANES
 
 
+def _where(fn, layer, model, device):
+    """A prepare call's layer (an int32), model (a str) and device key."""
+    layer = _int(fn + ": layer", layer, -_I32, _I32)
+    return layer, str(model), device_key(torch.device(device if device is not None else "cuda"))
+
+
 def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_expert=None,
                   model: str = "") -> None:
     """Gives layer `layer` of `model` its macro planes for the table op
@@ -105,10 +111,7 @@ def prepare_layer(layer: int, macros: Optional[torch.Tensor], device=None, n_exp
     parallelism) or None for none. On a CUDA device the planes are mirrored
     now, on the current stream, and the kernel is loaded: call it for every
     layer before capturing a graph, and again whenever the planes change."""
-    layer = _int("prepare_layer: layer", layer, -_I32, _I32)
-    model = str(model)
-    device = torch.device(device if device is not None else "cuda")
-    dev = device_key(device)
+    layer, model, dev = _where("prepare_layer", layer, model, device)
     with _lock:
         if macros is None:
             entry = Prepared(0, None, None)
@@ -145,10 +148,7 @@ def route_prepare_layer(layer: int, macros: Optional[torch.Tensor] = None, devic
     a graph, and again whenever the planes change. The bias and the expert
     map are device tensors read in place by each call: they need nothing
     prepared."""
-    layer = _int("route_prepare_layer: layer", layer, -_I32, _I32)
-    model = str(model)
-    device = torch.device(device if device is not None else "cuda")
-    dev = device_key(device)
+    layer, model, dev = _where("route_prepare_layer", layer, model, device)
     with _lock:
         if macros is None:
             entry = Prepared(0, None, None)
