@@ -112,6 +112,36 @@ fn range_of(r: impl RangeBounds<usize>, len: usize, what: &str) -> Result<(usize
     }
 }
 
+/// Where a device view's elements are: an address, a length and, for a
+/// memra buffer's memory, the device of the engine that allocated it. The
+/// same for a view that reads and one that writes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mem {
+    pub ptr: u64,
+    pub len: usize,
+    pub home: Option<i32>,
+}
+
+impl Mem {
+    /// What a writable view holds, kept past its type (a call's outputs
+    /// gathered in one struct).
+    pub(crate) fn of<T>(s: DevSliceMut<'_, T>) -> Mem {
+        s.mem
+    }
+
+    /// The elements of `T` in `range` (`what` names the call in the error).
+    fn sub<T>(self, range: impl RangeBounds<usize>, what: &str) -> Result<Mem> {
+        let (start, len) = range_of(range, self.len, what)?;
+        Ok(Mem {
+            ptr: self
+                .ptr
+                .wrapping_add((start as u64).wrapping_mul(std::mem::size_of::<T>() as u64)),
+            len,
+            home: self.home,
+        })
+    }
+}
+
 /// `len` elements of `T` in device memory at `ptr` (a `CUdeviceptr`),
 /// borrowed for `'a`: what a call reads. From a memra buffer
 /// (`buf.slice()`, `(&buf).into()`) or, for memory allocated elsewhere,
@@ -123,20 +153,73 @@ fn range_of(r: impl RangeBounds<usize>, len: usize, what: &str) -> Result<(usize
 /// caller's promise, as in C.
 #[derive(Clone, Copy)]
 pub struct DevSlice<'a, T> {
-    ptr: u64,
-    len: usize,
-    home: Option<i32>,
+    mem: Mem,
     _t: PhantomData<&'a [T]>,
 }
 
 /// `len` elements of `T` in device memory that a call writes: the device
 /// counterpart of `&'a mut [T]` (not `Copy`; reborrow with `.reborrow()`).
 pub struct DevSliceMut<'a, T> {
-    ptr: u64,
-    len: usize,
-    home: Option<i32>,
+    mem: Mem,
     _t: PhantomData<&'a mut [T]>,
 }
+
+/// What the two views share: the same memory, read or written.
+macro_rules! device_view {
+    ($view:ident) => {
+        impl<'a, T> $view<'a, T> {
+            fn at(mem: Mem) -> $view<'a, T> {
+                $view {
+                    mem,
+                    _t: PhantomData,
+                }
+            }
+
+            /// A memra buffer's memory, on the device of ordinal `home`.
+            pub(crate) fn of_buffer(ptr: u64, len: usize, home: i32) -> $view<'a, T> {
+                $view::at(Mem {
+                    ptr,
+                    len,
+                    home: Some(home),
+                })
+            }
+
+            /// The device of the engine whose buffer this is (None: from
+            /// `from_raw`).
+            pub(crate) fn home(&self) -> Option<i32> {
+                self.mem.home
+            }
+
+            /// The device address (a `CUdeviceptr`).
+            pub fn device_ptr(&self) -> u64 {
+                self.mem.ptr
+            }
+
+            pub fn len(&self) -> usize {
+                self.mem.len
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.mem.len == 0
+            }
+        }
+
+        impl<T> fmt::Debug for $view<'_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(
+                    f,
+                    concat!(stringify!($view), "({:#x}, {} x {})"),
+                    self.mem.ptr,
+                    self.mem.len,
+                    std::any::type_name::<T>()
+                )
+            }
+        }
+    };
+}
+
+device_view!(DevSlice);
+device_view!(DevSliceMut);
 
 impl<'a, T> DevSlice<'a, T> {
     /// A view of memory memra cannot check.
@@ -150,54 +233,17 @@ impl<'a, T> DevSlice<'a, T> {
     /// by anything else while that work reads it. A null `ptr` is accepted
     /// with `len == 0` only.
     pub unsafe fn from_raw(ptr: u64, len: usize) -> DevSlice<'a, T> {
-        DevSlice {
+        DevSlice::at(Mem {
             ptr,
             len,
             home: None,
-            _t: PhantomData,
-        }
-    }
-
-    /// A memra buffer's memory, on the device of ordinal `home`.
-    pub(crate) fn of_buffer(ptr: u64, len: usize, home: i32) -> DevSlice<'a, T> {
-        DevSlice {
-            ptr,
-            len,
-            home: Some(home),
-            _t: PhantomData,
-        }
-    }
-
-    /// The device of the engine whose buffer this is (None: from `from_raw`).
-    pub(crate) fn home(&self) -> Option<i32> {
-        self.home
-    }
-
-    /// The device address (a `CUdeviceptr`).
-    pub fn device_ptr(&self) -> u64 {
-        self.ptr
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+        })
     }
 
     /// The elements in `range`; an error (not a panic) when it does not
     /// lie inside the slice.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DevSlice<'a, T>> {
-        let (start, len) = range_of(range, self.len, "DevSlice::slice")?;
-        Ok(DevSlice {
-            ptr: self
-                .ptr
-                .wrapping_add((start as u64).wrapping_mul(std::mem::size_of::<T>() as u64)),
-            len,
-            home: self.home,
-            _t: PhantomData,
-        })
+        Ok(DevSlice::at(self.mem.sub::<T>(range, "DevSlice::slice")?))
     }
 }
 
@@ -208,106 +254,34 @@ impl<'a, T> DevSliceMut<'a, T> {
     /// As [`DevSlice::from_raw`], and nothing else may read or write the
     /// range while work queued with this view may run.
     pub unsafe fn from_raw(ptr: u64, len: usize) -> DevSliceMut<'a, T> {
-        DevSliceMut {
+        DevSliceMut::at(Mem {
             ptr,
             len,
             home: None,
-            _t: PhantomData,
-        }
-    }
-
-    /// A memra buffer's memory, on the device of ordinal `home`.
-    pub(crate) fn of_buffer(ptr: u64, len: usize, home: i32) -> DevSliceMut<'a, T> {
-        DevSliceMut {
-            ptr,
-            len,
-            home: Some(home),
-            _t: PhantomData,
-        }
-    }
-
-    pub(crate) fn home(&self) -> Option<i32> {
-        self.home
-    }
-
-    pub fn device_ptr(&self) -> u64 {
-        self.ptr
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+        })
     }
 
     /// A shorter-lived writable view of the same memory.
     pub fn reborrow(&mut self) -> DevSliceMut<'_, T> {
-        DevSliceMut {
-            ptr: self.ptr,
-            len: self.len,
-            home: self.home,
-            _t: PhantomData,
-        }
+        DevSliceMut::at(self.mem)
     }
 
     /// The same memory, read-only.
     pub fn as_slice(&self) -> DevSlice<'_, T> {
-        DevSlice {
-            ptr: self.ptr,
-            len: self.len,
-            home: self.home,
-            _t: PhantomData,
-        }
+        DevSlice::at(self.mem)
     }
 
     /// The elements in `range`, writable.
     pub fn slice_mut(self, range: impl RangeBounds<usize>) -> Result<DevSliceMut<'a, T>> {
-        let (start, len) = range_of(range, self.len, "DevSliceMut::slice_mut")?;
-        Ok(DevSliceMut {
-            ptr: self
-                .ptr
-                .wrapping_add((start as u64).wrapping_mul(std::mem::size_of::<T>() as u64)),
-            len,
-            home: self.home,
-            _t: PhantomData,
-        })
+        Ok(DevSliceMut::at(
+            self.mem.sub::<T>(range, "DevSliceMut::slice_mut")?,
+        ))
     }
 }
 
 impl<'a, T> From<DevSliceMut<'a, T>> for DevSlice<'a, T> {
     fn from(s: DevSliceMut<'a, T>) -> DevSlice<'a, T> {
-        DevSlice {
-            ptr: s.ptr,
-            len: s.len,
-            home: s.home,
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<T> fmt::Debug for DevSlice<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "DevSlice({:#x}, {} x {})",
-            self.ptr,
-            self.len,
-            std::any::type_name::<T>()
-        )
-    }
-}
-
-impl<T> fmt::Debug for DevSliceMut<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "DevSliceMut({:#x}, {} x {})",
-            self.ptr,
-            self.len,
-            std::any::type_name::<T>()
-        )
+        DevSlice::at(s.mem)
     }
 }
 

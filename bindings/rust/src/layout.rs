@@ -8,7 +8,7 @@
 
 use std::os::raw::c_int;
 
-use crate::dev::{need, DevSlice, DevSliceMut};
+use crate::dev::{need, DevSlice, DevSliceMut, Mem};
 use crate::error::Result;
 use crate::ffi::{self, abi};
 use crate::spec::{Arm, CountElem, InPlace};
@@ -222,37 +222,19 @@ fn layout_host<L: CountElem>(
     Ok(bufs.out)
 }
 
-/// A device address, its length and whose engine's buffer it is.
-#[derive(Clone, Copy, Debug)]
-struct Dev {
-    ptr: u64,
-    len: usize,
-    home: Option<i32>,
-}
-
-impl Dev {
-    fn of<T>(s: DevSliceMut<'_, T>) -> Dev {
-        Dev {
-            ptr: s.device_ptr(),
-            len: s.len(),
-            home: s.home(),
-        }
-    }
-}
-
 /// Where a device layout goes: `sorted_ids`, `expert_ids` and one
 /// `n_post_pad` (int32 each, at least `sizes()` long), and the optional
 /// outputs, each set by its builder method. Any device memory: a memra
 /// buffer's `.slice_mut()`, or `DevSliceMut::from_raw`.
 pub struct LayoutOut<'a> {
-    sorted_ids: Dev,
-    expert_ids: Dev,
-    n_post_pad: Dev,
-    offsets: Option<Dev>,
-    padded_offsets: Option<Dev>,
-    counts: Option<Dev>,
-    expert_load: Option<(Dev, c_int)>,
-    workspace: Option<Dev>,
+    sorted_ids: Mem,
+    expert_ids: Mem,
+    n_post_pad: Mem,
+    offsets: Option<Mem>,
+    padded_offsets: Option<Mem>,
+    counts: Option<Mem>,
+    expert_load: Option<(Mem, c_int)>,
+    workspace: Option<Mem>,
     _a: std::marker::PhantomData<DevSliceMut<'a, i32>>,
 }
 
@@ -263,9 +245,9 @@ impl<'a> LayoutOut<'a> {
         n_post_pad: impl Into<DevSliceMut<'a, i32>>,
     ) -> LayoutOut<'a> {
         LayoutOut {
-            sorted_ids: Dev::of(sorted_ids.into()),
-            expert_ids: Dev::of(expert_ids.into()),
-            n_post_pad: Dev::of(n_post_pad.into()),
+            sorted_ids: Mem::of(sorted_ids.into()),
+            expert_ids: Mem::of(expert_ids.into()),
+            n_post_pad: Mem::of(n_post_pad.into()),
             offsets: None,
             padded_offsets: None,
             counts: None,
@@ -277,26 +259,26 @@ impl<'a> LayoutOut<'a> {
 
     /// `n_expert + 1` int32: the exclusive prefix sum of each expert's pairs.
     pub fn offsets(mut self, o: impl Into<DevSliceMut<'a, i32>>) -> Self {
-        self.offsets = Some(Dev::of(o.into()));
+        self.offsets = Some(Mem::of(o.into()));
         self
     }
 
     /// `n_expert + 1` int32: the same of the padded runs.
     pub fn padded_offsets(mut self, o: impl Into<DevSliceMut<'a, i32>>) -> Self {
-        self.padded_offsets = Some(Dev::of(o.into()));
+        self.padded_offsets = Some(Mem::of(o.into()));
         self
     }
 
     /// `n_expert` int32: each expert's pairs.
     pub fn counts(mut self, c: impl Into<DevSliceMut<'a, i32>>) -> Self {
-        self.counts = Some(Dev::of(c.into()));
+        self.counts = Some(Mem::of(c.into()));
         self
     }
 
     /// `n_expert` counts (`i32` or `i64`) that each call ADDS its pairs
     /// per expert into: the EPLB statistic.
     pub fn expert_load<L: CountElem>(mut self, l: impl Into<DevSliceMut<'a, L>>) -> Self {
-        self.expert_load = Some((Dev::of(l.into()), L::DTYPE));
+        self.expert_load = Some((Mem::of(l.into()), L::DTYPE));
         self
     }
 
@@ -304,7 +286,7 @@ impl<'a> LayoutOut<'a> {
     /// bytes (needed past `LAYOUT_ONE_LAUNCH` pairs), contents unused
     /// between calls.
     pub fn workspace(mut self, w: impl Into<DevSliceMut<'a, u8>>) -> Self {
-        self.workspace = Some(Dev::of(w.into()));
+        self.workspace = Some(Mem::of(w.into()));
         self
     }
 
@@ -313,7 +295,7 @@ impl<'a> LayoutOut<'a> {
     }
 
     pub(crate) fn raw(&self) -> ffi::Layout {
-        let a = |d: Option<Dev>| d.map_or(0, |d| d.ptr);
+        let a = |d: Option<Mem>| d.map_or(0, |d| d.ptr);
         ffi::Layout {
             sorted_ids: self.sorted_ids.ptr,
             expert_ids: self.expert_ids.ptr,

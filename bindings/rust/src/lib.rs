@@ -144,6 +144,17 @@ fn check(status: c_int) -> Result<()> {
     })
 }
 
+/// A host arm's status: the faults it counts (ids out of range, non-finite
+/// scales) are in `out`, which it writes in full either way, so they are not
+/// errors; any other status is.
+fn host_checked<T>(status: c_int, out: T) -> Result<T> {
+    match Status::from_code(status) {
+        _ if status == 0 => Ok(out),
+        Status::ExpertRange | Status::NonfiniteScale => Ok(out),
+        _ => check(status).map(|_| out),
+    }
+}
+
 /// The library's version, `major * 10000 + minor * 100 + patch`.
 pub fn version() -> Result<u32> {
     Ok(unsafe { (ffi::lib()?.memra_version)() })
@@ -282,12 +293,6 @@ impl<T> Drop for DeviceBuffer<T> {
     }
 }
 
-fn macros_of(m: Macros<'_>) -> Option<ffi::Macros> {
-    m.map(|(g, u, d)| ffi::Macros {
-        plane: [g.as_ptr(), u.as_ptr(), d.as_ptr()],
-    })
-}
-
 /// The expert count a call implies: the planes' length (all three equal),
 /// else `fallback`.
 fn experts_of(m: Macros<'_>, fallback: u32) -> Result<u32> {
@@ -308,13 +313,6 @@ fn experts_of(m: Macros<'_>, fallback: u32) -> Result<u32> {
                 .map_err(|_| Error::arg(Status::InvalidArg, format!("macros: {} experts", g.len())))
         }
         None => Ok(fallback),
-    }
-}
-
-fn slabs_of(bases: (u64, u64, u64), strides: (usize, usize, usize)) -> ffi::Slabs {
-    ffi::Slabs {
-        base: [bases.0, bases.1, bases.2],
-        stride: [strides.0 as u64, strides.1 as u64, strides.2 as u64],
     }
 }
 
@@ -421,22 +419,14 @@ impl Engine {
         Ok(f)
     }
 
-    fn buffer_of<T: Copy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+    fn buffer_of<T: Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
         let lib = ffi::lib()?;
-        let bytes = std::mem::size_of_val(data).max(1);
-        let mut ptr: ffi::DevPtr = 0;
-        check(unsafe { (lib.memra_alloc)(self.inner.ptr, bytes, &mut ptr) })?;
-        let buf = DeviceBuffer {
-            engine: self.inner.clone(),
-            ptr,
-            len: data.len(),
-            _t: PhantomData,
-        };
+        let buf = self.alloc::<T>(data.len())?;
         // Ordered on the engine's stream, where the stream-less calls run.
         check(unsafe {
             (lib.memra_upload_on)(
                 self.inner.ptr,
-                ptr,
+                buf.ptr,
                 data.as_ptr() as *const c_void,
                 std::mem::size_of_val(data),
                 self.own_stream()?,
@@ -489,14 +479,13 @@ impl Engine {
     pub fn prepare_layer(&self, il: u16, macros: Macros<'_>, stream: &Stream) -> Result<()> {
         let stream = self.raw_stream(stream)?;
         let n = experts_of(macros, 0)?;
-        let m = macros_of(macros);
+        let m = tables::macros_of(macros);
         check(unsafe {
             (ffi::lib()?.memra_vrows_prepare_layer)(
                 self.inner.ptr,
                 il as c_int,
                 n,
-                m.as_ref()
-                    .map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+                tables::opt_ptr(&m),
                 stream,
             )
         })
@@ -547,7 +536,7 @@ impl Engine {
     ) -> Result<()> {
         let stream = self.raw_stream(stream)?;
         let n = tables::u32_of(n_pairs, "n_pairs", u32::MAX as usize)?;
-        let slabs = slabs_of(bases, strides);
+        let slabs = Slabs::new(bases, strides);
         let set = self
             .inner
             .experts
@@ -558,7 +547,7 @@ impl Engine {
             addressable_experts(&slabs)
         };
         let n_expert = experts_of(macros, fallback)?;
-        let m = macros_of(macros);
+        let m = tables::macros_of(macros);
         judge::vrows(
             ffi::abi::MEMRA_CALL_VROWS_TABLES,
             sel.ptr,
@@ -573,6 +562,7 @@ impl Engine {
             scl.ptr,
         )?;
         // Judged: n_pairs is in [1, MAX_PAIRS].
+        let why = format!("n_pairs = {n_pairs}");
         for (what, len, need, home) in [
             ("sel", sel.len, n_pairs, sel.engine.ordinal),
             ("selw", selw.len, n_pairs, selw.engine.ordinal),
@@ -580,12 +570,7 @@ impl Engine {
             ("scl", scl.len, 3 * n_pairs, scl.engine.ordinal),
         ] {
             self.check_home(what, Some(home))?;
-            if len < need {
-                return Err(Error::arg(
-                    Status::InvalidArg,
-                    format!("{what} holds {len} elements; n_pairs = {n_pairs} needs {need}"),
-                ));
-            }
+            dev::need(what, len, need, &why)?;
         }
         check(unsafe {
             (ffi::lib()?.memra_vrows_tables)(
@@ -595,8 +580,7 @@ impl Engine {
                 n,
                 n_expert,
                 il as c_int,
-                m.as_ref()
-                    .map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+                tables::opt_ptr(&m),
                 &slabs,
                 ptrs.ptr,
                 scl.ptr,
@@ -618,6 +602,17 @@ pub struct HostTables {
     pub faults: Faults,
 }
 
+impl HostTables {
+    /// The tables of `n_pairs` pairs, for a host arm to write.
+    fn zeroed(n_pairs: usize) -> HostTables {
+        HostTables {
+            ptrs: vec![0; 3 * n_pairs],
+            scl: vec![0.0; 3 * n_pairs],
+            faults: Faults::default(),
+        }
+    }
+}
+
 /// The reference arithmetic on host slices: the same tables the device arm
 /// builds, bit for bit. Argument errors are `Err`; faulting pairs are not
 /// (see `HostTables::faults`).
@@ -631,29 +626,18 @@ pub fn vrows_tables_host(
 ) -> Result<HostTables> {
     let n = sel.len();
     let n32 = tables::u32_of(n, "n_pairs (sel.len())", u32::MAX as usize)?;
-    let slabs = slabs_of(bases, strides);
-    let m = macros_of(macros);
-    // The library's rules first (the count, n_expert, the slabs), at
-    // stand-in table addresses, before 36 bytes a pair are allocated.
-    judge::vrows(
+    let slabs = Slabs::new(bases, strides);
+    let m = tables::macros_of(macros);
+    tables::judge_host_tables(
         ffi::abi::MEMRA_CALL_VROWS_TABLES_HOST,
-        sel.as_ptr() as u64,
-        selw.as_ptr() as u64,
+        sel,
+        selw,
         n32,
         n_expert,
-        0,
         &m,
         &slabs,
         None,
-        ffi::abi::STAND_IN,
-        ffi::abi::STAND_IN,
     )?;
-    if selw.len() != n {
-        return Err(Error::arg(
-            Status::InvalidArg,
-            format!("selw holds {} weights for {} ids", selw.len(), n),
-        ));
-    }
     if let Some((g, u, d)) = macros {
         let short = [g.len(), u.len(), d.len()].into_iter().min().unwrap_or(0);
         if (short as u64) < n_expert as u64 {
@@ -663,28 +647,19 @@ pub fn vrows_tables_host(
             ));
         }
     }
-    let mut out = HostTables {
-        ptrs: vec![0; 3 * n],
-        scl: vec![0.0; 3 * n],
-        faults: Faults::default(),
-    };
+    let mut out = HostTables::zeroed(n);
     let st = unsafe {
         (ffi::lib()?.memra_vrows_tables_host)(
             sel.as_ptr(),
             selw.as_ptr(),
             n32,
             n_expert,
-            m.as_ref()
-                .map_or(std::ptr::null(), |m| m as *const ffi::Macros),
+            tables::opt_ptr(&m),
             &slabs,
             out.ptrs.as_mut_ptr(),
             out.scl.as_mut_ptr(),
             &mut out.faults,
         )
     };
-    match Status::from_code(st) {
-        _ if st == 0 => Ok(out),
-        Status::ExpertRange | Status::NonfiniteScale => Ok(out),
-        _ => check(st).map(|_| out),
-    }
+    host_checked(st, out)
 }

@@ -11,7 +11,7 @@ use crate::ffi::{self, abi};
 use crate::layout::{HostLayout, HostLayoutBufs, LayoutOut, LayoutSpec};
 use crate::spec::{Arm, LogitsElem, RouteSpec};
 use crate::tables::{opt_ptr, planes, u32_of, Layer};
-use crate::{check, judge, Engine, Faults, Macros, Slabs, Stream};
+use crate::{check, host_checked, judge, Engine, Faults, Macros, Slabs, Stream};
 
 /// What the host arm wrote for `n_tokens` tokens of `K = top_k + n_shared`
 /// pairs each (pair `t * K + j`).
@@ -194,11 +194,7 @@ pub fn route_tables_host<L: LogitsElem>(
             &mut out.faults,
         )
     };
-    match Status::from_code(st) {
-        _ if st == 0 => Ok(out),
-        Status::ExpertRange | Status::NonfiniteScale => Ok(out),
-        _ => check(st).map(|_| out),
-    }
+    host_checked(st, out)
 }
 
 /// The host arm of routing fused with its layout
@@ -248,11 +244,7 @@ pub fn route_tables_host_layout<L: LogitsElem>(
             &lo,
         )
     };
-    match Status::from_code(st) {
-        _ if st == 0 => Ok((out, lay.out)),
-        Status::ExpertRange | Status::NonfiniteScale => Ok((out, lay.out)),
-        _ => check(st).map(|_| (out, lay.out)),
-    }
+    host_checked(st, (out, lay.out))
 }
 
 impl Engine {

@@ -8,7 +8,7 @@ use crate::dev::{need, DevSlice, DevSliceMut};
 use crate::error::{Error, Result, Status};
 use crate::ffi::{self, abi};
 use crate::spec::{Arm, VrowsOptions};
-use crate::{check, judge, Engine, Faults, HostTables, Macros, Slabs, Stream};
+use crate::{check, host_checked, judge, Engine, HostTables, Macros, Slabs, Stream};
 
 impl Slabs {
     /// Bases (device addresses) and strides (bytes per expert slot) of the
@@ -47,26 +47,29 @@ impl<'a> Layer<'a> {
     }
 }
 
+/// The C planes of `m`, as they are.
+pub(crate) fn macros_of(m: Macros<'_>) -> Option<ffi::Macros> {
+    m.map(|(g, u, d)| ffi::Macros {
+        plane: [g.as_ptr(), u.as_ptr(), d.as_ptr()],
+    })
+}
+
 /// The C planes, once each holds at least `n_slots` scales.
 pub(crate) fn planes(m: Macros<'_>, n_slots: u64) -> Result<Option<ffi::Macros>> {
-    let (g, u, d) = match m {
-        Some(p) => p,
-        None => return Ok(None),
-    };
-    for (name, p) in [("gate", g), ("up", u), ("down", d)] {
-        if (p.len() as u64) < n_slots {
-            return Err(Error::arg(
-                Status::InvalidArg,
-                format!(
-                    "macros: the {name} plane holds {} scales; the slabs hold {n_slots} slots",
-                    p.len()
-                ),
-            ));
+    if let Some((g, u, d)) = m {
+        for (name, p) in [("gate", g), ("up", u), ("down", d)] {
+            if (p.len() as u64) < n_slots {
+                return Err(Error::arg(
+                    Status::InvalidArg,
+                    format!(
+                        "macros: the {name} plane holds {} scales; the slabs hold {n_slots} slots",
+                        p.len()
+                    ),
+                ));
+            }
         }
     }
-    Ok(Some(ffi::Macros {
-        plane: [g.as_ptr(), u.as_ptr(), d.as_ptr()],
-    }))
+    Ok(macros_of(m))
 }
 
 pub(crate) fn opt_ptr<T>(o: &Option<T>) -> *const T {
@@ -81,6 +84,44 @@ pub(crate) fn u32_of(n: usize, what: &str, max: usize) -> Result<u32> {
         ));
     }
     Ok(n as u32)
+}
+
+/// A host table call (`kind`: a `MEMRA_CALL_VROWS_TABLES_HOST*`) judged:
+/// the library's rules first (the count, n_expert or the options, the
+/// slabs), at stand-in table addresses, before 36 bytes a pair are
+/// allocated; then what only the crate knows, one weight per id (the C call
+/// takes one count for both).
+#[allow(clippy::too_many_arguments)] // allow: the C judge's arguments, as the call's
+pub(crate) fn judge_host_tables(
+    kind: c_int,
+    sel: &[i32],
+    selw: &[f32],
+    n_pairs: u32,
+    n_expert: u32,
+    macros: &Option<ffi::Macros>,
+    slabs: &Slabs,
+    options: Option<&ffi::VrowsOptions>,
+) -> Result<()> {
+    judge::vrows(
+        kind,
+        sel.as_ptr() as u64,
+        selw.as_ptr() as u64,
+        n_pairs,
+        n_expert,
+        0,
+        macros,
+        slabs,
+        options,
+        abi::STAND_IN,
+        abi::STAND_IN,
+    )?;
+    if selw.len() != sel.len() {
+        return Err(Error::arg(
+            Status::InvalidArg,
+            format!("selw holds {} weights for {} ids", selw.len(), sel.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// The host arm with options: the tables for `sel`/`selw` with an expert
@@ -103,32 +144,17 @@ pub fn vrows_tables_host_ex(
     let n32 = u32_of(n, "n_pairs (sel.len())", u32::MAX as usize)?;
     let o = options.raw(Arm::Host, n_expert)?;
     let m = planes(macros, options.n_slots(n_expert))?;
-    // The library's rules first (the count, the options, the slabs), at
-    // stand-in table addresses, before 36 bytes a pair are allocated.
-    judge::vrows(
+    judge_host_tables(
         abi::MEMRA_CALL_VROWS_TABLES_HOST_EX,
-        sel.as_ptr() as u64,
-        selw.as_ptr() as u64,
+        sel,
+        selw,
         n32,
         n_expert,
-        0,
         &m,
         &slabs,
         Some(&o),
-        abi::STAND_IN,
-        abi::STAND_IN,
     )?;
-    if selw.len() != n {
-        return Err(Error::arg(
-            Status::InvalidArg,
-            format!("selw holds {} weights for {} ids", selw.len(), n),
-        ));
-    }
-    let mut out = HostTables {
-        ptrs: vec![0; 3 * n],
-        scl: vec![0.0; 3 * n],
-        faults: Faults::default(),
-    };
+    let mut out = HostTables::zeroed(n);
     let st = unsafe {
         f(
             sel.as_ptr(),
@@ -143,11 +169,7 @@ pub fn vrows_tables_host_ex(
             &mut out.faults,
         )
     };
-    match Status::from_code(st) {
-        _ if st == 0 => Ok(out),
-        Status::ExpertRange | Status::NonfiniteScale => Ok(out),
-        _ => check(st).map(|_| out),
-    }
+    host_checked(st, out)
 }
 
 impl Engine {

@@ -13,7 +13,7 @@ use memra::{
 
 mod common;
 
-type R<T> = Result<T, Box<dyn std::error::Error>>;
+use common::R;
 
 fn refused<T: std::fmt::Debug>(what: &str, r: memra::Result<T>, names: &str) {
     match r {

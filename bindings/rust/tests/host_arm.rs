@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::Rng;
 use memra::{vrows_tables_host, Engine, Error, Status};
 
 fn reference(
@@ -44,15 +45,7 @@ fn reference(
     (ptrs, scl)
 }
 
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     fn special(&mut self) -> f32 {
         let r = self.next();
         let sign = ((r >> 63) as u32) << 31;

@@ -13,63 +13,11 @@
 
 mod common;
 
+use common::{engine, Raw, Rng, R};
 use memra::{
-    layout_tables_host_load, route_tables_host_layout, DevSlice, DevSliceMut, DeviceBuffer, Engine,
-    Layer, LayoutOut, LayoutSpec, Pod, RouteOut, RouteSpec, Scoring, Slabs, Status, Stream,
+    layout_tables_host_load, route_tables_host_layout, Engine, Layer, LayoutOut, LayoutSpec,
+    RouteOut, RouteSpec, Scoring, Slabs, Status, Stream,
 };
-
-type R<T> = Result<T, Box<dyn std::error::Error>>;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// A device copy of `data` in memory from memra_alloc, known to the rest
-/// of the test only by its raw address.
-struct Raw<T> {
-    _buf: DeviceBuffer<T>,
-    ptr: u64,
-    len: usize,
-}
-
-impl<T: Pod> Raw<T> {
-    fn new(e: &Engine, s: &Stream, data: &[T]) -> R<Raw<T>> {
-        let buf = e.alloc::<T>(data.len())?;
-        let (ptr, len) = (buf.device_ptr(), data.len());
-        e.upload_on(s, unsafe { DevSliceMut::from_raw(ptr, len) }, data)?;
-        Ok(Raw {
-            _buf: buf,
-            ptr,
-            len,
-        })
-    }
-    fn filled(e: &Engine, s: &Stream, len: usize, v: T) -> R<Raw<T>> {
-        Raw::new(e, s, &vec![v; len])
-    }
-    fn r(&self) -> DevSlice<'_, T> {
-        unsafe { DevSlice::from_raw(self.ptr, self.len) }
-    }
-    fn w(&self) -> DevSliceMut<'_, T> {
-        unsafe { DevSliceMut::from_raw(self.ptr, self.len) }
-    }
-    fn get(&self, e: &Engine, s: &Stream) -> R<Vec<T>> {
-        Ok(e.download_vec_on(s, self.r())?)
-    }
-}
-
-fn engine() -> R<(Engine, Stream)> {
-    common::need_library();
-    let e = Engine::new(0)?;
-    let s = e.stream()?;
-    Ok((e, s))
-}
 
 fn ids(rng: &mut Rng, n: usize, e: usize) -> Vec<i32> {
     (0..n)

@@ -9,21 +9,11 @@
 
 mod common;
 
+use common::Rng;
 use memra::{
     layout_tables_host, layout_tables_host_load, route_tables_host, route_tables_host_layout,
     HostLayout, LayoutSizes, LayoutSpec, RouteSpec, Scoring, Slabs, Status,
 };
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// The layout by its definition, written plainly: each expert's pairs in
 /// ascending index, the sentinel n to the next multiple of block_size,

@@ -17,26 +17,14 @@
 
 mod common;
 
+use common::{bits, Raw, Rng, BASES, R, STRIDES};
 use memra::{
-    route_tables_host, vrows_tables_host_ex, Bf16, DevSlice, DevSliceMut, DeviceBuffer, Engine,
-    Faults, GroupScoring, HostRoute, Layer, LogitsElem, Pod, RouteOut, RouteSpec, Scoring, Slabs,
-    Status, Stream, VrowsOptions, F16,
+    route_tables_host, vrows_tables_host_ex, Bf16, DevSlice, DevSliceMut, Engine, Faults,
+    GroupScoring, HostRoute, Layer, LogitsElem, RouteOut, RouteSpec, Scoring, Slabs, Status,
+    Stream, VrowsOptions, F16,
 };
 
-type R<T> = Result<T, Box<dyn std::error::Error>>;
-
-const BASES: (u64, u64, u64) = (0x7f00_0000_0000, 0x7f40_0000_0000, 0x7f80_0000_0000);
-const STRIDES: (usize, usize, usize) = (24 << 20, 24 << 20, 48 << 20);
-
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     /// A router logit in about [-8, 8], with many near-ties (few values).
     fn logit(&mut self) -> f32 {
         ((self.next() % 4096) as f32 - 2048.0) / 256.0
@@ -92,43 +80,6 @@ fn logits<L: Gen>(rng: &mut Rng, n_tokens: usize, n_expert: usize) -> Vec<L> {
         v[5 * n_expert + n_expert - 1] = L::inf();
     }
     v
-}
-
-/// A device copy of `data` in memory from memra_alloc, known to the rest
-/// of the test only by its raw address.
-struct Raw<T> {
-    _buf: DeviceBuffer<T>,
-    ptr: u64,
-    len: usize,
-}
-
-impl<T: Pod> Raw<T> {
-    fn new(e: &Engine, s: &Stream, data: &[T]) -> R<Raw<T>> {
-        let buf = e.alloc::<T>(data.len())?;
-        let (ptr, len) = (buf.device_ptr(), data.len());
-        e.upload_on(s, unsafe { DevSliceMut::from_raw(ptr, len) }, data)?;
-        Ok(Raw {
-            _buf: buf,
-            ptr,
-            len,
-        })
-    }
-    fn zeroed(e: &Engine, s: &Stream, len: usize) -> R<Raw<T>> {
-        Raw::new(e, s, &vec![T::default(); len])
-    }
-    fn r(&self) -> DevSlice<'_, T> {
-        unsafe { DevSlice::from_raw(self.ptr, self.len) }
-    }
-    fn w(&self) -> DevSliceMut<'_, T> {
-        unsafe { DevSliceMut::from_raw(self.ptr, self.len) }
-    }
-    fn get(&self, e: &Engine, s: &Stream) -> R<Vec<T>> {
-        Ok(e.download_vec_on(s, self.r())?)
-    }
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 /// How many of `a` and `b` differ, and the first few, for the message.
@@ -203,9 +154,7 @@ impl Dev {
 }
 
 fn engine() -> R<Dev> {
-    common::need_library();
-    let e = Engine::new(0)?;
-    let s = e.stream()?;
+    let (e, s) = common::engine()?;
     println!(
         "[route-device] GPU0: {} (sm_{})",
         e.ctx().name()?,

@@ -6,27 +6,17 @@
 
 mod common;
 
+use common::{bits, Rng, BASES, STRIDES};
 use memra::{
     route_tables_host, vrows_tables_host_ex, Bf16, GroupScoring, HostRoute, RouteSpec, Scoring,
     Slabs, Status, VrowsOptions, F16,
 };
 
-const BASES: (u64, u64, u64) = (0x7f00_0000_0000, 0x7f40_0000_0000, 0x7f80_0000_0000);
-const STRIDES: (usize, usize, usize) = (24 << 20, 24 << 20, 48 << 20);
-
 fn slabs() -> Slabs {
     Slabs::new(BASES, STRIDES)
 }
 
-struct Rng(u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
     /// k / 64 for k in [-255, 255]: exact in binary16 and in bfloat16.
     fn small(&mut self) -> f32 {
         (self.next() % 511) as f32 / 64.0 - 255.0 / 64.0
@@ -48,10 +38,6 @@ fn f16_of(x: f32) -> F16 {
     let h = F16(sign | ((exp as u16) << 10) | ((b >> 13) & 0x3ff) as u16);
     assert_eq!(h.to_f32().to_bits(), b);
     h
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 fn same(a: &HostRoute, b: &HostRoute, what: &str) {
