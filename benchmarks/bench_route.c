@@ -81,7 +81,7 @@ static const bench_cfg cfgs[] = {
 
 typedef struct layer {
     CUdeviceptr logits, sel, selw, ptrs, scl;
-    memra_layout layout; /* the expert-sorted layout of the fused arm with a layout */
+    memra_layout layout;     /* the expert-sorted layout of the fused arm with a layout */
     memra_route_args router; /* the routing kernel's launch without the tables */
 } layer;
 
@@ -134,12 +134,12 @@ static void router(setup *su, layer *l)
 {
     const uint32_t E = su->spec.n_expert;
     const int block = memra_route_use_block(su->T, E);
-    MK(memra_launch(su->eng, "bench",
-                    atomic_load(&su->eng->kernel[memra_route_kernel(memra_route_variant, su->T,
-                                                                    &su->spec)]),
-                    block ? su->T : memra_route_team_grid(su->T, E),
-                    block ? memra_route_block_threads(E) : MEMRA_ROUTE_TEAM_THREADS, &l->router,
-                    MEMRA_ROUTE_PARAM_BYTES, su->s));
+    MK(memra_launch(
+        su->eng, "bench",
+        atomic_load(&su->eng->kernel[memra_route_kernel(memra_route_variant, su->T, &su->spec)]),
+        block ? su->T : memra_route_team_grid(su->T, E),
+        block ? memra_route_block_threads(E) : MEMRA_ROUTE_TEAM_THREADS, &l->router,
+        MEMRA_ROUTE_PARAM_BYTES, su->s));
 }
 
 static void step(setup *su, int arm, int pdl)

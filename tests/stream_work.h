@@ -52,8 +52,8 @@ static inline void work_free(memra_engine *eng, work *w)
 
 static inline memra_status launch(memra_engine *eng, work *w, int il, CUstream s)
 {
-    return memra_vrows_tables(eng, w->dsel, w->dselw, N, E, il, &w->mac, &w->sl,
-                                           w->dptrs, w->dscl, s);
+    return memra_vrows_tables(eng, w->dsel, w->dselw, N, E, il, &w->mac, &w->sl, w->dptrs, w->dscl,
+                              s);
 }
 
 /* The tables on the device (read with a pageable copy on `s`, which waits

@@ -48,10 +48,10 @@ static void test_route_param_layout(void **state)
         skip(); /* an older driver, or the fake one (no compiled layout to report) */
     /* Each routing kernel is in a module of its own, loaded at first use:
      * load every one now. */
-    static const memra_kernel_id ids[] = {
-        MEMRA_KERNEL_ROUTE_BLOCK, MEMRA_KERNEL_ROUTE_WARP1, MEMRA_KERNEL_ROUTE_WARP4,
-        MEMRA_KERNEL_ROUTE_WARP8, MEMRA_KERNEL_ROUTE_WARP16, MEMRA_KERNEL_ROUTE_SIG4,
-        MEMRA_KERNEL_ROUTE_SIG8,  MEMRA_KERNEL_ROUTE_SIG16};
+    static const memra_kernel_id ids[] = {MEMRA_KERNEL_ROUTE_BLOCK,  MEMRA_KERNEL_ROUTE_WARP1,
+                                          MEMRA_KERNEL_ROUTE_WARP4,  MEMRA_KERNEL_ROUTE_WARP8,
+                                          MEMRA_KERNEL_ROUTE_WARP16, MEMRA_KERNEL_ROUTE_SIG4,
+                                          MEMRA_KERNEL_ROUTE_SIG8,   MEMRA_KERNEL_ROUTE_SIG16};
     enum { N_IDS = sizeof ids / sizeof ids[0] };
     CUfunction fns[N_IDS];
     memra_call c;
@@ -64,9 +64,9 @@ static void test_route_param_layout(void **state)
             size_t o = 0, sz = 0;
             assert_int_equal(drv->cuFuncGetParamInfo(fns[k], (size_t)i, &o, &sz), CUDA_SUCCESS);
             /* 18 pointers, 8 counts and flags, 2 floats, the layout's struct */
-            const size_t want_o = i < 18    ? 8 * (size_t)i
-                                  : i < 28  ? 144 + 4 * (size_t)(i - 18)
-                                            : offsetof(memra_route_args, lp);
+            const size_t want_o = i < 18   ? 8 * (size_t)i
+                                  : i < 28 ? 144 + 4 * (size_t)(i - 18)
+                                           : offsetof(memra_route_args, lp);
             assert_int_equal(o, want_o);
             assert_int_equal(sz, i < 18 ? 8 : i < 28 ? 4 : sizeof(memra_layout_params));
         }
@@ -348,19 +348,18 @@ static void same_bytes(uint32_t T, int runs)
     memra_stream own;
     memra_engine_stream(eng, &own);
     for (int r = 0; r < runs; r++) {
-        assert_int_equal(memra_route_tables_ex(eng, dl, T, &s, 90, &in.mac, &sl, dsel, dselw,
-                                               dptrs, dscl, &ls, &o, own),
+        assert_int_equal(memra_route_tables_ex(eng, dl, T, &s, 90, &in.mac, &sl, dsel, dselw, dptrs,
+                                               dscl, &ls, &o, own),
                          MEMRA_OK);
-        assert_int_equal(memra_download_on(eng, r ? again : first, dlay, words * 4, own),
-                         MEMRA_OK);
+        assert_int_equal(memra_download_on(eng, r ? again : first, dlay, words * 4, own), MEMRA_OK);
         if (r)
             assert_memory_equal(again, first, words * 4);
     }
     const uint64_t h0 = (uint64_t)(uintptr_t)host;
     const memra_layout ho = {h0, h0 + 4 * len, h0 + 4 * (len + blocks), 0, 0, 0, 0, 0};
-    assert_int_equal(memra_route_tables_host_ex(logits, T, &s, &in.mac, &sl, hsel, hw, hp, hscl,
-                                                NULL, &ls, &ho),
-                     MEMRA_OK);
+    assert_int_equal(
+        memra_route_tables_host_ex(logits, T, &s, &in.mac, &sl, hsel, hw, hp, hscl, NULL, &ls, &ho),
+        MEMRA_OK);
     assert_memory_equal(first, host, words * 4);
     printf("layout of %u pairs: %d runs the same bytes, the host arm's\n", n, runs);
     memra_faults f;

@@ -144,7 +144,8 @@ static void test_out_of_range_and_fault_word(void **state)
         sel[p] = p % E, selw[p] = 1.0f;
     sel[417] = E, sel[733] = -1, sel[900] = INT32_MAX, sel[901] = INT32_MIN;
     selw[500] = NAN;
-    memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40}, {5ull << 20, 5ull << 20, 9ull << 20}};
+    memra_vrows_slabs sl = {{1ull << 40, 2ull << 40, 3ull << 40},
+                            {5ull << 20, 5ull << 20, 9ull << 20}};
     dcase c = {N, E, sel, selw, NULL, &sl, 0, NULL, 1, 0};
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK); /* start clear */

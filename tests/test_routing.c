@@ -304,7 +304,6 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
 
 /* ---- configs and inputs ----------------------------------------------------- */
 
-
 static uint32_t pairs_of(const memra_route_spec *s)
 {
     return s->top_k + s->n_shared;
@@ -509,7 +508,8 @@ static void test_bias_in_place(void **state)
 {
     (void)state;
     static route_inputs in;
-    const memra_route_spec base = route_case_inputs(&route_cases[2], &in); /* DeepSeek-V3, host bias */
+    const memra_route_spec base =
+        route_case_inputs(&route_cases[2], &in); /* DeepSeek-V3, host bias */
     const uint32_t T = 64, K = base.top_k;
     void *logits = route_case_logits(&base, T, 404, 0);
     outputs a, b, c;
@@ -1060,8 +1060,8 @@ static void dev_read(memra_engine *eng, const dev_bufs *d, size_t n_pairs, outpu
 
 /* One config on the device (the kernel `variant` forces), against the
  * host arm: outputs and faults. */
-static void device_case(memra_engine *eng, const route_case *c, int variant, uint32_t T, uint64_t seed,
-                        int il)
+static void device_case(memra_engine *eng, const route_case *c, int variant, uint32_t T,
+                        uint64_t seed, int il)
 {
     static route_inputs in;
     memra_stream own;
