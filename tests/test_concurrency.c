@@ -45,7 +45,7 @@ static void *tables_worker(void *arg)
         memra_vrows_slabs sl = {{(uint64_t)j->id << 40, 0, 1ull << 50}, {1 << 20, 3, 5ull << 30}};
         /* Layer 1 is shared by every thread (hits); 10+id is this thread's,
          * re-uploaded every time (misses). */
-        dcase c = {n, E, sel, selw, &mac, &sl, use_shared ? 1 : 10 + j->id, NULL, 0, 0};
+        dcase c = {n, E, sel, selw, &mac, &sl, use_shared ? 1 : 10 + j->id, NULL, 0};
         j->failed = device_case_check(j->eng, &c, j->why, sizeof j->why);
         free(sel), free(selw);
     }

@@ -159,7 +159,7 @@ static void test_macro_cache_hits_and_content_check(void **state)
     for (int p = 0; p < N; p++)
         sel[p] = p % E, selw[p] = 0.5f + (float)p;
     memra_vrows_slabs sl = {{1 << 20, 2 << 20, 3 << 20}, {4096, 4096, 8192}};
-    dcase c = {N, E, sel, selw, &mac, &sl, 5, NULL, 1, 0};
+    dcase c = {N, E, sel, selw, &mac, &sl, 5, NULL, 0};
     run_device_case(eng, &c);
     uint64_t mg_first;
     memcpy(&mg_first, mock.last.args + 16, 8);
@@ -365,7 +365,7 @@ static void test_failed_upload_leaves_mirror_invalid(void **state)
     const int32_t sel[N] = {0, 1, 2, 3, 0, 1, 2, 3};
     const float selw[N] = {1, 1, 1, 1, 1, 1, 1, 1};
     memra_vrows_slabs sl = {{1 << 20, 2 << 20, 3 << 20}, {4096, 4096, 8192}};
-    dcase c = {N, E, sel, selw, &mac, &sl, 3, NULL, 1, 0};
+    dcase c = {N, E, sel, selw, &mac, &sl, 3, NULL, 0};
     run_device_case(eng, &c);
     /* New contents; their upload fails. */
     for (int k = 0; k < 3; k++)

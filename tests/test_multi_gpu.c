@@ -44,7 +44,7 @@ static void *device_worker(void *arg)
         memra_vrows_slabs sl = {{(uint64_t)(j->dev + 1) << 44, (uint64_t)(j->dev + 2) << 44,
                                  (uint64_t)(j->dev + 3) << 44},
                                 {(24ull + (uint64_t)j->dev) << 20, 24ull << 20, 48ull << 20}};
-        dcase cs = {n, E, sel, selw, &mac, &sl, 2 * it + j->dev, NULL, 1, 0};
+        dcase cs = {n, E, sel, selw, &mac, &sl, 2 * it + j->dev, NULL, 0};
         j->failed = device_case_check(eng, &cs, j->why, sizeof j->why);
         free(sel), free(selw);
     }

@@ -299,11 +299,11 @@ MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kerne
  * the report and memra_last_error() when not. It runs on the engine's own
  * stream only (never the legacy stream, so another thread's capture is
  * safe) and mirrors its planes in scratch slots of its own (no layer of
- * yours is touched). Its cases count faults: a fault word that was clear
- * when it started is clear again when it returns (run it before serving).
- * Checks of one engine run one at a time (workers that each run it at boot
- * wait for one another); your own launches on the engine meanwhile would
- * add to the fault counts it compares. */
+ * yours is touched). Its cases count faults into a fault word of their
+ * own: the engine's word is untouched, and your launches on the engine
+ * meanwhile neither disturb the check nor lose their counts to it. Checks
+ * of one engine run one at a time (workers that each run it at boot wait
+ * for one another). */
 typedef struct memra_self_check_report {
     uint32_t cases;          /* cases run */
     uint32_t failed;         /* cases whose tables or faults differ from the host arm */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "base/error.h"
 #include "engine/launch.h"
 #include "vrows/gate_cases.h"
@@ -31,24 +32,32 @@ static void free_buffers(memra_engine *eng, const memra_devptr *bufs, int n)
             memra_free(eng, bufs[i]);
 }
 
-/* Whether the faults a launch added to the engine's fault word (read as f0
- * before it and f1 after) differ from the host arm's hf; MEMRA_NO_FAULT is
- * the largest index, so the first pair is the minimum whether or not either
- * side saw a fault. */
-static int faults_differ(const memra_faults *f0, const memra_faults *f1, const memra_faults *hf,
-                         const char *label, char *why, size_t why_len)
+/* A fault word of the check's own, starting clear: the launch under check
+ * counts into it alone, so what it holds afterwards is that launch's,
+ * whatever the serving process or another check launches on the engine
+ * meanwhile (a check reading the engine's word took their faults for its
+ * own and reported "not exact"). */
+static memra_status own_faults(memra_engine *eng, memra_stream stream, memra_devptr *area)
 {
-    const uint32_t bad_expert = f1->bad_expert - f0->bad_expert;
-    const uint32_t nonfinite = f1->nonfinite - f0->nonfinite;
-    const uint32_t not_local = f1->not_local - f0->not_local;
-    const uint32_t padded = f1->padded - f0->padded;
-    const uint32_t first = f0->first_pair < hf->first_pair ? f0->first_pair : hf->first_pair;
-    if (bad_expert == hf->bad_expert && nonfinite == hf->nonfinite && not_local == hf->not_local &&
-        padded == hf->padded && f1->first_pair == first)
+    uint32_t w[MEMRA_FAULT_WORDS] = {0};
+    w[MEMRA_FAULT_FIRST_PAIR] = MEMRA_NO_FAULT;
+    memra_status st = memra_alloc(eng, sizeof w, area);
+    return st ? st : memra_upload_async(eng, *area, w, sizeof w, stream);
+}
+
+/* Whether the faults a launch counted into its own word w differ from the
+ * host arm's hf. */
+static int faults_differ(const uint32_t *w, const memra_faults *hf, const char *label, char *why,
+                         size_t why_len)
+{
+    if (w[MEMRA_FAULT_BAD_EXPERT] == hf->bad_expert && w[MEMRA_FAULT_NONFINITE] == hf->nonfinite &&
+        w[MEMRA_FAULT_NOT_LOCAL] == hf->not_local && w[MEMRA_FAULT_PADDED] == hf->padded &&
+        w[MEMRA_FAULT_FIRST_PAIR] == hf->first_pair)
         return 0;
     snprintf(why, why_len, "%s: faults: device {%u,%u,%u,%u,%u}, host {%u,%u,%u,%u,%u}", label,
-             bad_expert, nonfinite, f1->first_pair, not_local, padded, hf->bad_expert,
-             hf->nonfinite, first, hf->not_local, hf->padded);
+             w[MEMRA_FAULT_BAD_EXPERT], w[MEMRA_FAULT_NONFINITE], w[MEMRA_FAULT_FIRST_PAIR],
+             w[MEMRA_FAULT_NOT_LOCAL], w[MEMRA_FAULT_PADDED], hf->bad_expert, hf->nonfinite,
+             hf->first_pair, hf->not_local, hf->padded);
     return 1;
 }
 
@@ -57,10 +66,11 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
     const uint32_t n = c->n;
     const size_t n3 = 3 * (size_t)n;
     int bad = 1;
-    memra_devptr dsel = 0, dselw = 0, dptrs = 0, dscl = 0;
+    memra_devptr dsel = 0, dselw = 0, dptrs = 0, dscl = 0, dfaults = 0;
     uint64_t *dp = malloc(n3 * 8), *hp = malloc(n3 * 8);
     float *ds = malloc(n3 * 4), *hs = malloc(n3 * 4);
-    memra_faults hf, f0 = {0, 0, MEMRA_NO_FAULT, 0, 0}, f1;
+    uint32_t fw[MEMRA_FAULT_WORDS];
+    memra_faults hf;
     snprintf(why, why_len, "out of host memory");
     if (!dp || !hp || !ds || !hs)
         goto out;
@@ -75,14 +85,12 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
     TRY(memra_upload_async(eng, dscl, ds, n3 * 4, c->stream));
     TRY(memra_upload_i32_async(eng, dsel, c->sel, n, c->stream));
     TRY(memra_upload_f32_async(eng, dselw, c->selw, n, c->stream));
-    /* The fault word is read, never cleared: what this case adds is the
-     * difference, and a caller's own counts survive the check. */
-    if (c->check_faults)
-        TRY(memra_engine_faults(eng, c->stream, &f0, 0));
+    TRY(own_faults(eng, c->stream, &dfaults));
     TRY(memra_vrows_launch(eng, "memra_case_check", dsel, dselw, n, c->n_expert, c->il, c->scratch,
-                           c->mac, c->sl, NULL, dptrs, dscl, c->stream));
+                           dfaults, c->mac, c->sl, NULL, dptrs, dscl, c->stream));
     TRY(memra_download_u64_async(eng, dp, dptrs, n3, c->stream));
     TRY(memra_download_f32_async(eng, ds, dscl, n3, c->stream));
+    TRY(memra_download_async(eng, fw, dfaults, sizeof fw, c->stream));
     TRY(memra_sync(eng, c->stream));
     memra_vrows_tables_host(c->sel, c->selw, n, c->n_expert, c->mac, c->sl, hp, hs, &hf);
     for (size_t i = 0; i < n3; i++) {
@@ -98,17 +106,14 @@ int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t w
             goto out;
         }
     }
-    if (c->check_faults) {
-        TRY(memra_engine_faults(eng, c->stream, &f1, 0));
-        char label[24];
-        snprintf(label, sizeof label, "n=%u", n);
-        if (faults_differ(&f0, &f1, &hf, label, why, why_len))
-            goto out;
-    }
+    char label[24];
+    snprintf(label, sizeof label, "n=%u", n);
+    if (faults_differ(fw, &hf, label, why, why_len))
+        goto out;
     bad = 0;
 out:;
-    const memra_devptr bufs[] = {dsel, dselw, dptrs, dscl};
-    free_buffers(eng, bufs, 4);
+    const memra_devptr bufs[] = {dsel, dselw, dptrs, dscl, dfaults};
+    free_buffers(eng, bufs, 5);
     free(dp), free(hp), free(ds), free(hs);
     return bad;
 }
@@ -121,7 +126,7 @@ int memra_gate_case_check(memra_engine *eng, size_t i, int il, int scratch, memr
     gate_inputs(g, selw, planes);
     memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
     memra_case c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL,
-                    &g->slabs,  il,          stream, 1,    scratch};
+                    &g->slabs,  il,          stream, scratch};
     return memra_case_check(eng, &c, why, why_len);
 }
 
@@ -146,8 +151,8 @@ int memra_random_case_make(memra_random_case *r, uint64_t *s, uint32_t n, uint32
         r->pl[e] = rng_special_float(s);
     r->mac = (memra_vrows_macros){{r->pl, r->pl + n_expert, r->pl + 2 * (size_t)n_expert}};
     rng_high_slabs(s, n_expert, min_stride_bit, &r->sl);
-    r->c = (memra_case){n,      n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL,
-                        &r->sl, il,       NULL,   1,       0};
+    r->c = (memra_case){n, n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL, &r->sl, il, NULL,
+                        0};
     return 0;
 }
 
@@ -181,8 +186,8 @@ static memra_layout layout_in(uint64_t base, uint64_t len, uint64_t blocks, uint
 }
 
 int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed, int edges,
-                           int il, int scratch, int variant, int check_faults, memra_stream stream,
-                           char *why, size_t why_len)
+                           int il, int scratch, int variant, memra_stream stream, char *why,
+                           size_t why_len)
 {
     const route_case *rc = &route_cases[ci];
     route_inputs *in = malloc(sizeof *in);
@@ -198,7 +203,8 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     const size_t lbytes = (size_t)T * s.n_expert * route_logit_bytes(&s);
     const size_t bias_bytes = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
     int bad = 1;
-    memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0, dbias = 0, dmap = 0, dreal = 0;
+    memra_devptr dl = 0, dsel = 0, dselw = 0, dptrs = 0, dscl = 0, dbias = 0, dmap = 0, dreal = 0,
+                 dfaults = 0;
     /* The batch's expert-sorted layout too, laid out by the same launch
      * (decode sizes) or the layout's own after it: block sizes 16 to 64. */
     const memra_layout_spec ls = {.n_expert = s.n_expert + s.n_shared,
@@ -214,7 +220,8 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     float *hselw = malloc(np * 4), *gselw = malloc(np * 4);
     float *hscl = malloc(3 * np * 4), *gscl = malloc(3 * np * 4);
     uint64_t *hptrs = malloc(3 * np * 8), *gptrs = malloc(3 * np * 8);
-    memra_faults hf, f0, f1;
+    uint32_t fw[MEMRA_FAULT_WORDS];
+    memra_faults hf;
     snprintf(why, why_len, "out of host memory");
     if (!in || !logits || !hsel || !gsel || !hselw || !gselw || !hscl || !gscl || !hptrs ||
         !gptrs || !hlay || !glay)
@@ -255,20 +262,18 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(memra_upload_async(eng, dselw, gselw, np * 4, stream));
     TRY(memra_upload_async(eng, dptrs, gptrs, 3 * np * 8, stream));
     TRY(memra_upload_async(eng, dscl, gscl, 3 * np * 4, stream));
-    if (check_faults)
-        TRY(memra_engine_faults(eng, stream, &f0, 0));
+    TRY(own_faults(eng, stream, &dfaults));
     const memra_layout dl_out = layout_in(dlay, len, blocks, ls.n_expert, dws);
-    TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, m, &sl, dsel,
+    TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, dfaults, m, &sl,
+                           dsel,
                            dselw, dptrs, dscl, &ls, &dl_out, stream, variant));
     TRY(memra_download_async(eng, glay, dlay, lay_words * 4, stream));
     TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
     TRY(memra_download_f32_async(eng, gselw, dselw, np, stream));
     TRY(memra_download_u64_async(eng, gptrs, dptrs, 3 * np, stream));
     TRY(memra_download_f32_async(eng, gscl, dscl, 3 * np, stream));
-    if (check_faults)
-        TRY(memra_engine_faults(eng, stream, &f1, 0));
-    else
-        TRY(memra_sync(eng, stream));
+    TRY(memra_download_async(eng, fw, dfaults, sizeof fw, stream));
+    TRY(memra_sync(eng, stream));
     const memra_layout hl_out = layout_in((uint64_t)(uintptr_t)hlay, len, blocks, ls.n_expert, 0);
     memset(hlay, 0xA7, lay_words * 4); /* as the device's buffer began */
     memra_route_tables_host_ex(logits, T, &s, m, &sl, hsel, hselw, hptrs, hscl, &hf, &ls, &hl_out);
@@ -288,7 +293,7 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
                  variant_name(variant, T, rc->spec.n_expert));
         goto out;
     }
-    if (check_faults && faults_differ(&f0, &f1, &hf, rc->name, why, why_len))
+    if (faults_differ(fw, &hf, rc->name, why, why_len))
         goto out;
     for (size_t i = 0; i < lay_words; i++)
         if (glay[i] != hlay[i]) {
@@ -301,8 +306,8 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         }
     bad = 0;
 out:;
-    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal, dlay, dws};
-    free_buffers(eng, bufs, 10);
+    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal, dlay, dws, dfaults};
+    free_buffers(eng, bufs, 11);
     free(hlay), free(glay);
     free(logits), free(hsel), free(gsel), free(hselw), free(gselw);
     free(hscl), free(gscl), free(hptrs), free(gptrs), free(in);
@@ -316,10 +321,8 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
     static const char fn[] = "memra_engine_self_check";
     if (!eng || !report)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn, eng ? "report" : "eng");
-    /* One check at a time per engine: the cases compare what their launches
-     * add to the engine's fault word with the host arm's counts, and the
-     * launches of a check running beside it add to the same word (four
-     * threads checking one engine each reported "not exact"). A check's
+    /* One check at a time per engine: the checks share the scratch layers,
+     * so a second one at once would only repeat the first's uploads. A check's
      * warnings wait for the lock, as under every memra lock: the log
      * callback may run a check itself. */
     memra_warn_hold();
@@ -339,9 +342,6 @@ static memra_status self_check(memra_engine *eng, memra_self_check_report *repor
         return st;
     memra_stream own;
     memra_engine_stream(eng, &own);
-    memra_faults before;
-    if ((st = memra_engine_faults(eng, own, &before, 0)))
-        return st;
     char why[512];
     for (size_t i = 0; i < N_GATE_CASES; i++) {
         report->cases++;
@@ -380,19 +380,12 @@ static memra_status self_check(memra_engine *eng, memra_self_check_report *repor
         report->entries += 64ull * (route_cases[ci].spec.top_k + route_cases[ci].spec.n_shared) * 8;
         const int variant = i % 2 ? MEMRA_ROUTE_VARIANT_WARP : MEMRA_ROUTE_VARIANT_BLOCK;
         const int bad = memra_route_case_check(eng, ci, 64, 0x70a7e + ci, 1, 6 + (int)(i % 2), 1,
-                                               variant, 1, own, why, sizeof why);
+                                               variant, own, why, sizeof why);
         if (bad < 0)
             return memra_fail((memra_status)-bad, "%s: %s", fn, why);
         if (bad && !report->failed++)
             snprintf(report->first_failure, sizeof report->first_failure, "routing: %.220s", why);
     }
-    /* A clear fault word is left clear: the faults counted here are the
-     * check's, not the serving process's. */
-    memra_faults after;
-    if (before.bad_expert == 0 && before.nonfinite == 0 && before.first_pair == MEMRA_NO_FAULT &&
-        before.not_local == 0 && before.padded == 0 &&
-        (st = memra_engine_faults(eng, own, &after, 1)))
-        return st;
     if (report->failed)
         return memra_fail(MEMRA_ERR_SELF_CHECK, "%s: %u of %u cases differ from the host arm: %s",
                           fn, report->failed, report->cases, report->first_failure);

@@ -20,14 +20,14 @@ typedef struct memra_case {
     const memra_vrows_slabs *sl;
     int il;
     memra_stream stream;
-    int check_faults; /* 0 when other threads share the engine's fault word */
     int scratch;      /* il names one of the library's scratch slots (the self-check's) */
 } memra_case;
 
 /* Uploads, launches, downloads on c->stream and compares pointer for
  * pointer and scale bit for bit with the host arm, and the faults the
- * launch added to the engine's fault word (read, not cleared) with the host
- * arm's. Returns 0; 1 when they differ; -status when a call failed (the
+ * launch counted (into a fault word of the check's own, so other launches
+ * on the engine neither disturb the check nor lose their counts to it) with
+ * the host arm's. Returns 0; 1 when they differ; -status when a call failed (the
  * message in `why`). Thread-safe. */
 int memra_case_check(memra_engine *eng, const memra_case *c, char *why, size_t why_len);
 
@@ -56,12 +56,11 @@ void memra_random_case_free(memra_random_case *r);
 /* Routing case i (route_cases.h) for n_tokens tokens of logits from `seed`
  * (edge values when `edges`), device arm (the kernel `variant` picks, a
  * MEMRA_ROUTE_VARIANT_*) against host arm: sel, selw, the tables and the
- * faults (check_faults = 0 when other threads launch on the engine too),
- * bit for bit; the planes and bias on layer il (a scratch slot with
- * `scratch`), a bias read in place and an expert map in device buffers of
- * their own. Returns as memra_case_check. */
+ * faults (counted into a word of the check's own), bit for bit; the
+ * planes and bias on layer il (a scratch slot with `scratch`), a bias read
+ * in place and an expert map in device buffers of their own. Returns as memra_case_check. */
 int memra_route_case_check(memra_engine *eng, size_t i, uint32_t n_tokens, uint64_t seed, int edges,
-                           int il, int scratch, int variant, int check_faults, memra_stream stream,
-                           char *why, size_t why_len);
+                           int il, int scratch, int variant, memra_stream stream, char *why,
+                           size_t why_len);
 
 #endif /* MEMRA_SELF_CHECK_H */

@@ -36,9 +36,9 @@ struct memra_engine {
     CUmodule module[MEMRA_MODULE_COUNT];
     const memra_nvrtc *nvrtc; /* the NVRTC that built the first module (NULL: the cache alone) */
 
-    /* One memra_engine_self_check at a time: each reads what its launches
-     * add to the fault word, which another check's launches would add to
-     * meanwhile. No launch or other call takes it. */
+    /* One memra_engine_self_check at a time: the checks share the scratch
+     * layers, so a second one at once would only repeat the first's
+     * uploads. No launch or other call takes it. */
     pthread_mutex_t check_lock;
 
     /* Short critical sections only, no driver call inside: info, origin and

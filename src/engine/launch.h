@@ -20,10 +20,11 @@ int memra_pdl_supported(const memra_engine *eng);
 
 /* The table launcher behind the public calls (routing's is in route.h). With `scratch` set, il
  * names one of MEMRA_SCRATCH_LAYERS slots of the library's own (the self-check's), which no public
- * layer index reaches. */
+ * layer index reaches. The launch counts its faults into `faults` (MEMRA_FAULT_WORDS words), or
+ * into the engine's fault word when it is 0. */
 memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr sel,
                                 memra_devptr selw, uint32_t n_pairs, uint32_t n_expert, int il,
-                                int scratch, const memra_vrows_macros *macros,
+                                int scratch, memra_devptr faults, const memra_vrows_macros *macros,
                                 const memra_vrows_slabs *slabs, const memra_vrows_options *options,
                                 memra_devptr ptrs, memra_devptr scl, memra_stream stream);
 

@@ -155,7 +155,7 @@ memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t
                                 memra_devptr sel, memra_devptr selw, memra_devptr ptrs,
                                 memra_devptr scl, memra_stream stream)
 {
-    return memra_route_launch(eng, "memra_route_tables", logits, n_tokens, spec, il, 0, macros,
+    return memra_route_launch(eng, "memra_route_tables", logits, n_tokens, spec, il, 0, 0, macros,
                               slabs, sel, selw, ptrs, scl, NULL, NULL, stream, memra_route_variant);
 }
 
@@ -166,14 +166,14 @@ memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits, uint3
                                    memra_devptr scl, const memra_layout_spec *layout_spec,
                                    const memra_layout *layout, memra_stream stream)
 {
-    return memra_route_launch(eng, "memra_route_tables_ex", logits, n_tokens, spec, il, 0, macros,
+    return memra_route_launch(eng, "memra_route_tables_ex", logits, n_tokens, spec, il, 0, 0, macros,
                               slabs, sel, selw, ptrs, scl, layout_spec, layout, stream,
                               memra_route_variant);
 }
 
 memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,
                                 uint32_t n_tokens, const memra_route_spec *spec, int il,
-                                int scratch, const memra_vrows_macros *macros,
+                                int scratch, memra_devptr faults, const memra_vrows_macros *macros,
                                 const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
                                 memra_devptr ptrs, memra_devptr scl,
                                 const memra_layout_spec *layout_spec, const memra_layout *layout,
@@ -232,7 +232,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .selw = selw,
         .ptrs = ptrs,
         .scl = scl,
-        .faults = eng->faults,
+        .faults = faults ? faults : eng->faults,
         .map = spec->expert_map,
         .n_real = spec->n_real,
         .n_tokens = n_tokens,

@@ -23,10 +23,11 @@ extern int memra_route_variant;
 /* memra_route_tables with the kernel chosen by `variant` (a
  * MEMRA_ROUTE_VARIANT_*): the self-check runs each kernel in turn. With
  * `scratch`, il names one of the library's own scratch slots (the
- * self-check's), which no public layer index reaches. */
+ * self-check's), which no public layer index reaches. The faults go to
+ * `faults` (MEMRA_FAULT_WORDS words), or to the engine's word when it is 0. */
 memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr logits,
                                 uint32_t n_tokens, const memra_route_spec *spec, int il,
-                                int scratch, const memra_vrows_macros *macros,
+                                int scratch, memra_devptr faults, const memra_vrows_macros *macros,
                                 const memra_vrows_slabs *slabs, memra_devptr sel, memra_devptr selw,
                                 memra_devptr ptrs, memra_devptr scl,
                                 const memra_layout_spec *layout_spec, const memra_layout *layout,

@@ -55,7 +55,7 @@ memra_status memra_vrows_prepare_layer(memra_engine *eng, int il, uint32_t n_exp
  * each, the layer's local experts) mirrored on il, then one launch. */
 static memra_status tables(memra_engine *eng, const char *fn, memra_devptr sel, memra_devptr selw,
                            uint32_t n_pairs, uint32_t n_expert, int il, int scratch,
-                           const memra_vrows_macros *macros, int present,
+                           memra_devptr faults, const memra_vrows_macros *macros, int present,
                            const memra_vrows_slabs *slabs, const memra_vrows_options *opt,
                            uint32_t n_slots, memra_devptr ptrs, memra_devptr scl,
                            memra_stream stream)
@@ -82,7 +82,7 @@ static memra_status tables(memra_engine *eng, const char *fn, memra_devptr sel, 
         .n_expert = n_expert,
         .ptrs = ptrs,
         .scl = scl,
-        .faults = eng->faults,
+        .faults = faults ? faults : eng->faults,
         .map = opt ? opt->expert_map : 0,
         .n_local = opt ? opt->n_local : 0,
         .n_shared = opt ? opt->n_shared : 0,
@@ -105,7 +105,7 @@ done:
 
 memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr sel,
                                 memra_devptr selw, uint32_t n_pairs, uint32_t n_expert, int il,
-                                int scratch, const memra_vrows_macros *macros,
+                                int scratch, memra_devptr faults, const memra_vrows_macros *macros,
                                 const memra_vrows_slabs *slabs, const memra_vrows_options *options,
                                 memra_devptr ptrs, memra_devptr scl, memra_stream stream)
 {
@@ -127,7 +127,7 @@ memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr 
     }
     if (st)
         return st;
-    return tables(eng, fn, sel, selw, n_pairs, n_expert, il, scratch, macros, present, slabs,
+    return tables(eng, fn, sel, selw, n_pairs, n_expert, il, scratch, faults, macros, present, slabs,
                   options, n_slots, ptrs, scl, stream);
 }
 
@@ -137,7 +137,7 @@ memra_status memra_vrows_tables(memra_engine *eng, memra_devptr sel, memra_devpt
                                 memra_devptr ptrs, memra_devptr scl, memra_stream stream)
 {
     return memra_vrows_launch(eng, "memra_vrows_tables", sel, selw, n_pairs, n_expert, il, 0,
-                              macros, slabs, NULL, ptrs, scl, stream);
+                              0, macros, slabs, NULL, ptrs, scl, stream);
 }
 
 memra_status memra_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
@@ -148,5 +148,5 @@ memra_status memra_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_de
 {
     static const memra_vrows_options none = {0, 0, 0};
     return memra_vrows_launch(eng, "memra_vrows_tables_ex", sel, selw, n_pairs, n_expert, il, 0,
-                              macros, slabs, options ? options : &none, ptrs, scl, stream);
+                              0, macros, slabs, options ? options : &none, ptrs, scl, stream);
 }
