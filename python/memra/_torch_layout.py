@@ -22,7 +22,9 @@ Sources of the shapes (as of the commits cited):
   num_tokens_post_pad int32 [1]); expert_map applied to expert_ids after
   the layout ("marks the experts_ids that are not in the current GPU rank
   as -1"), which is the library's labelling. ignore_invalid_experts=True
-  (drop other ranks' runs altogether) has no counterpart here.
+  (other ranks' pairs in no run, blocks labelled by local id, as vLLM's
+  kernel lays them out when handed the map) is the layout of the ids
+  through the map (local_ids), the library's rules unchanged.
 - sgl-kernel: sgl-kernel/python/sgl_kernel/moe.py at sgl-project/sglang
   0c1e18c1056db02f0778e1514e944eb9348ab647: moe_align_block_size(topk_ids,
   num_experts, block_size, sorted_token_ids, experts_ids,
@@ -203,6 +205,29 @@ def _vllm_inputs(topk_ids, block_size, num_experts, expert_map, pad_sorted_ids, 
     E = _int(f"{c.caller}: num_experts", num_experts, 0, _U32)
     _ops._beside(c.caller, "expert_map", expert_map, _ops._MAP, E, ids, "topk_ids")
     return c, ids, E
+
+
+def ignore_invalid(value):
+    """vLLM's ignore_invalid_experts as a bool (True or False, or 0 or 1)."""
+    return bool(_flag(f"{_VLLM.caller}: ignore_invalid_experts", value, True))
+
+
+def local_ids(topk_ids, num_experts, expert_map):
+    """vLLM's ignore_invalid_experts=True as a layout of other ids: each
+    pair's id through expert_map (its local id; -1 for another rank's
+    expert or an id outside [0, num_experts)). Laid out without a map,
+    these give what vLLM's kernel gives when handed the map: only this
+    rank's runs, in local-id order, each block labelled with its local id,
+    at vLLM's sizes for num_experts. Plain tensor operations, so graphs and
+    torch.compile take them as they are; the map is checked as for the
+    default first."""
+    c, ids, E = _vllm_inputs(topk_ids, 1, num_experts, expert_map, False,
+                             not isinstance(topk_ids.numel(), int))
+    if E == 0:
+        return ids
+    inside = (ids >= 0) & (ids < E)
+    mapped = expert_map[ids.clamp(0, E - 1).long()]
+    return torch.where(inside, mapped, mapped.new_full((), -1))
 
 
 def moe_align_block_size_impl(topk_ids: torch.Tensor, block_size: int, num_experts: int,

@@ -77,19 +77,56 @@ def test_expert_map_is_vllms_default(m, topk, num_experts):
     """vLLM's EP case (even experts local, the odd ones another rank's):
     every expert laid out, each block labelled through the map (-1 for
     another rank's), as vLLM's moe_align_block_size does by default
-    (ignore_invalid_experts=False). Its newer golden drops the other
-    ranks' runs (ignore_invalid_experts=True), which memra does not offer
-    and refuses to be asked for."""
+    (ignore_invalid_experts=False)."""
     ids = topk_ids_for(m, topk, num_experts, m + topk)
     emap = torch.full((num_experts,), -1, dtype=torch.int32)
     emap[0::2] = torch.arange(num_experts // 2, dtype=torch.int32)
     got = mt.moe_align_block_size(ids, 64, num_experts, emap)
     assert_vllm_layout(got, vllm_golden(ids, 64, num_experts, emap), 64, ids.numel(), True)
     assert (got[1] == -1).any()
-    dropped = vllm_golden(ids, 64, num_experts, emap, drop_non_local=True)
-    assert int(dropped[2]) < int(got[2])
-    with pytest.raises(memra.InvalidArgError, match="ignore_invalid_experts must be False"):
-        mt.moe_align_block_size(ids, 64, num_experts, emap, ignore_invalid_experts=True)
+    assert torch.equal(got[0], mt.moe_align_block_size(ids, 64, num_experts, emap,
+                                                       ignore_invalid_experts=False)[0])
+
+
+@pytest.mark.parametrize("m,topk,num_experts,pad", [(16, 2, 8, False), (32, 4, 8, True),
+                                                    (2048, 4, 64, False), (3, 2, 64, True)])
+def test_ignore_invalid_experts_is_vllms_golden(m, topk, num_experts, pad):
+    """ignore_invalid_experts=True: the other ranks' runs left out, each
+    block labelled with its local id: vLLM's golden with the non-local runs
+    dropped, byte for byte, at the same sizes."""
+    ids = topk_ids_for(m, topk, num_experts, m + topk)
+    emap = torch.full((num_experts,), -1, dtype=torch.int32)
+    emap[0::2] = torch.arange(num_experts // 2, dtype=torch.int32)
+    got = mt.moe_align_block_size(ids, 16, num_experts, emap, pad, ignore_invalid_experts=True)
+    want = vllm_golden(ids, 16, num_experts, emap, pad, drop_non_local=True)
+    assert_vllm_layout(got, want, 16, ids.numel(), True)
+    used = int(got[2]) // 16
+    assert not (got[1][:used] == -1).any()
+    kept = int((emap[ids.long()] >= 0).sum())
+    assert int((got[0] < ids.numel()).sum()) == kept
+    assert int(got[2]) < int(mt.moe_align_block_size(ids, 16, num_experts, emap)[2])
+
+
+def test_ignore_invalid_experts_runs_in_local_order():
+    """vLLM's kernel counts a pair under its local id: with a map that
+    reverses the experts, the runs go in local-id order (not the global
+    one), the ids outside the experts and the other ranks' in no run."""
+    ids = torch.tensor([[0, 5], [7, 1], [6, -1], [2, 9], [1, 0]], dtype=torch.int32)
+    emap = torch.tensor([3, 2, 1, 0, -1, -1, -1, -1], dtype=torch.int32)
+    sorted_ids, expert_ids, post = mt.moe_align_block_size(ids, 2, 8, emap,
+                                                           ignore_invalid_experts=True)
+    # local 0: none; 1: pair 6 (expert 2); 2: pairs 3, 8 (expert 1); 3: pairs 0, 9 (expert 0)
+    assert post.tolist() == [6]
+    assert sorted_ids[:6].tolist() == [6, 10, 3, 8, 0, 9]
+    assert expert_ids[:3].tolist() == [1, 2, 3] and (expert_ids[3:] == -1).all()
+    assert sorted_ids.shape == (10 + 8,) and (sorted_ids[6:] == 10).all()
+    with pytest.raises(memra.InvalidArgError, match="ignore_invalid_experts must be True or False"):
+        mt.moe_align_block_size(ids, 2, 8, emap, ignore_invalid_experts="no")
+    with pytest.raises(memra.InvalidArgError, match="expert_map has shape"):
+        mt.moe_align_block_size(ids, 2, 8, emap[:4], ignore_invalid_experts=True)
+    # Without a map the option changes nothing (vLLM passes no map then).
+    assert torch.equal(mt.moe_align_block_size(ids, 2, 8, ignore_invalid_experts=True)[0],
+                       mt.moe_align_block_size(ids, 2, 8)[0])
 
 
 def test_ids_outside_the_experts_are_in_no_run():

@@ -236,12 +236,14 @@ def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: i
     num_tokens_post_pad int32 [1]). Inside an expert, pairs in ascending
     index: the same bytes every call, on the GPU and the CPU. Ids outside
     [0, num_experts) (a padding row's -1) are in no run.
-    ignore_invalid_experts=True (vLLM's option to drop other ranks' runs)
-    is not offered: False is vLLM's default and this function's."""
-    if ignore_invalid_experts is not False:
-        _ops._refuse("moe_align_block_size",
-                     "ignore_invalid_experts must be False: memra keeps other ranks' runs, "
-                     "their blocks labelled -1 through expert_map (vLLM's default)")
+    ignore_invalid_experts=True (vLLM's option; with expert_map only): other
+    ranks' pairs are in no run and each block is labelled with its local
+    id, the runs in local-id order, as vLLM's kernel lays them out when
+    handed the map (the sizes stay num_experts'). A map value outside
+    [-1, num_experts) puts its pairs in no run (vLLM's kernel would index
+    past its counts)."""
+    if _layout.ignore_invalid(ignore_invalid_experts) and expert_map is not None:
+        topk_ids, expert_map = _layout.local_ids(topk_ids, num_experts, expert_map), None
     if _is_compiling():  # the operator, whose fake judges the call at trace time
         return _align_op(topk_ids, block_size, num_experts, expert_map, pad_sorted_ids)
     if _direct(topk_ids, expert_map) or not isinstance(topk_ids, torch.Tensor):
