@@ -440,9 +440,12 @@ def test_compiled_fullgraph_equals_eager():
         w, ids = mt.grouped_topk(logits, logits, 8, True, 8, 4, "sigmoid", 2.5,
                                  torch.zeros(256))
         layout = mt.moe_align_block_size(ids, 16, 256)
+        emap = torch.arange(256, dtype=torch.int32).flip(0) - 128  # half local, reversed
+        local = mt.moe_align_block_size(ids, 16, 256, emap.clamp(min=-1),
+                                        ignore_invalid_experts=True)
         fused = mt.route_tables_layout(logits, 8, 5, 64, scoring="sigmoid", n_group=8,
                                        topk_group=4, pad_sorted_ids=True)
-        return (w * 1.0, ids) + tuple(layout) + tuple(fused[4:])
+        return (w * 1.0, ids) + tuple(layout) + tuple(local) + tuple(fused[4:])
 
     from memra import _torch_layout, _torch_ops
     _torch_ops._configs.clear()
