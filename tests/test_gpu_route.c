@@ -129,8 +129,8 @@ static void test_small_batches_with_faults(void **state)
     for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
         for (uint32_t T = 1; T <= 1024; T *= 4)
             for (int v = MEMRA_ROUTE_VARIANT_AUTO; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++)
-                if (memra_route_case_check(eng, ci, T, 77 * ci + T, 1, 40 + (int)ci, 0, v, own,
-                                           why, sizeof why))
+                if (memra_route_case_check(eng, ci, T, 77 * ci + T, 1, 40 + (int)ci, 0, v, own, why,
+                                           sizeof why))
                     fail_msg("%s, %u tokens: %s", route_cases[ci].name, T, why);
 }
 

@@ -165,8 +165,8 @@ static void *serve_bad_ids(void *arg)
     if (!j->st)
         j->st = memra_upload_f32_async(j->eng, d[1], selw, SERVING_PAIRS, NULL);
     while (!j->st && !atomic_load(&j->stop)) {
-        j->st = memra_vrows_tables(j->eng, d[0], d[1], SERVING_PAIRS, SERVING_E, 0, NULL, &sl,
-                                   d[2], d[3], NULL);
+        j->st = memra_vrows_tables(j->eng, d[0], d[1], SERVING_PAIRS, SERVING_E, 0, NULL, &sl, d[2],
+                                   d[3], NULL);
         if (!j->st)
             atomic_fetch_add(&j->launches, 1);
     }

@@ -177,6 +177,21 @@ try:
           "libnvrtc.so.12 (loader path)" in out, out)
 except subprocess.TimeoutExpired:
     check("info with FIFOs on LD_LIBRARY_PATH answers", False, "memra info hung")
+# A FIFO named libcuda.so.1 on LD_LIBRARY_PATH: loading the driver opened it
+# and info (and every engine) never returned. Bounded as above.
+cuda_fifo_dir = os.path.join(scratch, "fifo-cuda")
+os.mkdir(cuda_fifo_dir)
+os.mkfifo(os.path.join(cuda_fifo_dir, "libcuda.so.1"))
+try:
+    p = subprocess.run([TOOL, "info"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=dict(NO_GPU, LD_LIBRARY_PATH=cuda_fifo_dir), timeout=60, cwd=scratch)
+    out = p.stdout.decode(errors="replace")
+    check("info with a FIFO libcuda.so.1 on LD_LIBRARY_PATH answers and says why",
+          p.returncode == 0 and "libcuda.so.1 in LD_LIBRARY_PATH is not a regular file (a FIFO)"
+          in out, out)
+except subprocess.TimeoutExpired:
+    check("info with a FIFO libcuda.so.1 on LD_LIBRARY_PATH answers and says why", False,
+          "memra info hung")
 # --nvrtc: a candidate added as memra_set_nvrtc_path adds it (the pip console
 # script passes the wheels' NVRTC this way)
 rc, out, err = run(["--nvrtc", FAKE_NVRTC, "info", "--json"], NO_GPU)

@@ -125,7 +125,7 @@ int memra_gate_case_check(memra_engine *eng, size_t i, int il, int scratch, memr
     float selw[GATE_MAX_PAIRS], planes[3][GATE_MAX_EXPERT];
     gate_inputs(g, selw, planes);
     memra_vrows_macros mac = {{planes[0], planes[1], planes[2]}};
-    memra_case c = {g->n_pairs, g->n_expert, g->sel, selw, g->with_macros ? &mac : NULL,
+    memra_case c = {g->n_pairs, g->n_expert, g->sel, selw,   g->with_macros ? &mac : NULL,
                     &g->slabs,  il,          stream, scratch};
     return memra_case_check(eng, &c, why, why_len);
 }
@@ -151,8 +151,8 @@ int memra_random_case_make(memra_random_case *r, uint64_t *s, uint32_t n, uint32
         r->pl[e] = rng_special_float(s);
     r->mac = (memra_vrows_macros){{r->pl, r->pl + n_expert, r->pl + 2 * (size_t)n_expert}};
     rng_high_slabs(s, n_expert, min_stride_bit, &r->sl);
-    r->c = (memra_case){n, n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL, &r->sl, il, NULL,
-                        0};
+    r->c = (memra_case){n,      n_expert, r->sel, r->selw, with_macros ? &r->mac : NULL,
+                        &r->sl, il,       NULL,   0};
     return 0;
 }
 
@@ -265,8 +265,7 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
     TRY(own_faults(eng, stream, &dfaults));
     const memra_layout dl_out = layout_in(dlay, len, blocks, ls.n_expert, dws);
     TRY(memra_route_launch(eng, "memra_route_case_check", dl, T, &ds, il, scratch, dfaults, m, &sl,
-                           dsel,
-                           dselw, dptrs, dscl, &ls, &dl_out, stream, variant));
+                           dsel, dselw, dptrs, dscl, &ls, &dl_out, stream, variant));
     TRY(memra_download_async(eng, glay, dlay, lay_words * 4, stream));
     TRY(memra_download_i32_async(eng, gsel, dsel, np, stream));
     TRY(memra_download_f32_async(eng, gselw, dselw, np, stream));
@@ -306,7 +305,8 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
         }
     bad = 0;
 out:;
-    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal, dlay, dws, dfaults};
+    const memra_devptr bufs[] = {dl,   dsel,  dselw, dptrs, dscl,   dbias,
+                                 dmap, dreal, dlay,  dws,   dfaults};
     free_buffers(eng, bufs, 11);
     free(hlay), free(glay);
     free(logits), free(hsel), free(gsel), free(hselw), free(gselw);

@@ -20,7 +20,7 @@ typedef struct memra_case {
     const memra_vrows_slabs *sl;
     int il;
     memra_stream stream;
-    int scratch;      /* il names one of the library's scratch slots (the self-check's) */
+    int scratch; /* il names one of the library's scratch slots (the self-check's) */
 } memra_case;
 
 /* Uploads, launches, downloads on c->stream and compares pointer for

@@ -1,12 +1,14 @@
 #include "driver.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "soname.h"
 
 static memra_driver real_table;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
@@ -37,11 +39,15 @@ static void *lookup(const proc_lookup *pl, const char *name, int version)
 static void load_cuda(memra_driver *d)
 {
     d->cuda_status = MEMRA_ERR_NO_DRIVER;
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    /* The copy the process loaded (PyTorch's, say), else the loader's
+     * search, which a FIFO on LD_LIBRARY_PATH would block (soname.h). */
+    char path[PATH_MAX], why[sizeof d->cuda_error - 96];
+    void *h = memra_soname_loaded("libcuda.so.1", path, sizeof path);
+    if (!h)
+        h = memra_soname_load("libcuda.so.1", why, sizeof why);
     if (!h) {
         snprintf(d->cuda_error, sizeof d->cuda_error,
-                 "libcuda.so.1 could not be loaded (no NVIDIA driver on this machine?): %s",
-                 dlerror());
+                 "libcuda.so.1 could not be loaded (no NVIDIA driver on this machine?): %s", why);
         return;
     }
     proc_lookup pl;

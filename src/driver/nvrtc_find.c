@@ -17,6 +17,7 @@
 #include "base/env.h"
 #include "base/error.h"
 #include "base/warn.h"
+#include "soname.h"
 
 /* The majors whose API (nvrtcGetCUBIN, nvrtcGetSupportedArchs) memra uses,
  * newest first. */
@@ -205,16 +206,6 @@ static int folder_trusted(const char *file, const char *what, char *why, size_t 
     return trusted(&sb, what, why, n);
 }
 
-static const char *file_type(mode_t m)
-{
-    return S_ISFIFO(m)   ? "a FIFO"
-           : S_ISDIR(m)  ? "a folder"
-           : S_ISCHR(m)  ? "a character device"
-           : S_ISBLK(m)  ? "a block device"
-           : S_ISSOCK(m) ? "a socket"
-                         : "not a plain file";
-}
-
 /* The toolkit folder itself (whoever can write it can swap lib64). */
 static int root_trusted(const char *path, size_t root_len, char *why, size_t n)
 {
@@ -250,7 +241,7 @@ static int open_checked(const char *path, cand_kind kind, size_t root_len, file_
     if (!ok)
         snprintf(why, n, "cannot be examined (%s)", strerror(errno));
     else if (!S_ISREG(sb.st_mode))
-        ok = 0, snprintf(why, n, "is not a regular file (%s)", file_type(sb.st_mode));
+        ok = 0, snprintf(why, n, "is not a regular file (%s)", memra_file_type(sb.st_mode));
     else if (kind == DERIVED)
         ok = trusted(&sb, "the file", why, n) && root_trusted(path, root_len, why, n) &&
              folder_trusted(path, "its folder", why, n) &&
@@ -328,34 +319,6 @@ static void *load_fd(int *fd, const char *path, char *why, size_t n)
     return NULL;
 }
 
-/* The loader path for `soname`: the system's search, but a name in an
- * LD_LIBRARY_PATH folder that is not a regular file would block dlopen
- * (a FIFO) or fail it oddly, so such a folder stops the search. */
-static void *load_soname(const char *soname, char *why, size_t n)
-{
-    const char *llp = getenv("LD_LIBRARY_PATH");
-    for (const char *p = llp; p && *p;) {
-        const size_t len = strcspn(p, ":;");
-        char f[PATH_MAX];
-        if (len && len + strlen(soname) + 2 < sizeof f) {
-            struct stat sb;
-            snprintf(f, sizeof f, "%.*s/%s", (int)len, p, soname);
-            if (stat(f, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-                char e[MEMRA_ESCAPED_MAX];
-                snprintf(why, n, "%s in LD_LIBRARY_PATH is not a regular file (%s)",
-                         memra_escape(f, e, sizeof e), file_type(sb.st_mode));
-                return NULL;
-            }
-        }
-        p += len;
-        p += *p != 0;
-    }
-    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        snprintf(why, n, "%s", dlerror());
-    return h;
-}
-
 /* ---- opening the next candidate --------------------------------------------- */
 
 /* The file a loaded object was loaded from, by identity (stat does not
@@ -378,7 +341,7 @@ static void open_one_locked(const pending *p)
     struct link_map *lm = NULL;
     file_id id = {0, 0, 0};
     if (p->kind == SONAME) {
-        h = load_soname(p->path, why, sizeof why);
+        h = memra_soname_load(p->path, why, sizeof why);
         /* Say which file the loader took. */
         if (h && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name &&
             strlen(lm->l_name) <= MEMRA_NVRTC_PATH_MAX)
@@ -507,71 +470,6 @@ static void add_toolkit_locked(const char *var)
         list_locked(home, var, NULL, NULL, "no libnvrtc.so.13, .12 or .11.2 in its lib64 or lib");
 }
 
-/* ---- what the process already loaded ---------------------------------------- */
-
-/* Whether [a, a + len) lies in one of the object's loaded segments. */
-static int in_segments(const struct dl_phdr_info *info, ElfW(Addr) a, size_t len)
-{
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        const ElfW(Addr) lo = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && a >= lo && len <= ph->p_memsz && a - lo <= ph->p_memsz - len)
-            return 1;
-    }
-    return 0;
-}
-
-/* A loaded object's DT_SONAME, read from its dynamic section in memory, or
- * NULL. The loader rewrites the section's addresses to run-time ones on
- * most targets but not on all (nor in the vDSO): DT_STRTAB is taken as it
- * stands where that lies inside the object, else as relative to its base. */
-static const char *soname_of(const struct dl_phdr_info *info)
-{
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-    ElfW(Addr) strtab = 0;
-    size_t strsz = 0, soname = 0;
-    int has_soname = 0;
-    for (; dyn && dyn->d_tag != DT_NULL; dyn++)
-        if (dyn->d_tag == DT_STRTAB)
-            strtab = dyn->d_un.d_ptr;
-        else if (dyn->d_tag == DT_STRSZ)
-            strsz = dyn->d_un.d_val;
-        else if (dyn->d_tag == DT_SONAME)
-            soname = dyn->d_un.d_val, has_soname = 1;
-    if (!has_soname || !strtab || soname >= strsz)
-        return NULL;
-    if (!in_segments(info, strtab, strsz))
-        strtab += info->dlpi_addr;
-    if (!in_segments(info, strtab, strsz))
-        return NULL;
-    const char *name = (const char *)strtab + soname;
-    return memchr(name, 0, strsz - soname) ? name : NULL;
-}
-
-typedef struct loaded_query {
-    const char *soname;
-    char path[MEMRA_NVRTC_PATH_MAX + 1]; /* the loaded object's file name */
-    int found;
-} loaded_query;
-
-static int find_soname(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    loaded_query *q = arg;
-    const char *name = soname_of(info);
-    /* A name with a slash is matched among the loaded objects by the loader
-     * before it searches anything; one without is not worth the risk. */
-    if (!name || strcmp(name, q->soname) != 0 || !info->dlpi_name ||
-        !strchr(info->dlpi_name, '/') || strlen(info->dlpi_name) > MEMRA_NVRTC_PATH_MAX)
-        return 0;
-    snprintf(q->path, sizeof q->path, "%s", info->dlpi_name);
-    q->found = 1;
-    return 1;
-}
-
 /* Once: what the process already loaded (listed at once: it is in the
  * process anyway), then the rest queued in order. "Already loaded" is read
  * from the loader's own list of objects (dl_iterate_phdr, each object's
@@ -585,13 +483,12 @@ static void discover_locked(void)
     if (atomic_load(&discovered))
         return;
     for (size_t i = 0; i < N_SONAMES; i++) {
-        loaded_query q = {sonames[i], "", 0};
-        dl_iterate_phdr(find_soname, &q);
-        void *h = q.found ? dlopen(q.path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
+        char path[MEMRA_NVRTC_PATH_MAX + 1];
+        void *h = memra_soname_loaded(sonames[i], path, sizeof path);
         if (!h)
             continue;
         const file_id id = loaded_id(h);
-        list_locked(q.path, "already loaded in the process", h, &id, "%s", "");
+        list_locked(path, "already loaded in the process", h, &id, "%s", "");
     }
     const char *env = path_var_locked("MEMRA_NVRTC_PATH", 0);
     pending *p = env ? new_pending(NAMED, "MEMRA_NVRTC_PATH", env) : NULL;

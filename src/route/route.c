@@ -166,8 +166,8 @@ memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits, uint3
                                    memra_devptr scl, const memra_layout_spec *layout_spec,
                                    const memra_layout *layout, memra_stream stream)
 {
-    return memra_route_launch(eng, "memra_route_tables_ex", logits, n_tokens, spec, il, 0, 0, macros,
-                              slabs, sel, selw, ptrs, scl, layout_spec, layout, stream,
+    return memra_route_launch(eng, "memra_route_tables_ex", logits, n_tokens, spec, il, 0, 0,
+                              macros, slabs, sel, selw, ptrs, scl, layout_spec, layout, stream,
                               memra_route_variant);
 }
 

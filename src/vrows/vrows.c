@@ -127,8 +127,8 @@ memra_status memra_vrows_launch(memra_engine *eng, const char *fn, memra_devptr 
     }
     if (st)
         return st;
-    return tables(eng, fn, sel, selw, n_pairs, n_expert, il, scratch, faults, macros, present, slabs,
-                  options, n_slots, ptrs, scl, stream);
+    return tables(eng, fn, sel, selw, n_pairs, n_expert, il, scratch, faults, macros, present,
+                  slabs, options, n_slots, ptrs, scl, stream);
 }
 
 memra_status memra_vrows_tables(memra_engine *eng, memra_devptr sel, memra_devptr selw,
@@ -136,8 +136,8 @@ memra_status memra_vrows_tables(memra_engine *eng, memra_devptr sel, memra_devpt
                                 const memra_vrows_macros *macros, const memra_vrows_slabs *slabs,
                                 memra_devptr ptrs, memra_devptr scl, memra_stream stream)
 {
-    return memra_vrows_launch(eng, "memra_vrows_tables", sel, selw, n_pairs, n_expert, il, 0,
-                              0, macros, slabs, NULL, ptrs, scl, stream);
+    return memra_vrows_launch(eng, "memra_vrows_tables", sel, selw, n_pairs, n_expert, il, 0, 0,
+                              macros, slabs, NULL, ptrs, scl, stream);
 }
 
 memra_status memra_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_devptr selw,
@@ -147,6 +147,6 @@ memra_status memra_vrows_tables_ex(memra_engine *eng, memra_devptr sel, memra_de
                                    memra_devptr scl, memra_stream stream)
 {
     static const memra_vrows_options none = {0, 0, 0};
-    return memra_vrows_launch(eng, "memra_vrows_tables_ex", sel, selw, n_pairs, n_expert, il, 0,
-                              0, macros, slabs, options ? options : &none, ptrs, scl, stream);
+    return memra_vrows_launch(eng, "memra_vrows_tables_ex", sel, selw, n_pairs, n_expert, il, 0, 0,
+                              macros, slabs, options ? options : &none, ptrs, scl, stream);
 }

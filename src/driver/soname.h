@@ -1,0 +1,32 @@
+/* Loading a shared library by soname without ever blocking.
+ *
+ * dlopen(soname), even with RTLD_NOLOAD, searches the loader path for a
+ * soname nothing loaded has, and opens what it finds there: a FIFO of that
+ * name in an LD_LIBRARY_PATH folder blocks the open for ever (memra info,
+ * engine creation and NVRTC discovery all hung on one). So "already
+ * loaded?" is read from the loader's own list of objects, and the loader
+ * path is searched only after LD_LIBRARY_PATH's folders were found to hold
+ * no such non-file under that name. libcuda.so.1 (driver.c) and the NVRTC
+ * sonames (nvrtc_find.c) are loaded this way. */
+#ifndef MEMRA_SONAME_H
+#define MEMRA_SONAME_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+/* The object the process already loaded under `soname` (its DT_SONAME): a
+ * handle taken by its file name, which the loader matches among what it
+ * has loaded without opening anything, the name in path[n]; NULL when none
+ * is loaded (or its name does not fit). */
+void *memra_soname_loaded(const char *soname, char *path, size_t n);
+
+/* dlopen(soname) by the loader's search, unless an LD_LIBRARY_PATH folder
+ * holds `soname` as something other than a regular file (a FIFO would
+ * block dlopen, a folder or a device fail it oddly): then NULL, with why[n]
+ * naming it. dlerror()'s text in why when the loader fails. */
+void *memra_soname_load(const char *soname, char *why, size_t n);
+
+/* "a FIFO", "a folder", ...: what a non-regular file is, for messages. */
+const char *memra_file_type(mode_t m);
+
+#endif /* MEMRA_SONAME_H */
