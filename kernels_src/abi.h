@@ -33,6 +33,16 @@
  * memra.h's MEMRA_ROUTE_MAX_EXPERT is held to it at compile time
  * (src/route/route_spec.c). */
 #define MEMRA_ABI_ROUTE_MAX_EXPERT 1024
+/* Threads per block, the launcher's and each kernel's __launch_bounds__
+ * alike: a build that would need more registers than a block of that size
+ * can have then fails to compile (or spills), never to launch. The table
+ * kernel: MEMRA_VROWS_BLOCK; the routing team kernels:
+ * MEMRA_ROUTE_TEAM_THREADS; the routing block kernel: a thread per expert
+ * in whole warps, at most MEMRA_ABI_ROUTE_MAX_EXPERT (the layout kernels'
+ * are in layout_params.h). */
+#define MEMRA_VROWS_BLOCK 256u
+#define MEMRA_ROUTE_TEAM_THREADS 128u
+
 /* The most experts a layout holds: routing's, and its shared experts
  * (memra.h's MEMRA_LAYOUT_MAX_EXPERT is held to it in src/layout/layout_spec.c). */
 #define MEMRA_ABI_LAYOUT_MAX_EXPERT (MEMRA_ABI_ROUTE_MAX_EXPERT + 32)

@@ -177,7 +177,8 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
 
 /* One block for the whole batch (up to MEMRA_LAYOUT_ONE_LAUNCH pairs). */
 #define MEMRA_LAYOUT_SMALL_WORDS MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 4u)
-MEMRA_KERNEL memra_layout_small_kernel(MEMRA_LAYOUT_KPARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SMALL_THREADS)
+    memra_layout_small_kernel(MEMRA_LAYOUT_KPARAMS)
 {
     MEMRA_SHARED memra_u32 sh[MEMRA_LAYOUT_SMALL_WORDS];
     memra_grid_wait();
@@ -187,7 +188,8 @@ MEMRA_KERNEL memra_layout_small_kernel(MEMRA_LAYOUT_KPARAMS)
 
 /* Three launches over tiles. 1: each tile's count of each expert, into the
  * workspace (n_tiles x n_expert words). */
-MEMRA_KERNEL memra_layout_count_kernel(MEMRA_LAYOUT_KPARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_COUNT_THREADS)
+    memra_layout_count_kernel(MEMRA_LAYOUT_KPARAMS)
 {
     MEMRA_SHARED memra_u32 hist[MEMRA_ABI_LAYOUT_MAX_EXPERT];
     const memra_u32 E = lp.n_expert, tile = blockIdx.x;
@@ -212,7 +214,7 @@ MEMRA_KERNEL memra_layout_count_kernel(MEMRA_LAYOUT_KPARAMS)
 /* 2 (one block): each tile's count turned into the pairs of each expert
  * before it; the counts, the prefix sums (kept after the tiles' counts in
  * the workspace for launch 3) and everything but the pairs' places. */
-MEMRA_KERNEL memra_layout_scan_kernel(MEMRA_LAYOUT_KPARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(MEMRA_LAYOUT_KPARAMS)
 {
     MEMRA_SHARED memra_u32 count[MEMRA_ABI_LAYOUT_MAX_EXPERT];
     MEMRA_SHARED memra_u32 cum[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1],
@@ -244,7 +246,8 @@ MEMRA_KERNEL memra_layout_scan_kernel(MEMRA_LAYOUT_KPARAMS)
 }
 
 /* 3: each tile's pairs placed, MEMRA_LAYOUT_PLACE_WARPS warps a tile. */
-MEMRA_KERNEL memra_layout_place_kernel(MEMRA_LAYOUT_KPARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_PLACE_THREADS)
+    memra_layout_place_kernel(MEMRA_LAYOUT_KPARAMS)
 {
     MEMRA_SHARED memra_u32 hist[MEMRA_LAYOUT_PLACE_WARPS][MEMRA_ABI_LAYOUT_MAX_EXPERT];
     MEMRA_SHARED memra_u32 at[MEMRA_ABI_LAYOUT_MAX_EXPERT];

@@ -27,4 +27,12 @@ typedef struct memra_layout_params {
 #define MEMRA_LAYOUT_TILE 4096u
 #define MEMRA_LAYOUT_PLACE_WARPS 4u
 
+/* Threads of each kernel's blocks, the launcher's and the kernel's
+ * __launch_bounds__: the one-block kernel and the scan use every thread
+ * for the fills; count and place one block a tile. */
+#define MEMRA_LAYOUT_SMALL_THREADS 512u
+#define MEMRA_LAYOUT_SCAN_THREADS 1024u
+#define MEMRA_LAYOUT_COUNT_THREADS 256u
+#define MEMRA_LAYOUT_PLACE_THREADS (32u * MEMRA_LAYOUT_PLACE_WARPS)
+
 #endif /* MEMRA_LAYOUT_PARAMS_H */

@@ -38,6 +38,11 @@ typedef union memra_rb_shared {
 } memra_rb_shared;
 MEMRA_SHARED memra_rb_shared memra_rb_sh;
 MEMRA_SHARED int memra_rb_last;
+/* The fused layout's counts fit the buffer for the most experts a layout
+ * has: a smaller one would make memra_layout_block's warp count wrap. */
+MEMRA_STATIC_ASSERT(8u * MEMRA_ABI_ROUTE_MAX_EXPERT >=
+                        MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 1u),
+                    "the block kernel's shared buffer holds the fused layout's counts");
 
 MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 {
@@ -263,7 +268,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
 }
 
-MEMRA_KERNEL memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ABI_ROUTE_MAX_EXPERT) memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
     memra_route_block(MEMRA_ROUTE_ARGS);
     memra_route_layout(&lp, sel, n_tokens * (top_k + n_shared), memra_rb_sh.words,

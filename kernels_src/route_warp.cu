@@ -114,6 +114,12 @@ typedef union MEMRA_RW_FN(memra_rw_block) {
 } MEMRA_RW_FN(memra_rw_block);
 MEMRA_SHARED MEMRA_RW_FN(memra_rw_block) MEMRA_RW_FN(memra_rw_sh);
 MEMRA_SHARED int MEMRA_RW_FN(memra_rw_last);
+/* The fused layout's counts fit the buffer for the most experts this
+ * kernel routes (32 a lane) and the shared ones: a smaller buffer would
+ * make memra_layout_block's warp count wrap. */
+MEMRA_STATIC_ASSERT(sizeof(MEMRA_RW_FN(memra_rw_block)) / 4u >=
+                        MEMRA_LAYOUT_BLOCK_WORDS(32u * MEMRA_ROUTE_M + 32u, 1u),
+                    "the team kernel's shared buffer holds the fused layout's counts");
 
 MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 {
@@ -127,7 +133,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             ;
     const memra_u32 lane = threadIdx.x & 31u, wib = threadIdx.x >> 5, base = lane & ~(P - 1u);
     const memra_u32 tl = lane - base;
-    const memra_u32 t = (blockIdx.x * blockDim.x + threadIdx.x) / P;
+    const memra_u32 t = memra_route_team_token(blockIdx.x, blockDim.x, threadIdx.x, P, n_tokens);
     const memra_u32 m = M == 1 ? 1u : (E + 31u) / 32u;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
     const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0, has_bias = bias != 0;
@@ -298,8 +304,10 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         const memra_u32 gm = ((1u << 21) + G - 1u) / G;
         MEMRA_UNROLL
         for (int i = 0; i < M; i++) {
+            /* A lane's slot past the experts is out of play already, and
+             * its group may be 32 or more (a shift C leaves undefined). */
             const memra_u32 g = ((tl + P * (memra_u32)i) * gm) >> 21;
-            if (!((allowed >> g) & 1u))
+            if (g >= 32u || !((allowed >> g) & 1u))
                 in_play &= ~(1u << i);
         }
     }
@@ -436,7 +444,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     }
 }
 
-MEMRA_KERNEL MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS) MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
     memra_route_layout(&lp, sel, n_tokens * (top_k + n_shared), MEMRA_RW_FN(memra_rw_sh).words,

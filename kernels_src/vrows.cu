@@ -57,7 +57,7 @@ MEMRA_DEVICE void memra_vrows_body(const int per_thread, const int *MEMRA_RESTRI
         memra_vrows_body((per_thread), sel, selw, &c_, n_pairs, ptrs, scl, faults);                \
     } while (0)
 
-MEMRA_KERNEL memra_vrows_kernel(MEMRA_VROWS_PARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_VROWS_BLOCK) memra_vrows_kernel(MEMRA_VROWS_PARAMS)
 {
     MEMRA_VROWS_BODY(1);
 }
@@ -66,7 +66,7 @@ MEMRA_KERNEL memra_vrows_kernel(MEMRA_VROWS_PARAMS)
  * kernels on other streams add between a host read and a host reset cannot
  * be lost: each word is moved (atomicExch) into the caller's readback area
  * `out`. One thread. */
-MEMRA_KERNEL memra_faults_take_kernel(memra_u32 *faults, memra_u32 *out)
+MEMRA_KERNEL MEMRA_BOUNDS(1) memra_faults_take_kernel(memra_u32 *faults, memra_u32 *out)
 {
     out[MEMRA_FAULT_BAD_EXPERT] = atomicExch(&faults[MEMRA_FAULT_BAD_EXPERT], 0u);
     out[MEMRA_FAULT_NONFINITE] = atomicExch(&faults[MEMRA_FAULT_NONFINITE], 0u);
@@ -76,7 +76,7 @@ MEMRA_KERNEL memra_faults_take_kernel(memra_u32 *faults, memra_u32 *out)
 }
 
 #ifdef MEMRA_VROWS_VARIANT /* the benchmark's sweep compiles other widths */
-MEMRA_KERNEL memra_vrows_var_kernel(MEMRA_VROWS_PARAMS)
+MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_VROWS_BLOCK) memra_vrows_var_kernel(MEMRA_VROWS_PARAMS)
 {
     MEMRA_VROWS_BODY(MEMRA_VROWS_VARIANT);
 }

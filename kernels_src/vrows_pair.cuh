@@ -10,6 +10,8 @@
  * the host arm's. */
 #ifdef __CUDACC_RTC__
 #define MEMRA_KERNEL extern "C" __global__ void
+#define MEMRA_BOUNDS(threads) __launch_bounds__(threads)
+#define MEMRA_STATIC_ASSERT(c, why) static_assert(c, why)
 typedef unsigned long long memra_u64;
 typedef unsigned int memra_u32;
 #define memra_as_bits(x) __float_as_uint(x)

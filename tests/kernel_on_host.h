@@ -217,6 +217,8 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 }
 
 #define MEMRA_KERNEL static void
+#define MEMRA_BOUNDS(threads)
+#define MEMRA_STATIC_ASSERT(c, why) _Static_assert(c, why)
 #define MEMRA_DEVICE static inline
 #define MEMRA_RESTRICT restrict
 #define MEMRA_UNROLL

@@ -14,6 +14,9 @@
 #include "jit/jit.h"
 #include "jit/kernels.h"
 #include "driver/nvrtc_find.h"
+#include "layout/layout_abi.h"
+#include "route/route_abi.h"
+#include "vrows/vrows_abi.h"
 
 static const memra_nvrtc *nv;
 
@@ -29,6 +32,30 @@ static int every_arch(int m)
 static int representative(int arch)
 {
     return arch == 75 || arch == 80 || arch == 90 || arch == 100 || arch == 120;
+}
+
+/* The block size each kernel's launcher uses (the largest, for the routing
+ * block kernel's thread per expert). */
+static unsigned max_threads(memra_kernel_id k)
+{
+    switch (k) {
+    case MEMRA_KERNEL_VROWS:
+        return MEMRA_VROWS_BLOCK;
+    case MEMRA_KERNEL_FAULTS_TAKE:
+        return 1;
+    case MEMRA_KERNEL_LAYOUT_SMALL:
+        return MEMRA_LAYOUT_SMALL_THREADS;
+    case MEMRA_KERNEL_LAYOUT_COUNT:
+        return MEMRA_LAYOUT_COUNT_THREADS;
+    case MEMRA_KERNEL_LAYOUT_SCAN:
+        return MEMRA_LAYOUT_SCAN_THREADS;
+    case MEMRA_KERNEL_LAYOUT_PLACE:
+        return MEMRA_LAYOUT_PLACE_THREADS;
+    case MEMRA_KERNEL_ROUTE_BLOCK:
+        return memra_route_block_threads(MEMRA_ROUTE_MAX_EXPERT);
+    default:
+        return MEMRA_ROUTE_TEAM_THREADS;
+    }
 }
 
 static void test_every_arch_cubin_and_ptx(void **state)
@@ -66,9 +93,19 @@ static void test_every_arch_cubin_and_ptx(void **state)
             for (int k = 0; k < MEMRA_KERNEL_COUNT; k++) {
                 char entry[96];
                 snprintf(entry, sizeof entry, ".entry %s(", memra_kernel_name((memra_kernel_id)k));
-                if ((strstr(img.data, entry) != NULL) !=
-                    (memra_kernel_module((memra_kernel_id)k) == (memra_module_id)m))
+                const char *at = strstr(img.data, entry);
+                if ((at != NULL) != (memra_kernel_module((memra_kernel_id)k) == (memra_module_id)m))
                     fail_msg("compute_%d %s: %s misplaced", arch, src.name, entry);
+                /* Each kernel bounded to its launcher's block size: a build
+                 * needing more registers than that block can have fails to
+                 * compile, never to launch. */
+                const char *body = at ? strchr(at, '{') : NULL, *bound;
+                char want[48];
+                const int len =
+                    snprintf(want, sizeof want, ".maxntid %u", max_threads((memra_kernel_id)k));
+                if (at && (!body || !(bound = strstr(at, want)) || bound > body ||
+                           (strncmp(bound + len, "\n", 1) && strncmp(bound + len, ", 1, 1\n", 7))))
+                    fail_msg("compute_%d %s: %s lacks %s (, 1, 1)", arch, src.name, entry, want);
             }
             if (m == MEMRA_MODULE_VROWS) {
                 /* --fmad=false: the scale product is a lone IEEE multiply. */

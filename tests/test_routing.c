@@ -107,6 +107,20 @@ static void test_expf_selects_equal_branches(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The team kernel's token index at the largest grids the limits allow
+ * (2^28 tokens of one pair, 32-lane teams: 2^33 threads): computed in 32
+ * bits it wrapped, so token 2^27 + 4 came out as token 4. */
+static void test_team_token_past_2_to_the_32_threads(void **state)
+{
+    (void)state;
+    const uint32_t T = 1u << 28;
+    assert_int_equal(memra_route_team_token((1u << 25) + 1, 128, 0, 32, T), (1u << 27) + 4);
+    assert_int_equal(memra_route_team_token((1u << 26) - 1, 128, 127, 32, T), T - 1);
+    assert_int_equal(memra_route_team_token(1u << 26, 128, 0, 32, T), T); /* past the batch */
+    assert_int_equal(memra_route_team_token(UINT32_MAX, 1024, 1023, 1, T), T);
+    assert_int_equal(memra_route_team_token(3, 128, 5, 4, 1000), (3 * 128 + 5) / 4);
+}
+
 /* The team kernel's sigmoid screen (route_common.cuh) stays within 2^-18 of
  * memra's sigmoid on every 61st float, both signs (every 6101st under
  * valgrind): the bound the screening margin (2^-12) is built on, with 32x
@@ -1122,6 +1136,28 @@ static void test_device_matches_host_every_config(void **state)
     memra_engine_destroy(eng);
 }
 
+/* Groups of two experts: the team kernel's lanes past the experts fall in
+ * groups 32 and up, which it once shifted a 32-bit mask by (undefined in C;
+ * UBSan stops the sanitizer build there). Both kernels equal the host arm. */
+static void test_device_groups_of_two(void **state)
+{
+    (void)state;
+    static const route_case twos = {
+        "64 experts, 32 groups of 2 by their top-2 sum, top-4 groups, top-4, sigmoid, bias",
+        {ROUTE_SPEC(64, 4, 32, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f),
+         .group_scoring = MEMRA_GROUP_TOP2_SUM},
+        ROUTE_BIAS_HOST,
+        0,
+        0,
+        0};
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    device_case(eng, &twos, MEMRA_ROUTE_VARIANT_WARP, 9, 41, 3);
+    device_case(eng, &twos, MEMRA_ROUTE_VARIANT_WARP_EXACT, 9, 41, 3);
+    device_case(eng, &twos, MEMRA_ROUTE_VARIANT_BLOCK, 9, 41, 3);
+    memra_engine_destroy(eng);
+}
+
 /* The block kernel meets ties across warps and groups, and a token where
  * every expert ties: the same choice as the host arm. */
 static void test_device_crafted_ties(void **state)
@@ -1414,6 +1450,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expf_within_2_ulp),
         cmocka_unit_test(test_expf_edges),
         cmocka_unit_test(test_expf_selects_equal_branches),
+        cmocka_unit_test(test_team_token_past_2_to_the_32_threads),
         cmocka_unit_test(test_sigmoid_screen_within_its_bound),
         cmocka_unit_test(test_host_arm_matches_reference),
         cmocka_unit_test(test_ties_go_to_the_lower_index),
@@ -1434,6 +1471,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest device[] = {
         cmocka_unit_test_setup_teardown(test_device_matches_host_every_config, mock_setup,
                                         mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_groups_of_two, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_crafted_ties, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_nonfinite_bias_in_place, mock_setup,
                                         mock_teardown),

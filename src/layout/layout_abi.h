@@ -19,11 +19,5 @@ _Static_assert(sizeof(memra_layout_args) == 128, "layout parameter block is 128 
 _Static_assert(offsetof(memra_layout_args, lp) == 16, "lp at 16");
 
 #define MEMRA_LAYOUT_PARAM_BYTES 128u
-/* Threads of each kernel's blocks: the one-block kernel and the scan use
- * every thread for the fills; count and place one block a tile. */
-#define MEMRA_LAYOUT_SMALL_THREADS 512u
-#define MEMRA_LAYOUT_SCAN_THREADS 1024u
-#define MEMRA_LAYOUT_COUNT_THREADS 256u
-#define MEMRA_LAYOUT_PLACE_THREADS (32u * MEMRA_LAYOUT_PLACE_WARPS)
 
 #endif /* MEMRA_LAYOUT_ABI_H */

@@ -34,8 +34,7 @@ _Static_assert(offsetof(memra_route_args, lp) == 184, "lp at 184");
  * two at or above n_expert lanes per token; else a warp per token, up to
  * MEMRA_ROUTE_TEAM_MAX_EXPERT experts (more: the block kernel at every
  * size). For sigmoid scores with M > 1, the screened build. Blocks of
- * MEMRA_ROUTE_TEAM_THREADS. */
-#define MEMRA_ROUTE_TEAM_THREADS 128u
+ * MEMRA_ROUTE_TEAM_THREADS (abi.h). */
 #define MEMRA_ROUTE_TEAM_MAX_EXPERT 512u
 
 /* The flags are abi.h's MEMRA_ROUTE_FLAG_*. */

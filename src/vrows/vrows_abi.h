@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "abi.h"
+
 typedef struct memra_vrows_args {
     uint64_t sel, selw, mg, mu, md;
     uint64_t pg, pu, pd;
@@ -23,7 +25,6 @@ _Static_assert(offsetof(memra_vrows_args, n_pairs) == 88, "n_pairs at 88");
 _Static_assert(offsetof(memra_vrows_args, ptrs) == 96, "ptrs at 96");
 _Static_assert(offsetof(memra_vrows_args, map) == 120, "map at 120");
 
-#define MEMRA_VROWS_BLOCK 256u
 #define MEMRA_VROWS_NPARAMS 19
 
 /* One pair per thread. */
