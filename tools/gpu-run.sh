@@ -5,8 +5,12 @@
 # from an unusual folder (throwaway machines only), and the benchmarks.
 # Logs go to $1 (default out/).
 #   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all;
-#                 "peers" runs only bench's peer benchmark, benchmarks/peers/)
+#                 "peers" runs only bench's peer benchmark, benchmarks/peers/; "route" only
+#                 `memra-bench --route`; "torch-bench" only benchmarks/bench_torch.py)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
+#   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
+# The logs are packed after every stage as well as at exit, so a command killed at the
+# device tool's limit (SIGKILL: no trap runs) still brings back what was done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-out}
@@ -15,7 +19,8 @@ has() { [[ "$stages" == *" $1 "* ]]; }
 out=/tmp/memra-logs
 rm -rf "$out"; mkdir -p "$out" "$dest"
 # The device tool returns at most 8 files: pack every log into one archive.
-trap 'tar czf "$dest/logs.tgz" -C "$out" . && cp "$out"/*.json "$dest/" 2>/dev/null' EXIT
+pack() { tar czf "$dest/logs.tgz" -C "$out" . && { cp "$out"/*.json "$dest/" 2>/dev/null || true; }; }
+trap pack EXIT
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: ${MEMRA_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}"
@@ -27,18 +32,22 @@ b=/tmp/memra-build
 [ -f "$b/build.ninja" ] || meson setup "$b" >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
 meson compile -C "$b" >"$out/compile.log" 2>&1 || { tail -40 "$out/compile.log"; exit 1; }
 lib="$b/src/libmemra.so.2"
+pack
 if has test; then
   meson test -C "$b" --print-errorlogs ${MEMRA_SUITE:+--suite "$MEMRA_SUITE"} 2>&1 | tee "$out/test.log" | grep -E '^ *[0-9]+/[0-9]+|^(Ok|Fail|Skipped):'
   # The inherited environment is the machine's, not ours: leave it out.
   sed '/^Inherited environment:/d' "$b/meson-logs/testlog.txt" >"$out/testlog.txt"
 fi
+pack
 if has rig; then
   meson test -C "$b" --setup rig test_gpu_tables 2>&1 | grep -E '^ *[0-9]+/[0-9]+' | tee "$out/rig.log"
 fi
+pack
 if has check; then
   "$b/cli/memra" info 2>&1 | tee "$out/info.log"
   "$b/cli/memra" check 2>&1 | tee "$out/check.log"
 fi
+pack
 if has rust; then
   # The crate's GPU tests (built elsewhere with `cargo test --no-run`, carried in .device/):
   # the seed's gate and the routing tests on caller-owned device memory, under the rig lock.
@@ -52,23 +61,35 @@ if has rust; then
   done
   [ $found = 1 ] || echo "rust: no test binaries carried in .device/" | tee "$out/rust-gate.log"
 fi
+pack
 if has pytest; then
   MEMRA_LIB="$lib" MEMRA_SKIP_PACKAGING=1 python3 -m pytest -q -p no:cacheprovider python/tests \
     --ignore=python/tests/test_torch_gpu.py 2>&1 | tee "$out/pytest-cpu.log" | tail -3
 fi
+pack
 if has elsewhere && [ "${MEMRA_THROWAWAY_MACHINE:-0}" = 1 ]; then
   tools/gpu-nvrtc-elsewhere.sh "$b" "$out" >/dev/null 2>&1
   grep -E '^== |memra check:|kernel:|PASSED|FAILED' "$out/nvrtc-elsewhere.log"
 fi
+pack
 if has bench; then
   "$b/cli/memra" bench -o "$out/bench.json" 2>&1 | tee "$out/bench.log"
-  MEMRA_LIB="$lib" python3 benchmarks/bench_torch.py --json "$out/bench-torch.json" 2>&1 | tee "$out/bench-torch.log"
 fi
+pack
+if has route; then
+  # The routing section and first use alone (the full `memra bench` holds them too).
+  "$b/cli/memra-bench" --route --json "$out/bench-route.json" 2>&1 | tee "$out/bench-route.log"
+fi
+pack
+if has bench || has torch-bench; then
+  MEMRA_LIB="$lib" PYTHONUNBUFFERED=1 python3 benchmarks/bench_torch.py --json "$out/bench-torch.json" 2>&1 | tee "$out/bench-torch.log"
+fi
+pack
 if has bench || has peers; then
   # memra beside the peer routers (FlashInfer, vLLM, SGLang), built with nvcc where there is one.
   nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   if [ -x "$nv" ] && NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers >"$out/bench-peers-build.log" 2>&1; then
-    /tmp/bench_peers --json "$out/bench-peers.json" 2>&1 | tee "$out/bench-peers.log"
+    /tmp/bench_peers --json "$out/bench-peers.json" --budget-s "${MEMRA_PEERS_BUDGET_S:-300}" 2>&1 | tee "$out/bench-peers.log"
   else
     echo "bench_peers: not built (no nvcc at $nv, or the build failed: bench-peers-build.log)" | tee "$out/bench-peers.log"
     tail -30 "$out/bench-peers-build.log" 2>/dev/null
