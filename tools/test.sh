@@ -41,12 +41,20 @@ if command -v cargo >/dev/null 2>&1; then
   # libcuda.so.1 that runs the kernel source on the host, with a stand-in
   # NVRTC, here with two devices (engines_apart needs them); the H200 runs
   # route_device's and layout_device's binaries against the real driver.
-  echo "== Rust crate: device tests on the mock driver (tests/route_device.rs, layout_device.rs, engines_apart.rs)"
-  LD_LIBRARY_PATH="$PWD/$builddir/tests/fake_cuda" FAKE_CUDA_DEVICES=2 MEMRA_CACHE_DIR=off \
-    MEMRA_NVRTC_PATH="$PWD/$builddir/tests/fake_nvrtc/libnvrtc-fake-v13_0.so" \
-    MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" CARGO_TARGET_DIR="$PWD/$builddir/rust-target" \
-    cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml --test route_device \
-    --test layout_device --test engines_apart -- --ignored
+  # They take two minutes of the mock's emulated warps, mostly one thread's:
+  # built here, run in the background beside the Python tests below.
+  echo "== Rust crate: device tests on the mock driver (tests/route_device.rs, layout_device.rs, engines_apart.rs), beside the Python tests"
+  rust_mock=(env LD_LIBRARY_PATH="$PWD/$builddir/tests/fake_cuda" FAKE_CUDA_DEVICES=2
+    MEMRA_CACHE_DIR=off MEMRA_NVRTC_PATH="$PWD/$builddir/tests/fake_nvrtc/libnvrtc-fake-v13_0.so"
+    MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" CARGO_TARGET_DIR="$PWD/$builddir/rust-target"
+    cargo test --offline --quiet --manifest-path bindings/rust/Cargo.toml --test route_device
+    --test layout_device --test engines_apart)
+  "${rust_mock[@]}" --no-run
+  rust_log="$PWD/$builddir/rust-mock-device.log"
+  "${rust_mock[@]}" -- --ignored >"$rust_log" 2>&1 &
+  rust_pid=$!
+  # Not left running if a step below fails.
+  trap 'kill "$rust_pid" 2>/dev/null || true' EXIT
 else
   echo "== Rust crate SKIPPED: cargo is not installed and could not be installed"
 fi
@@ -62,6 +70,14 @@ venv="$PWD/$builddir/py-venv"
 python/tests/install_torch_cpu.sh "$venv"
 MEMRA_LIB="$PWD/$builddir/src/libmemra.so.2" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
   python/tests
+if [ -n "${rust_pid:-}" ]; then
+  echo "== Rust crate: device tests on the mock driver (their output)"
+  rust_rc=0
+  wait "$rust_pid" || rust_rc=$?
+  trap - EXIT
+  cat "$rust_log"
+  [ "$rust_rc" = 0 ] || { echo "== FAILED: the Rust crate's device tests on the mock driver" >&2; exit 1; }
+fi
 [ "${MEMRA_QUICK:-0}" = 1 ] && exit 0
 
 echo "== host suite under AddressSanitizer + UndefinedBehaviorSanitizer"
