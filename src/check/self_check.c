@@ -42,7 +42,8 @@ static memra_status own_faults(memra_engine *eng, memra_stream stream, memra_dev
     uint32_t w[MEMRA_FAULT_WORDS] = {0};
     w[MEMRA_FAULT_FIRST_PAIR] = MEMRA_NO_FAULT;
     memra_status st = memra_alloc(eng, sizeof w, area);
-    return st ? st : memra_upload_async(eng, *area, w, sizeof w, stream);
+    /* Complete on return: w lives on this stack frame. */
+    return st ? st : memra_upload_on(eng, *area, w, sizeof w, stream);
 }
 
 /* Whether the faults a launch counted into its own word w differ from the
