@@ -329,6 +329,39 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
     setup_free(&su);
 }
 
+/* The buffer sets of a prefill run (prefill_config). */
+typedef struct prefill_sets {
+    int n;
+    const CUdeviceptr *logits, *sel, *selw, *ptrs, *scl;
+} prefill_sets;
+
+/* Median microseconds per fused call (with the layout `lo` when given),
+ * runs of 8 back-to-back calls per event pair rotating over the sets,
+ * after two warm-up runs. */
+static double prefill_us(memra_engine *eng, const prefill_sets *b, uint32_t T,
+                         const memra_route_spec *spec, const memra_vrows_slabs *sl,
+                         const memra_layout_spec *ls, const memra_layout *lo, CUevent e0,
+                         CUevent e1, CUstream s)
+{
+    const int reps = quick ? 5 : 15, per = 8;
+    double t[15];
+    for (int r = -2; r < reps; r++) {
+        CK(d->cuEventRecord(e0, s));
+        for (int i = 0; i < per; i++) {
+            const int k = (r * per + i + 2 * per) % b->n;
+            MK(memra_route_tables_ex(eng, b->logits[k], T, spec, 0, NULL, sl, b->sel[k], b->selw[k],
+                                     b->ptrs[k], b->scl[k], ls, lo, s));
+        }
+        CK(d->cuEventRecord(e1, s));
+        CK(d->cuEventSynchronize(e1));
+        float ms;
+        CK(d->cuEventElapsedTime(&ms, e0, e1));
+        if (r >= 0)
+            t[r] = (double)ms * 1e3 / per;
+    }
+    return median(t, reps);
+}
+
 /* Prefill: back-to-back launches over buffer sets that together exceed
  * 4x L2, so the logits come from DRAM. */
 static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUstream s,
@@ -358,6 +391,7 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
     CK(d->cuStreamSynchronize(s));
     free(h);
     MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s));
+    const prefill_sets b = {sets, logits, sel, selw, ptrs, scl};
     CUevent e0, e1;
     CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
@@ -365,24 +399,9 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
         if (v == MEMRA_ROUTE_VARIANT_WARP_EXACT && spec.scoring != MEMRA_ROUTE_SIGMOID)
             continue; /* the same kernel as the team's */
         memra_route_variant = v;
-        const int reps = quick ? 5 : 15, per = 8;
-        double t[15];
-        for (int r = -2; r < reps; r++) {
-            CK(d->cuEventRecord(e0, s));
-            for (int i = 0; i < per; i++) {
-                const int k = (r * per + i + 2 * per) % sets;
-                MK(memra_route_tables(eng, logits[k], T, &spec, 0, NULL, &sl, sel[k], selw[k],
-                                      ptrs[k], scl[k], s));
-            }
-            CK(d->cuEventRecord(e1, s));
-            CK(d->cuEventSynchronize(e1));
-            float ms;
-            CK(d->cuEventElapsedTime(&ms, e0, e1));
-            if (r >= 0)
-                t[r] = (double)ms * 1e3 / per;
-        }
+        const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
-        const double us = median(t, reps), gbs = (double)lb / (us * 1e-6) / 1e9;
+        const double gbs = (double)lb / (us * 1e-6) / 1e9;
         char what[240];
         snprintf(what, sizeof what,
                  "prefill %s, %u tokens, fused, %s kernel: %.1f us, logits at %.0f GB/s = %.0f%% "
@@ -409,26 +428,11 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
             CK(d->cuMemAlloc(&wsp, ws));
         const memra_layout lo = {
             .sorted_ids = sorted, .expert_ids = eids, .n_post_pad = post, .workspace = wsp};
-        const int reps = quick ? 5 : 15, per = 8;
-        double t[15];
-        for (int r = -2; r < reps; r++) {
-            CK(d->cuEventRecord(e0, s));
-            for (int i = 0; i < per; i++) {
-                const int k = (r * per + i + 2 * per) % sets;
-                MK(memra_route_tables_ex(eng, logits[k], T, &spec, 0, NULL, &sl, sel[k], selw[k],
-                                         ptrs[k], scl[k], &ls, &lo, s));
-            }
-            CK(d->cuEventRecord(e1, s));
-            CK(d->cuEventSynchronize(e1));
-            float ms;
-            CK(d->cuEventElapsedTime(&ms, e0, e1));
-            if (r >= 0)
-                t[r] = (double)ms * 1e3 / per;
-        }
+        const double us = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, e0, e1, s);
         char what[240];
         snprintf(what, sizeof what, "prefill %s, %u tokens, fused + layout (block_size 64)",
                  c->name, T);
-        row("route_prefill", what, median(t, reps), "us", 0, "");
+        row("route_prefill", what, us, "us", 0, "");
         d->cuMemFree(lo.sorted_ids), d->cuMemFree(lo.expert_ids), d->cuMemFree(lo.n_post_pad);
         if (lo.workspace)
             d->cuMemFree(lo.workspace);
