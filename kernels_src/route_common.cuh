@@ -65,14 +65,15 @@ typedef struct memra_route_out {
 } memra_route_out;
 
 /* The token of the team of P lanes that thread `thread` of block `block`
- * (of `threads`) belongs to, or n_tokens (past the batch): in 64 bits, since
- * a grid of 2^28 tokens of 32-lane teams has 2^33 threads, and a 32-bit
- * index wrapped, leaving the tokens from 2^27 on unrouted and routing the
- * first ones twice. */
+ * (of `threads`, a multiple of P) belongs to, or n_tokens (past the batch):
+ * in 64 bits, since a grid of 2^28 tokens of 32-lane teams has 2^33
+ * threads, and a 32-bit index wrapped, leaving the tokens from 2^27 on
+ * unrouted and routing the first ones twice. A 64-bit multiply-add, no
+ * 64-bit division (a long subroutine on the GPU). */
 MEMRA_DEVICE memra_u32 memra_route_team_token(memra_u32 block, memra_u32 threads, memra_u32 thread,
                                               memra_u32 P, memra_u32 n_tokens)
 {
-    const memra_u64 t = ((memra_u64)block * threads + thread) / P;
+    const memra_u64 t = (memra_u64)block * (threads / P) + thread / P;
     return t < n_tokens ? (memra_u32)t : n_tokens;
 }
 
