@@ -158,7 +158,7 @@ pub type LogFn = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
 
 /// The first of `names` (NUL-terminated) that the library exports.
 /// Each entry point of the library the crate calls, resolved when it is
-/// opened. The crate asks the library's judge of a call (memra_route_check,
+/// opened. The crate asks the library's judge of a call (memra_vrows_check,
 /// 0.4) before every call, so 0.4 is its floor and every entry is required:
 /// an older library is refused at once, naming what it lacks.
 macro_rules! entry_points {
@@ -211,9 +211,7 @@ entry_points! {
                                 *mut u64, *mut f32, *mut Faults) -> Status;
     memra_nvrtc_available: fn(*mut c_int) -> Status;
     // 0.4: the library's judge of a call, which the crate asks instead
-    // of restating its rules.
-    memra_route_check: fn(c_int, u64, u32, *const RouteSpec, c_int, *const Macros,
-                          *const Slabs, u64, u64, u64, u64) -> Status;
+    // of restating its rules (routing's is memra_route_check_ex, below).
     memra_vrows_check: fn(c_int, u64, u64, u32, u32, c_int, *const Macros, *const Slabs,
                           *const VrowsOptions, u64, u64) -> Status;
     memra_set_log_callback: fn(Option<LogFn>, *mut c_void) -> Status;

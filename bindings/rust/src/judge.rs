@@ -28,37 +28,27 @@ pub(crate) fn route(
     layout: Option<(&LayoutSpec, &Layout)>,
 ) -> Result<()> {
     let lib = ffi::lib()?;
+    // The _ex judge without a layout is memra_route_check, kind for kind.
+    let (ls, lo) = match layout {
+        Some((ls, lo)) => (ls as *const LayoutSpec, lo as *const Layout),
+        None => (std::ptr::null(), std::ptr::null()),
+    };
     check(unsafe {
-        match layout {
-            None => (lib.memra_route_check)(
-                kind,
-                at.logits,
-                n_tokens,
-                spec,
-                il,
-                opt_ptr(macros),
-                slabs,
-                at.sel,
-                at.selw,
-                at.ptrs,
-                at.scl,
-            ),
-            Some((ls, lo)) => (lib.memra_route_check_ex)(
-                kind,
-                at.logits,
-                n_tokens,
-                spec,
-                il,
-                opt_ptr(macros),
-                slabs,
-                at.sel,
-                at.selw,
-                at.ptrs,
-                at.scl,
-                ls,
-                lo,
-            ),
-        }
+        (lib.memra_route_check_ex)(
+            kind,
+            at.logits,
+            n_tokens,
+            spec,
+            il,
+            opt_ptr(macros),
+            slabs,
+            at.sel,
+            at.selw,
+            at.ptrs,
+            at.scl,
+            ls,
+            lo,
+        )
     })
 }
 
