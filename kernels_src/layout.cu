@@ -224,12 +224,22 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(ME
     memra_grid_wait();
     memra_grid_launch_dependents();
     memra_u32 *tc = (memra_u32 *)lp.workspace;
+    /* The loads of a column go out MEMRA_LAYOUT_SCAN_BATCH at a time: the
+     * stores between them could alias as far as the compiler knows, so one
+     * at a time would wait out a memory round trip per tile. */
     for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
         memra_u32 run = 0;
-        for (memra_u32 t = 0; t < lp.n_tiles; t++) {
-            const memra_u32 c = tc[(memra_u64)t * E + e];
-            tc[(memra_u64)t * E + e] = run;
-            run += c;
+        for (memra_u32 t0 = 0; t0 < lp.n_tiles; t0 += MEMRA_LAYOUT_SCAN_BATCH) {
+            memra_u32 c[MEMRA_LAYOUT_SCAN_BATCH];
+            const memra_u32 n = lp.n_tiles - t0 < MEMRA_LAYOUT_SCAN_BATCH ? lp.n_tiles - t0
+                                                                          : MEMRA_LAYOUT_SCAN_BATCH;
+            for (memra_u32 i = 0; i < MEMRA_LAYOUT_SCAN_BATCH; i++)
+                c[i] = i < n ? tc[(memra_u64)(t0 + i) * E + e] : 0u;
+            for (memra_u32 i = 0; i < MEMRA_LAYOUT_SCAN_BATCH; i++) {
+                if (i < n)
+                    tc[(memra_u64)(t0 + i) * E + e] = run;
+                run += c[i];
+            }
         }
         count[e] = run;
     }

@@ -26,6 +26,8 @@ typedef struct memra_layout_params {
 /* Pairs per tile of the three-launch path, and the warps that place one. */
 #define MEMRA_LAYOUT_TILE 4096u
 #define MEMRA_LAYOUT_PLACE_WARPS 4u
+/* Tiles' counts the scan loads before it stores any (layout.cu). */
+#define MEMRA_LAYOUT_SCAN_BATCH 16u
 
 /* Threads of each kernel's blocks, the launcher's and the kernel's
  * __launch_bounds__: the one-block kernel and the scan use every thread

@@ -342,6 +342,8 @@ static void test_device_layout_matches_host(void **state)
                  {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0},
                  {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1},
                  {3 * MEMRA_LAYOUT_TILE + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0},
+                 /* tiles past two of the scan's load batches, the last batch partial */
+                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE + 11, 256, 16, 0, 1, 1},
                  {0, 16, 16, 0, 0, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const uint32_t n = cases[c].n, E = cases[c].E;
