@@ -341,8 +341,10 @@ static void test_two_engines_one_device(void **state)
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
     dcase c = {N, 4, sel, selw, NULL, &sl, 0, NULL, 0};
     CHECK_CASE(second, &c);
+    /* A checked case counts into a fault word of its own (the self-check's
+     * rule), so the engine's stays as the serving launches left it. */
     assert_int_equal(memra_engine_faults(second, NULL, &f, 1), MEMRA_OK);
-    assert_int_equal(f.bad_expert, 1);
+    assert_int_equal(f.bad_expert, 0);
     memra_devptr d;
     assert_int_equal(memra_alloc(second, 4096, &d), MEMRA_OK);
     assert_int_equal(memra_upload_i32(second, d, sel, N), MEMRA_OK);
