@@ -109,7 +109,7 @@ def eager_section(dev, row):
     bias = (torch.randn(N_EXPERT) * 0.01).to(dev)
     mt.route_prepare_layer(0, torch.rand(3, N_EXPERT) + 0.5, dev)
     L = memra.lib()
-    for T in (1, 16):
+    for T in (1, 16, 4096):
         logits = torch.randn(T, N_EXPERT, device=dev)
         hidden = torch.zeros(T, 8, device=dev)
         scores = torch.sigmoid(logits)
