@@ -163,7 +163,7 @@ class Layer:
         self.planes = alloc(12 * E, f32([rnd.uniform(0.5, 2) for _ in range(3 * E)]))
         self.sel, self.selw = alloc(4 * K * n_tokens), alloc(4 * K * n_tokens)
         self.ptrs, self.scl = alloc(24 * K * n_tokens), alloc(12 * K * n_tokens)
-        self.faults = alloc(16)
+        self.faults = alloc(20)  # abi.h: MEMRA_FAULT_WORDS x 4 bytes
         self.flags = (F_SIGMOID if sig else 0) | (F_RENORM if renorm else 0)
         self.n_group, self.topk_group, self.scale = G, TG, scale
 

@@ -23,6 +23,8 @@
  * memory) when the experts span more than one warp. */
 
 #define MEMRA_ROUTE_MAX_WARPS (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)
+/* List entries step 5 loads at once (below). */
+#define MEMRA_ROUTE_RANK_CHUNK 8u
 
 /* The per-expert arrays, one buffer: the fused layout reuses it once the
  * block's pairs are written (memra_route_layout). */
@@ -224,11 +226,18 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                     memra_u32 next = (p / 32u + 1u) * 32u;
                     next = next < g * G + G ? next : g * G + G;
                     if (p != seg_lo) {
+                        /* The list is sorted, so the entries that beat
+                         * this one are its first ones: counted in chunks
+                         * of independent loads, not a scan that stops at
+                         * the first loser (a shared-memory round trip an
+                         * entry: 160 in a row for Qwen3-Next's 16 lists
+                         * of 10, 14,500 cycles on the H200). */
                         const memra_u32 n = next - p < top_k ? next - p : top_k;
-                        memra_u32 i = 0;
-                        while (i < n && sh_list[p + i] > mine_e)
-                            i++;
-                        rank += i;
+                        for (memra_u32 i0 = 0; i0 < n; i0 += MEMRA_ROUTE_RANK_CHUNK) {
+                            MEMRA_UNROLL
+                            for (memra_u32 u = 0; u < MEMRA_ROUTE_RANK_CHUNK; u++)
+                                rank += i0 + u < n && sh_list[p + i0 + u] > mine_e;
+                        }
                     }
                     p = next;
                 }
