@@ -23,8 +23,14 @@
  * memory) when the experts span more than one warp. */
 
 #define MEMRA_ROUTE_MAX_WARPS (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)
-/* List entries step 5 loads at once (below). */
+/* Step 5's count of a list (below): MEMRA_ROUTE_RANK_CHUNK entries loaded
+ * at once in blocks of up to MEMRA_ROUTE_RANK_CHUNK_WARPS warps. Measured
+ * on the H200, one token, fused node (BENCHMARKS.md): chunks against the
+ * walk, Qwen3-MoE (4 warps) 4.50 vs 4.74 us, GLM-4.5 (5) 4.46 vs 4.78,
+ * DeepSeek-V3 (8) 5.08 vs 5.38, Kimi-K2 (12) 7.03 vs 7.37; Qwen3-Next (16)
+ * 13.48 vs 11.03. */
 #define MEMRA_ROUTE_RANK_CHUNK 8u
+#define MEMRA_ROUTE_RANK_CHUNK_WARPS 12u
 
 /* The per-expert arrays, one buffer: the fused layout reuses it once the
  * block's pairs are written (memra_route_layout). */
@@ -227,16 +233,24 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                     next = next < g * G + G ? next : g * G + G;
                     if (p != seg_lo) {
                         /* The list is sorted, so the entries that beat
-                         * this one are its first ones: counted in chunks
-                         * of independent loads, not a scan that stops at
-                         * the first loser (a shared-memory round trip an
-                         * entry: 160 in a row for Qwen3-Next's 16 lists
-                         * of 10, 14,500 cycles on the H200). */
+                         * this one are its first ones. Up to
+                         * MEMRA_ROUTE_RANK_CHUNK_WARPS warps, counted in
+                         * chunks of independent loads (latency bound);
+                         * above, walked until the first that loses, the
+                         * fewest loads (the block's warps then contend
+                         * for the shared-memory pipe). */
                         const memra_u32 n = next - p < top_k ? next - p : top_k;
-                        for (memra_u32 i0 = 0; i0 < n; i0 += MEMRA_ROUTE_RANK_CHUNK) {
-                            MEMRA_UNROLL
-                            for (memra_u32 u = 0; u < MEMRA_ROUTE_RANK_CHUNK; u++)
-                                rank += i0 + u < n && sh_list[p + i0 + u] > mine_e;
+                        if (nw <= MEMRA_ROUTE_RANK_CHUNK_WARPS) {
+                            for (memra_u32 i0 = 0; i0 < n; i0 += MEMRA_ROUTE_RANK_CHUNK) {
+                                MEMRA_UNROLL
+                                for (memra_u32 u = 0; u < MEMRA_ROUTE_RANK_CHUNK; u++)
+                                    rank += i0 + u < n && sh_list[p + i0 + u] > mine_e;
+                            }
+                        } else {
+                            memra_u32 i = 0;
+                            while (i < n && sh_list[p + i] > mine_e)
+                                i++;
+                            rank += i;
                         }
                     }
                     p = next;
