@@ -33,7 +33,7 @@ ROOT = os.path.dirname(HERE)
 JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
 # route_block.cu's MEMRA_PROBE marks, by number ("": none)
 MARKS = ["entry", "logits in", "scores", "ranked in segments (barrier)", "groups",
-         "final rank (barrier)", "", "", "pairs written"]
+         "final rank (barrier)", "weights summed", "weight", "pairs written"]
 PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 
 # abi.h's launch flags.

@@ -274,6 +274,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         if (MEMRA_ROUTE_NEEDS_SUM(flags))
             for (memra_u32 j = 0; j < top_k; j++)
                 W = memra_add_rn(W, sh_w[j]);
+        MEMRA_PROBE(6);
         int e, slot = pair_slot;
         memra_vrows_macro m = pair;
         float sc = 0.0f;
@@ -286,6 +287,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             e = (int)(E + (tid - top_k));
         }
         const float w = memra_route_weight(tid, top_k, sc, W, flags, scale, shared_weight);
+        MEMRA_PROBE(7);
         memra_route_emit_at(&o, t, tid, e, w, slot, m);
         MEMRA_PROBE(8);
     }
