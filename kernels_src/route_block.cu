@@ -12,8 +12,9 @@
  *     segments' heads and ranks them by counting (no barrier: each warp
  *     gets the same answer);
  *  4. each listed expert of a segment in play counts the experts of the
- *     other segments' lists that beat it (sorted lists: it stops at the first
- *     that does not); rank < top_k is its output slot;
+ *     other segments' lists that beat it (sorted lists: their first ones),
+ *     in chunks of independent loads or, in the largest blocks, until the
+ *     first that does not; rank < top_k is its output slot;
  *  5. a second barrier, then the pairs: weights summed in rank order, the
  *     tables from the values read in step 1;
  *  6. with a fused layout, the last block to finish lays the whole batch
