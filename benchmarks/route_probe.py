@@ -2,10 +2,11 @@
 """Where a decode step's routing time goes: the block kernel's phase probe.
 
 Compiles the block-per-token routing kernel with NVRTC (memra's own
-options) twice: once with -DMEMRA_ROUTE_PROBE, where thread 0 of block 0
-records the SM clock at each phase boundary (the MEMRA_PROBE marks in
+options) twice: once with -DMEMRA_ROUTE_PROBE, where lane 0 of each warp of
+block 0 records the SM clock at each phase boundary (the MEMRA_PROBE marks in
 route_block.cu), and once as shipped. For each configuration it prints the
-clock at every mark (cycles and ns from the kernel's first instruction), and
+clock at every mark, cycles from the first warp's entry, for warp 0 and for
+the slowest warp (a barrier's wait shows in the slowest arrival), and
 the per-node time of a 32-node CUDA graph of the shipped kernel with and
 without the tables, beside an empty kernel's. It needs only the driver and
 NVRTC (ctypes), not the library. The module's text is the build's own (the
@@ -32,8 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
 # route_block.cu's MEMRA_PROBE marks, by number ("": none)
-MARKS = ["entry", "logits in", "scores", "ranked in segments (barrier)", "groups",
-         "final rank (barrier)", "weights summed", "weight", "pairs written"]
+MARKS = ["entry", "logits in", "scores", "ranked in segments", "barrier passed", "groups",
+         "final rank", "weights summed (barrier passed)", "weight", "pairs written"]
+ROW = 16  # route_common.cuh's MEMRA_PROBE_ROW: each warp's row of clocks
 PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 
 # abi.h's launch flags.
@@ -221,25 +223,38 @@ def graph_node_us(stream, body, nodes=32, reps=15, per=10):
 
 
 def probe(mod, fn, layer, stream, tables):
+    """Each mark's clock, from the earliest warp's entry: warp 0's and the
+    slowest warp's (a barrier's wait shows in the slowest arrival only)."""
     clk = ctypes.c_uint64()
     size = ctypes.c_size_t()
     ck(cu.cuModuleGetGlobal_v2(ctypes.byref(clk), ctypes.byref(size), mod, b"memra_route_probe_clk"),
        "probe buffer")
     buf = layer.params(tables)
+    nw = (layer.E + 31) // 32
+    last = len(MARKS) - 1
     best = None
     for _ in range(20):  # the fastest of 20: a warm, uncontended run
         ck(cu.cuMemsetD8_v2(clk, ctypes.c_ubyte(0), size), "clear probe")
-        launch(fn, (layer.E + 31) // 32 * 32, stream, buf)
+        launch(fn, nw * 32, stream, buf)
         ck(cu.cuStreamSynchronize(stream), "sync")
         raw = (ctypes.c_uint64 * (size.value // 8))()
         ck(cu.cuMemcpyDtoH_v2(raw, clk, size.value), "read probe")
-        t = list(raw)
-        if best is None or t[len(MARKS) - 1] - t[0] < best[len(MARKS) - 1] - best[0]:
-            best = t
-    # slots 14, 15: the global timer (ns) at the first and last mark
-    ns_per_cycle = (best[15] - best[14]) / max(1, best[len(MARKS) - 1] - best[0])
-    return [(MARKS[i], best[i] - best[0], (best[i] - best[0]) * ns_per_cycle)
-            for i in range(len(MARKS)) if MARKS[i] and best[i]], ns_per_cycle
+        rows = [list(raw[w * ROW:(w + 1) * ROW]) for w in range(nw)]
+        t0 = min(r[0] for r in rows)
+        if best is None or rows[0][last] - t0 < best[0][0][last] - best[1]:
+            best = (rows, t0)
+    rows, t0 = best
+    # slots 14, 15 of warp 0: the global timer (ns) at the first and last mark
+    ns_per_cycle = (rows[0][15] - rows[0][14]) / max(1, rows[0][last] - rows[0][0])
+    out = []
+    for i, m in enumerate(MARKS):
+        seen = [(r[i] - t0, w) for w, r in enumerate(rows) if r[i]]
+        if not seen:
+            continue
+        w0 = rows[0][i] - t0 if rows[0][i] else None
+        slow, sw = max(seen)
+        out.append((m, w0, slow, sw, slow * ns_per_cycle))
+    return out, ns_per_cycle
 
 
 def team_module(E, sigmoid):
@@ -307,6 +322,9 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"),
                     help="a meson build of memra (its embedded module sources)")
     ap.add_argument("--src", action="append", default=[], help="a kernels_src variant to compare")
+    ap.add_argument("--spec-src", action="append", default=[],
+                    help="a kernels_src variant compiled once per configuration, with its spec as"
+                         " constants (MEMRA_SPEC_E, _NG, _TG, _K, _FLAGS)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--prefill", type=int, metavar="N",
                     help="instead: one launch of the team kernel over N tokens per configuration")
@@ -319,11 +337,12 @@ def main():
             with open(a.json, "w") as f:
                 json.dump({"prefill": results}, f, indent=1)
         return 0
-    srcs = [None] + a.src
+    srcs = [None] + a.src + a.spec_src
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS)]
     results = {}
     for src in srcs:
         tag = os.path.relpath(src, ROOT) if src else "shipped"
+        spec = src in a.spec_src
         pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
         mod, fn, empty = compile_block(a.build, src, arch, [])
         res = results[tag] = {}
@@ -333,6 +352,12 @@ def main():
         res["empty_us"] = e_us
         for cfg, layer in zip(CONFIGS, layers):
             threads = (layer.E + 31) // 32 * 32
+            if spec:
+                sd = ["MEMRA_SPEC_E %d" % layer.E, "MEMRA_SPEC_NG %d" % layer.n_group,
+                      "MEMRA_SPEC_TG %d" % layer.topk_group, "MEMRA_SPEC_K %d" % layer.K,
+                      "MEMRA_SPEC_FLAGS %du" % layer.flags]
+                pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"] + sd)
+                mod, fn, empty = compile_block(a.build, src, arch, sd)
             bufs = {t: layer.params(t) for t in (False, True)}
             router = graph_node_us(stream, lambda: launch(fn, threads, stream, bufs[False]))
             fused = graph_node_us(stream, lambda: launch(fn, threads, stream, bufs[True]))
@@ -345,11 +370,16 @@ def main():
             alt = graph_node_us(stream, fused_then_empty) - e_us
             marks, npc = probe(pmod, pfn, layer, stream, True)
             res[cfg[0]] = {"router_us": router, "fused_us": fused, "fused_beside_empty_us": alt,
-                           "ns_per_cycle": npc, "marks": [[m, c, n] for m, c, n in marks]}
+                           "ns_per_cycle": npc,
+                           "marks": [{"mark": m, "warp0_cycles": c0, "slowest_cycles": c,
+                                      "slowest_warp": w, "slowest_ns": n}
+                                     for m, c0, c, w, n in marks]}
             print("  %-12s router %.3f us, fused %.3f us per node, %.3f beside an empty kernel;"
-                  " fused probe (thread 0): %s"
-                  % (cfg[0], router, fused, alt,
-                     ", ".join("%s %d cy/%.0f ns" % (m, c, n) for m, c, n in marks[1:])))
+                  " fused probe, cycles from the first warp's entry (warp 0 / slowest warp):"
+                  % (cfg[0], router, fused, alt))
+            for m, c0, c, w, n in marks[1:]:
+                print("      %-32s %6s / %6d (warp %2d, %5.0f ns)"
+                      % (m, "-" if c0 is None else c0, c, w, n))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -14,22 +14,28 @@
 #define MEMRA_ROUTE_CAT(a, b) MEMRA_ROUTE_CAT_(a, b)
 
 /* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
- * thread 0 of block 0 of the block kernel records the SM clock at each mark
- * (and the global timer at the first and last, to turn cycles into ns);
- * shipped, the marks are nothing. The "memory" clobber keeps each mark after
- * the stores and loads the source puts before it. */
+ * lane 0 of every warp of block 0 of the block kernel records the SM clock
+ * at each mark, in row `warp` (and warp 0 the global timer at the first and
+ * last, to turn cycles into ns); shipped, the marks are nothing. Every warp,
+ * because a barrier's wait shows only in the slowest warp's arrival: a
+ * clock read right after __syncthreads may issue before the barrier lets
+ * the warp go (it blocks at the first instruction that needs it). The
+ * "memory" clobber keeps each mark after the stores and loads the source
+ * puts before it. */
 #if defined(MEMRA_ROUTE_PROBE) && defined(__CUDACC_RTC__)
-#define MEMRA_PROBE_LAST 8
-__device__ memra_u64 memra_route_probe_clk[16];
+#define MEMRA_PROBE_LAST 9
+#define MEMRA_PROBE_ROW 16
+__device__ memra_u64 memra_route_probe_clk[MEMRA_PROBE_ROW * (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)];
 #define MEMRA_PROBE(i)                                                                             \
     do {                                                                                           \
-        if (threadIdx.x == 0 && blockIdx.x == 0) {                                                 \
+        if ((threadIdx.x & 31u) == 0 && blockIdx.x == 0) {                                         \
+            memra_u64 *const row_ = memra_route_probe_clk + MEMRA_PROBE_ROW * (threadIdx.x >> 5);  \
             memra_u64 c_;                                                                          \
             asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_)::"memory");                           \
-            memra_route_probe_clk[i] = c_;                                                         \
-            if ((i) == 0 || (i) == MEMRA_PROBE_LAST) {                                             \
+            row_[i] = c_;                                                                          \
+            if (threadIdx.x == 0 && ((i) == 0 || (i) == MEMRA_PROBE_LAST)) {                       \
                 asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(c_)::"memory");                   \
-                memra_route_probe_clk[(i) == 0 ? 14 : 15] = c_;                                    \
+                row_[(i) == 0 ? 14 : 15] = c_;                                                     \
             }                                                                                      \
         }                                                                                          \
     } while (0)

@@ -1136,6 +1136,32 @@ static void test_device_matches_host_every_config(void **state)
     memra_engine_destroy(eng);
 }
 
+/* The block kernel's final rank holds one candidate a lane when at most 32
+ * entries of its lists reach the best top_k-th of any one list, and counts
+ * through shared memory past that: 1,024 experts in 32 lists of 32 and a
+ * top-32 make more than 32 candidates; groups of 50 or 25 make lanes that
+ * hold two lists each, with and without the groups' cut. Both equal the
+ * host arm. */
+static void test_device_block_many_candidates(void **state)
+{
+    (void)state;
+    static const route_case wide[] = {
+        {"1024 experts, softmax top-32", {ROUTE_SPEC(1024, 32, 1, 1, MEMRA_ROUTE_SOFTMAX,
+                                                     MEMRA_LOGITS_F32, 1, 1.0f)}, 0, 0, 0, 0},
+        {"1000 experts, 20 groups of 50, top-9 groups, top-32, sigmoid, bias",
+         {ROUTE_SPEC(1000, 32, 20, 9, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f)},
+         ROUTE_BIAS_HOST, 0, 0, 0},
+        {"800 experts, 32 groups of 25, top-32 groups, top-32, sigmoid, bias",
+         {ROUTE_SPEC(800, 32, 32, 32, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f)},
+         ROUTE_BIAS_HOST, 0, 0, 0},
+    };
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    for (int i = 0; i < 3; i++)
+        device_case(eng, &wide[i], MEMRA_ROUTE_VARIANT_BLOCK, 3, 77 + i, 40 + i);
+    memra_engine_destroy(eng);
+}
+
 /* Groups of two experts: the team kernel's lanes past the experts fall in
  * groups 32 and up, which it once shifted a 32-bit mask by (undefined in C;
  * UBSan stops the sanitizer build there). Both kernels equal the host arm. */
@@ -1196,6 +1222,48 @@ static void test_device_crafted_ties(void **state)
             assert_int_equal(h.sel[7], 7);
             outputs_free(&dv), outputs_free(&h);
         }
+        dev_free(eng, &d);
+    }
+    memra_engine_destroy(eng);
+}
+
+/* Ties among more than 32 candidates (the block kernel's two registers a
+ * lane): 256 experts in 8 lists, top-8, each list holding fewer tied best
+ * experts than top_k, so every tied one is a candidate, in both halves. */
+static void test_device_block_ties_many_candidates(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    const uint32_t T = 3;
+    float logits[3 * 256];
+    for (uint32_t t = 0; t < T; t++)
+        for (uint32_t e = 0; e < 256; e++) {
+            const uint32_t l = e % 32;
+            logits[t * 256 + e] = t == 0   ? (l >= 3 && l < 8 ? 2.0f : 1.0f) /* 40 tied, 43 in all */
+                                  : t == 1 ? (l >= 25 ? 2.0f : 1.0f)          /* 56 tied, 57 */
+                                           : (l >= 25 ? 2.0f : (float)l * 0.01f);
+        }
+    for (int sc = MEMRA_ROUTE_SOFTMAX; sc <= MEMRA_ROUTE_SIGMOID; sc++) {
+        const memra_route_spec s = plain_spec(256, 8, 1, 1, (memra_route_scoring)sc, 1, 1.0f);
+        dev_bufs d;
+        dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
+        assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_BLOCK;
+        assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel, d.selw,
+                                            d.ptrs, d.scl, NULL),
+                         MEMRA_OK);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+        assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
+        outputs dv, h;
+        dev_read(eng, &d, (size_t)T * 8, &dv, NULL);
+        host_route(&s, NULL, logits, T, &h);
+        expect_same(&dv, &h, (size_t)T * 8, "ties among many candidates, block kernel");
+        assert_int_equal(h.sel[0], 3); /* the tied best, by index */
+        assert_int_equal(h.sel[7], 37);
+        assert_int_equal(h.sel[8], 25);
+        assert_int_equal(h.sel[15], 32 + 25);
+        outputs_free(&dv), outputs_free(&h);
         dev_free(eng, &d);
     }
     memra_engine_destroy(eng);
@@ -1472,6 +1540,10 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_matches_host_every_config, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_groups_of_two, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_block_ties_many_candidates, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_block_many_candidates, mock_setup,
+                                        mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_crafted_ties, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_nonfinite_bias_in_place, mock_setup,
                                         mock_teardown),
