@@ -24,9 +24,14 @@
  * memory) when the experts span more than one warp. */
 
 #define MEMRA_ROUTE_MAX_WARPS (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)
-/* Step 5 counts a sorted list's entries at or above a bound in chunks of
- * MEMRA_ROUTE_RANK_CHUNK independent loads (latency bound, one warp). */
+/* Step 5's count of a list (below): MEMRA_ROUTE_RANK_CHUNK entries loaded
+ * at once in blocks of up to MEMRA_ROUTE_RANK_CHUNK_WARPS warps. Measured
+ * on the H200, one token, fused node (BENCHMARKS.md): chunks against the
+ * walk, Qwen3-MoE (4 warps) 4.50 vs 4.74 us, GLM-4.5 (5) 4.46 vs 4.78,
+ * DeepSeek-V3 (8) 5.08 vs 5.38, Kimi-K2 (12) 7.03 vs 7.37; Qwen3-Next (16)
+ * 13.48 vs 11.03. */
 #define MEMRA_ROUTE_RANK_CHUNK 8u
+#define MEMRA_ROUTE_RANK_CHUNK_WARPS 12u
 
 /* The per-expert arrays, one buffer: the fused layout reuses it once the
  * block's pairs are written (memra_route_layout). */
@@ -34,10 +39,7 @@ typedef union memra_rb_shared {
     struct {
         memra_u64 list[MEMRA_ABI_ROUTE_MAX_EXPERT];        /* the segments' best, in order */
         float s[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* every expert's score */
-        union {
-            float e[MEMRA_ABI_ROUTE_MAX_EXPERT];     /* softmax: the exps, then */
-            memra_u32 pos[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* the final rank's candidates */
-        } x;
+        float e[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* softmax: the exps */
         int slot[MEMRA_ABI_ROUTE_MAX_EXPERT];              /* each expert's slot and */
         memra_vrows_macro mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values */
     } r;
@@ -45,58 +47,24 @@ typedef union memra_rb_shared {
 } memra_rb_shared;
 MEMRA_SHARED memra_rb_shared memra_rb_sh;
 MEMRA_SHARED int memra_rb_last;
-/* The chosen experts by rank: expert, score, and the tables' inputs. */
-typedef struct memra_rb_winners {
-    int sel[32];
-    float w[32];
-    int slot[32];
-    memra_vrows_macro mac[32];
-} memra_rb_winners;
-MEMRA_SHARED memra_rb_winners memra_rb_win;
-
-/* Expert e takes output slot `rank`. */
-MEMRA_DEVICE void memra_rb_place(const memra_route_out *o, memra_u32 rank, int e)
-{
-    memra_rb_win.sel[rank] = e;
-    memra_rb_win.w[rank] = memra_rb_sh.r.s[e];
-    if (o->tables)
-        memra_rb_win.slot[rank] = memra_rb_sh.r.slot[e], memra_rb_win.mac[rank] = memra_rb_sh.r.mac[e];
-}
 /* The fused layout's counts fit the buffer for the most experts a layout
  * has: a smaller one would make memra_layout_block's warp count wrap. */
 MEMRA_STATIC_ASSERT(8u * MEMRA_ABI_ROUTE_MAX_EXPERT >=
                         MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 1u),
                     "the block kernel's shared buffer holds the fused layout's counts");
 
-/* How many of the first n entries of a sorted list (at list + p) are at or
- * above tau: its first ones. Loaded in chunks of independent reads. */
-MEMRA_DEVICE memra_u32 memra_rb_at_least(const memra_u64 *list, memra_u32 p, memra_u32 n,
-                                         memra_u64 tau)
-{
-    memra_u32 c = 0;
-    for (memra_u32 i0 = 0; i0 < n; i0 += MEMRA_ROUTE_RANK_CHUNK) {
-        memra_u32 k = 0;
-        MEMRA_UNROLL
-        for (memra_u32 u = 0; u < MEMRA_ROUTE_RANK_CHUNK; u++)
-            k += i0 + u < n && list[p + i0 + u] >= tau;
-        c += k;
-        if (k < MEMRA_ROUTE_RANK_CHUNK)
-            break;
-    }
-    return c;
-}
-
 MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 {
     memra_u64 *const sh_list = memra_rb_sh.r.list;
-    float *const sh_s = memra_rb_sh.r.s, *const sh_e = memra_rb_sh.r.x.e;
+    float *const sh_s = memra_rb_sh.r.s, *const sh_e = memra_rb_sh.r.e;
     int *const sh_slot = memra_rb_sh.r.slot;
     memra_vrows_macro *const sh_mac = memra_rb_sh.r.mac;
     MEMRA_SHARED memra_u32 sh_red[MEMRA_ROUTE_MAX_WARPS];
     MEMRA_SHARED int sh_bad[MEMRA_ROUTE_MAX_WARPS];
-    int *const sh_sel = memra_rb_win.sel, *const sh_wslot = memra_rb_win.slot;
-    float *const sh_w = memra_rb_win.w;
-    memra_vrows_macro *const sh_wmac = memra_rb_win.mac;
+    MEMRA_SHARED int sh_sel[32]; /* the winners, by rank */
+    MEMRA_SHARED float sh_w[32];
+    MEMRA_SHARED int sh_wslot[32];
+    MEMRA_SHARED memra_vrows_macro sh_wmac[32];
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
@@ -181,19 +149,9 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     seg_hi = seg_hi < E ? seg_hi : E;
     const memra_u32 lo = seg_lo - wlo, hi = seg_hi - wlo;
     memra_u32 r = 0;
-    if (n_group == 1u || G % 32u == 0u) {
-        /* Each segment is its warp's experts: count the keys above this
-         * one, and the equal ones of lower lanes (ties by index) at once.
-         * Lanes past the experts hold key 0, below every expert's. */
-        r = memra_popc(memra_match_any(key) & ((1u << lane) - 1u));
-        MEMRA_UNROLL
-        for (int j = 0; j < 32; j++)
-            r += memra_shfl_u(key, j) > key;
-    } else {
-        for (memra_u32 j = 0; j < 32u; j++) {
-            const memra_u32 kj = memra_shfl_u(key, (int)j);
-            r += j >= lo && j < hi && (kj > key || (kj == key && j < lane));
-        }
+    for (memra_u32 j = 0; j < 32u; j++) {
+        const memra_u32 kj = memra_shfl_u(key, (int)j);
+        r += j >= lo && j < hi && (kj > key || (kj == key && j < lane));
     }
     const memra_u32 listed = top_k > 2u ? top_k : 2u;
     const memra_u64 me = ((memra_u64)key << 32) | (memra_u64)(~tid);
@@ -218,13 +176,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         return;
     }
 
-    /* From here on warp 0 alone: the rest of the block has nothing left to
-     *  do, and one warp needs no barrier. */
-    if (wid != 0)
-        return;
-
-    /* 4. Groups: lane g merges group g's segment heads, scores it, and
-     *    ranks it among the groups by counting. */
+    /* 4. Groups: lane g of every warp merges group g's segment heads, scores
+     *    it, and ranks it among the groups by counting. */
     memra_u32 allowed = 0xffffffffu;
     if (n_group > 1) {
         memra_u32 gk = 0;
@@ -251,105 +204,71 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     MEMRA_PROBE(5);
 
-    /* 5. The final rank. Lane l takes the segments of warp l's experts
-     *    (sorted lists, in sh_list at each segment's start). tau, the best
-     *    top_k-th entry of any one list in play, bounds the choice: every
-     *    expert chosen is at or above it, and so is every entry that beats
-     *    one. The entries at or above tau (the candidates; usually a few
-     *    more than top_k) are gathered in list order by a prefix sum of each
-     *    lane's count, and each candidate's rank among them is its output
-     *    slot. */
-    const memra_u32 w_lo = 32u * lane, w_hi = w_lo + 32u < E ? w_lo + 32u : E;
-    const memra_u32 g_lo = w_lo < E ? w_lo / G : 0u;
-    memra_u32 tau_hi = 0, tau_lo = 0;
-    for (memra_u32 p = w_lo, g = g_lo; p < w_hi; g++) {
-        const memra_u32 next = (g + 1u) * G < w_hi ? (g + 1u) * G : w_hi;
-        if (((allowed >> g) & 1u) && next - p >= top_k) {
-            const memra_u64 kth = sh_list[p + top_k - 1u];
-            const memra_u32 h = (memra_u32)(kth >> 32), l = (memra_u32)kth;
-            if (h > tau_hi || (h == tau_hi && l > tau_lo))
-                tau_hi = h, tau_lo = l;
-        }
-        p = next;
-    }
-    {
-        const memra_u32 h = memra_warp_max_u32(tau_hi);
-        tau_lo = memra_warp_max_u32(tau_hi == h ? tau_lo : 0u);
-        tau_hi = h;
-    }
-    const memra_u64 tau = ((memra_u64)tau_hi << 32) | tau_lo;
-    memra_u32 cnt = 0;
-    for (memra_u32 p = w_lo, g = g_lo; p < w_hi; g++) {
-        const memra_u32 next = (g + 1u) * G < w_hi ? (g + 1u) * G : w_hi;
-        if ((allowed >> g) & 1u)
-            cnt += memra_rb_at_least(sh_list, p, next - p < top_k ? next - p : top_k, tau);
-        p = next;
-    }
-    memra_u32 incl = cnt;
-    for (int d = 1; d < 32; d <<= 1) {
-        const memra_u32 v = memra_shfl_up_u(incl, d);
-        incl += lane >= (memra_u32)d ? v : 0u;
-    }
-    const memra_u32 n_cand = memra_shfl_u(incl, 31);
-    memra_u32 *const sh_pos = memra_rb_sh.r.x.pos;
-    if (cnt) {
-        memra_u32 at = incl - cnt;
-        for (memra_u32 p = w_lo, g = g_lo; p < w_hi; g++) {
-            const memra_u32 next = (g + 1u) * G < w_hi ? (g + 1u) * G : w_hi;
-            if ((allowed >> g) & 1u) {
-                /* a list's candidates are its first ones */
-                const memra_u32 c =
-                    next == w_hi ? incl - at /* the lane's last: what its count leaves */
-                                 : memra_rb_at_least(sh_list, p, next - p < top_k ? next - p : top_k, tau);
-                for (memra_u32 i = 0; i < c; i++)
-                    sh_pos[at + i] = p + i;
-                at += c;
-            }
-            p = next;
-        }
-    }
-    memra_warp_sync();
-    /* Each candidate's rank: the keys above its own, and the equal keys
-     * earlier in list order, which is index order among equal keys. Up to
-     * 64 candidates sit in two registers a lane, a and b (b after every a);
-     * more, rare (a top_k past 8 over many lists), are counted in shared
-     * memory. */
-    const memra_u32 lt = (1u << lane) - 1u;
-    if (n_cand <= 64u) {
-        const memra_u64 ea = lane < n_cand ? sh_list[sh_pos[lane]] : 0u;
-        const memra_u64 eb = 32u + lane < n_cand ? sh_list[sh_pos[32u + lane]] : 0u;
-        const memra_u32 ka = (memra_u32)(ea >> 32), kb = (memra_u32)(eb >> 32);
-        memra_u32 ra = memra_popc(memra_match_any(ka) & lt), rb = 0;
-        if (n_cand <= 32u) {
-            MEMRA_UNROLL
-            for (int j = 0; j < 32; j++)
-                ra += memra_shfl_u(ka, j) > ka;
-        } else {
-            rb = memra_popc(memra_match_any(kb) & lt);
-            MEMRA_UNROLL
-            for (int j = 0; j < 32; j++) {
-                const memra_u32 x = memra_shfl_u(ka, j), y = memra_shfl_u(kb, j);
-                ra += (x > ka) + (y > ka);
-                rb += (x >= kb) + (y > kb);
+    /* 5. The final rank: list entry tid, if its segment is in play, counts
+     *    the entries of the other segments in play that beat it. Below tau,
+     *    the best top_k-th entry of any one list, nothing can be chosen. */
+    const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
+    const int holds = valid && tid - seg_lo < lim_own && ((allowed >> (tid / G)) & 1u);
+    if (holds) {
+        const memra_u64 mine_e = sh_list[tid];
+        memra_u64 tau = 0;
+        for (memra_u32 g = 0; g < n_group; g++) {
+            if (!((allowed >> g) & 1u))
+                continue;
+            for (memra_u32 p = g * G; p < g * G + G;) {
+                memra_u32 next = (p / 32u + 1u) * 32u;
+                next = next < g * G + G ? next : g * G + G;
+                if (next - p >= top_k) {
+                    const memra_u64 kth = sh_list[p + top_k - 1u];
+                    tau = kth > tau ? kth : tau;
+                }
+                p = next;
             }
         }
-        if (lane < n_cand && ra < top_k)
-            memra_rb_place(&o, ra, (int)~(memra_u32)ea);
-        if (32u + lane < n_cand && rb < top_k)
-            memra_rb_place(&o, rb, (int)~(memra_u32)eb);
-    } else {
-        for (memra_u32 c0 = 0; c0 < n_cand; c0 += 32u) {
-            const int has = c0 + lane < n_cand;
-            const memra_u64 mine_e = has ? sh_list[sh_pos[c0 + lane]] : 0u;
-            memra_u32 rank = 0;
-            for (memra_u32 j = 0; j < n_cand; j++)
-                rank += sh_list[sh_pos[j]] > mine_e;
-            if (has && rank < top_k)
-                memra_rb_place(&o, rank, (int)~(memra_u32)mine_e);
+        if (mine_e >= tau) {
+            memra_u32 rank = tid - seg_lo;
+            for (memra_u32 g = 0; g < n_group; g++) {
+                if (!((allowed >> g) & 1u))
+                    continue;
+                for (memra_u32 p = g * G; p < g * G + G;) {
+                    memra_u32 next = (p / 32u + 1u) * 32u;
+                    next = next < g * G + G ? next : g * G + G;
+                    if (p != seg_lo) {
+                        /* The list is sorted, so the entries that beat
+                         * this one are its first ones. Up to
+                         * MEMRA_ROUTE_RANK_CHUNK_WARPS warps, counted in
+                         * chunks of independent loads (latency bound);
+                         * above, walked until the first that loses, the
+                         * fewest loads (the block's warps then contend
+                         * for the shared-memory pipe). */
+                        const memra_u32 n = next - p < top_k ? next - p : top_k;
+                        if (nw <= MEMRA_ROUTE_RANK_CHUNK_WARPS) {
+                            for (memra_u32 i0 = 0; i0 < n; i0 += MEMRA_ROUTE_RANK_CHUNK) {
+                                MEMRA_UNROLL
+                                for (memra_u32 u = 0; u < MEMRA_ROUTE_RANK_CHUNK; u++)
+                                    rank += i0 + u < n && sh_list[p + i0 + u] > mine_e;
+                            }
+                        } else {
+                            memra_u32 i = 0;
+                            while (i < n && sh_list[p + i] > mine_e)
+                                i++;
+                            rank += i;
+                        }
+                    }
+                    p = next;
+                }
+            }
+            if (rank < top_k) {
+                const int e = (int)~(memra_u32)mine_e;
+                sh_sel[rank] = e;
+                sh_w[rank] = sh_s[e];
+                if (o.tables)
+                    sh_wslot[rank] = sh_slot[e], sh_wmac[rank] = sh_mac[e];
+            }
         }
     }
     MEMRA_PROBE(6);
-    memra_warp_sync();
+    memra_block_sync();
 
     /* 6. The pairs: the routed ones by rank, then the shared ones. */
     if (tid < K) {
