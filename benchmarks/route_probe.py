@@ -16,7 +16,11 @@ alone; a variant of the source (--src DIR, a copy of kernels_src/ with one
 change) replaces each file by DIR's copy, measured against the shipped one in
 the same process:
 
-    python3 benchmarks/route_probe.py [--build DIR] [--src DIR ...] [--json FILE]
+    python3 benchmarks/route_probe.py [--build DIR] [--src DIR ...] [--spec-src DIR ...]
+                                      [--json FILE]
+
+(--spec-src: the same, compiled once per configuration with its spec as
+constants; benchmarks/probe_variants.sh makes variants from patch files.)
 
 The numbers are a probe, not the benchmark of record (memra bench --route).
 """
@@ -322,9 +326,10 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"),
                     help="a meson build of memra (its embedded module sources)")
     ap.add_argument("--src", action="append", default=[], help="a kernels_src variant to compare")
-    ap.add_argument("--spec-src", action="append", default=[],
-                    help="a kernels_src variant compiled once per configuration, with its spec as"
-                         " constants (MEMRA_SPEC_E, _NG, _TG, _K, _FLAGS)")
+    ap.add_argument("--spec-src", action="append", default=[], metavar="DIR",
+                    help="a kernels_src variant ('shipped': the build's own) compiled once per"
+                         " configuration with its spec as constants (route_common.cuh's"
+                         " MEMRA_ROUTE_SPEC_CONSTANTS): what a kernel specialised per model saves")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--prefill", type=int, metavar="N",
                     help="instead: one launch of the team kernel over N tokens per configuration")
@@ -337,12 +342,15 @@ def main():
             with open(a.json, "w") as f:
                 json.dump({"prefill": results}, f, indent=1)
         return 0
-    srcs = [None] + a.src + a.spec_src
+    srcs = [(None, False)] + [(d, False) for d in a.src] + [(d, True) for d in a.spec_src]
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS)]
     results = {}
-    for src in srcs:
-        tag = os.path.relpath(src, ROOT) if src else "shipped"
-        spec = src in a.spec_src
+    for src, spec in srcs:
+        src = None if src == "shipped" else src
+        name = os.path.normpath(src) if src else "shipped"
+        if os.path.basename(name) == "kernels_src":  # probe_variants.sh's NAME/kernels_src
+            name = os.path.dirname(name)
+        tag = os.path.basename(name) + (" (spec as constants)" if spec else "")
         pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
         mod, fn, empty = compile_block(a.build, src, arch, [])
         res = results[tag] = {}

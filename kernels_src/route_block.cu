@@ -65,7 +65,9 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     MEMRA_SHARED float sh_w[32];
     MEMRA_SHARED int sh_wslot[32];
     MEMRA_SHARED memra_vrows_macro sh_wmac[32];
-    const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5, nw = blockDim.x >> 5;
+    MEMRA_ROUTE_SPEC_CONSTANTS();
+    const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5,
+                    nw = MEMRA_ROUTE_BLOCK_WARPS;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
     (void)lp; /* the kernel's, after the routing (memra_route_layout) */

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Compare kernel variants made from patch files in one process of the phase
+# probe (route_probe.py), on the GPU machine:
+#
+#   benchmarks/probe_variants.sh BUILD JSON VARIANT...
+#
+# VARIANT is NAME=PATCH[+PATCH...] (a copy of kernels_src/ with the patches
+# applied in order, `patch -p1` from the repository root, measured beside the
+# shipped kernel), spec:NAME=PATCH[+PATCH...] (the same, compiled once per
+# configuration with its spec as constants), or spec:shipped. The copies go
+# to BUILD/probe-variants/NAME, made afresh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+[ $# -ge 2 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+build=$1 json=$2
+shift 2
+args=()
+for v in "$@"; do
+    kind=--src
+    case $v in spec:*) kind=--spec-src v=${v#spec:} ;; esac
+    if [ "$v" = shipped ]; then
+        args+=("$kind" shipped)
+        continue
+    fi
+    name=${v%%=*} patches=${v#*=}
+    case $name in '' | *[!A-Za-z0-9_.-]*) echo "bad variant name: $name" >&2; exit 2 ;; esac
+    dir=$build/probe-variants/$name
+    rm -rf "$dir"
+    mkdir -p "$dir/kernels_src"
+    cp "$root"/kernels_src/* "$dir/kernels_src/"
+    IFS=+ read -r -a list <<<"$patches"
+    for p in "${list[@]}"; do
+        (cd "$dir" && patch -s -p1) <"$p"
+    done
+    args+=("$kind" "$dir/kernels_src")
+done
+exec python3 "$here/route_probe.py" --build "$build" --json "$json" "${args[@]}"
