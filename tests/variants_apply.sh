@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every patch in benchmarks/variants/ still applies to kernels_src/ (each
-# alone and on the final-rank patches, as that folder's README combines
-# them), so the next GPU run measures what the README names. Skips (77)
-# without git or outside a git checkout.
+# Every patch in benchmarks/variants/ still applies to kernels_src/, alone
+# and combined as that folder's README combines them, so the next GPU run
+# measures what the README names. Skips (77) without git or outside a git
+# checkout.
 set -euo pipefail
 src=$1
 command -v git >/dev/null && git -C "$src" rev-parse --git-dir >/dev/null 2>&1 || {
@@ -26,7 +26,7 @@ try() { # name, patches...
 for p in "$src"/benchmarks/variants/*.patch; do
     try "$(basename "$p")" "$(basename "$p")"
 done
-for base in final-rank-warp0.patch final-rank-hybrid.patch; do
+for base in final-rank-warp0.patch final-rank-hybrid.patch rank-in-warp.patch; do
     try "$base + softmax-local" "$base" softmax-local.patch no-grid-wait.patch
 done
 echo "ok: $n combinations apply"
