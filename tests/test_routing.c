@@ -1146,14 +1146,24 @@ static void test_device_block_many_candidates(void **state)
 {
     (void)state;
     static const route_case wide[] = {
-        {"1024 experts, softmax top-32", {ROUTE_SPEC(1024, 32, 1, 1, MEMRA_ROUTE_SOFTMAX,
-                                                     MEMRA_LOGITS_F32, 1, 1.0f)}, 0, 0, 0, 0},
+        {"1024 experts, softmax top-32",
+         {ROUTE_SPEC(1024, 32, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
+         0,
+         0,
+         0,
+         0},
         {"1000 experts, 20 groups of 50, top-9 groups, top-32, sigmoid, bias",
          {ROUTE_SPEC(1000, 32, 20, 9, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f)},
-         ROUTE_BIAS_HOST, 0, 0, 0},
+         ROUTE_BIAS_HOST,
+         0,
+         0,
+         0},
         {"800 experts, 32 groups of 25, top-32 groups, top-32, sigmoid, bias",
          {ROUTE_SPEC(800, 32, 32, 32, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f)},
-         ROUTE_BIAS_HOST, 0, 0, 0},
+         ROUTE_BIAS_HOST,
+         0,
+         0,
+         0},
     };
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
@@ -1186,6 +1196,26 @@ static void test_device_groups_of_two(void **state)
 
 /* The block kernel meets ties across warps and groups, and a token where
  * every expert ties: the same choice as the host arm. */
+/* T tokens of f32 logits (uploaded in d) routed by kernel `variant` (top_k 8,
+ * no shared experts), read back and held to the host arm bit for bit; the
+ * host arm's outputs are left in h for the caller's own expectations. */
+static void variant_matches_host(memra_engine *eng, dev_bufs *d, const memra_route_spec *s,
+                                 const float *logits, uint32_t T, int variant, const char *what,
+                                 outputs *h)
+{
+    memra_route_variant = variant;
+    assert_int_equal(memra_route_tables(eng, d->logits, T, s, 0, NULL, &slabs, d->sel, d->selw,
+                                        d->ptrs, d->scl, NULL),
+                     MEMRA_OK);
+    memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+    assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
+    outputs dv;
+    dev_read(eng, d, (size_t)T * 8, &dv, NULL);
+    host_route(s, NULL, logits, T, h);
+    expect_same(&dv, h, (size_t)T * 8, what);
+    outputs_free(&dv);
+}
+
 static void test_device_crafted_ties(void **state)
 {
     (void)state;
@@ -1208,19 +1238,12 @@ static void test_device_crafted_ties(void **state)
         dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
         assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
         for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
-            memra_route_variant = v;
-            assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel,
-                                                d.selw, d.ptrs, d.scl, NULL),
-                             MEMRA_OK);
-            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
-            assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
-            outputs dv, h;
-            dev_read(eng, &d, (size_t)T * 8, &dv, NULL);
-            host_route(&s, NULL, logits, T, &h);
-            expect_same(&dv, &h, (size_t)T * 8, v == 1 ? "ties, block kernel" : "ties, warp");
+            outputs h;
+            variant_matches_host(eng, &d, &s, logits, T, v,
+                                 v == 1 ? "ties, block kernel" : "ties, warp", &h);
             assert_int_equal(h.sel[0], 0); /* all tied: groups 0..3, experts 0..7 */
             assert_int_equal(h.sel[7], 7);
-            outputs_free(&dv), outputs_free(&h);
+            outputs_free(&h);
         }
         dev_free(eng, &d);
     }
@@ -1240,8 +1263,8 @@ static void test_device_block_ties_many_candidates(void **state)
     for (uint32_t t = 0; t < T; t++)
         for (uint32_t e = 0; e < 256; e++) {
             const uint32_t l = e % 32;
-            logits[t * 256 + e] = t == 0   ? (l >= 3 && l < 8 ? 2.0f : 1.0f) /* 40 tied, 43 in all */
-                                  : t == 1 ? (l >= 25 ? 2.0f : 1.0f)          /* 56 tied, 57 */
+            logits[t * 256 + e] = t == 0 ? (l >= 3 && l < 8 ? 2.0f : 1.0f) /* 40 tied, 43 in all */
+                                  : t == 1 ? (l >= 25 ? 2.0f : 1.0f)       /* 56 tied, 57 */
                                            : (l >= 25 ? 2.0f : (float)l * 0.01f);
         }
     for (int sc = MEMRA_ROUTE_SOFTMAX; sc <= MEMRA_ROUTE_SIGMOID; sc++) {
@@ -1249,21 +1272,14 @@ static void test_device_block_ties_many_candidates(void **state)
         dev_bufs d;
         dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
         assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
-        memra_route_variant = MEMRA_ROUTE_VARIANT_BLOCK;
-        assert_int_equal(memra_route_tables(eng, d.logits, T, &s, 0, NULL, &slabs, d.sel, d.selw,
-                                            d.ptrs, d.scl, NULL),
-                         MEMRA_OK);
-        memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
-        assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
-        outputs dv, h;
-        dev_read(eng, &d, (size_t)T * 8, &dv, NULL);
-        host_route(&s, NULL, logits, T, &h);
-        expect_same(&dv, &h, (size_t)T * 8, "ties among many candidates, block kernel");
+        outputs h;
+        variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_BLOCK,
+                             "ties among many candidates, block kernel", &h);
         assert_int_equal(h.sel[0], 3); /* the tied best, by index */
         assert_int_equal(h.sel[7], 37);
         assert_int_equal(h.sel[8], 25);
         assert_int_equal(h.sel[15], 32 + 25);
-        outputs_free(&dv), outputs_free(&h);
+        outputs_free(&h);
         dev_free(eng, &d);
     }
     memra_engine_destroy(eng);
