@@ -188,6 +188,23 @@ class Layer:
         return ctypes.create_string_buffer(b, PARAM_BYTES)
 
 
+def outputs(fn, layer, stream):
+    """One fused launch's bytes (sel, selw, the pointer and scale tables), from
+    outputs cleared first: every variant is held to the shipped kernel's."""
+    sizes = [(layer.sel, 4), (layer.selw, 4), (layer.ptrs, 24), (layer.scl, 12)]
+    for p, per in sizes:
+        ck(cu.cuMemsetD8_v2(ctypes.c_uint64(p), ctypes.c_ubyte(0xA5),
+                            ctypes.c_size_t(per * layer.K * layer.T)), "clear outputs")
+    launch(fn, (layer.E + 31) // 32 * 32, stream, layer.params(True))
+    ck(cu.cuStreamSynchronize(stream), "sync")
+    got = b""
+    for p, per in sizes:
+        buf = ctypes.create_string_buffer(per * layer.K * layer.T)
+        ck(cu.cuMemcpyDtoH_v2(buf, ctypes.c_uint64(p), ctypes.c_size_t(len(buf))), "read outputs")
+        got += buf.raw
+    return got
+
+
 def launch(fn, threads, stream, param_buf):
     size = ctypes.c_size_t(PARAM_BYTES)
     extra = (ctypes.c_void_p * 5)(1, ctypes.cast(param_buf, ctypes.c_void_p),
@@ -345,6 +362,8 @@ def main():
     srcs = [(None, False)] + [(d, False) for d in a.src] + [(d, True) for d in a.spec_src]
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS)]
     results = {}
+    reference = {}  # the shipped kernel's output bytes, by config
+    differ = []
     for src, spec in srcs:
         src = None if src == "shipped" else src
         name = os.path.normpath(src) if src else "shipped"
@@ -377,20 +396,30 @@ def main():
                 launch_empty(empty, stream)
             alt = graph_node_us(stream, fused_then_empty) - e_us
             marks, npc = probe(pmod, pfn, layer, stream, True)
+            got = outputs(fn, layer, stream)
+            same = reference.setdefault(cfg[0], got) == got
+            if not same:
+                differ.append("%s: %s" % (tag, cfg[0]))
             res[cfg[0]] = {"router_us": router, "fused_us": fused, "fused_beside_empty_us": alt,
-                           "ns_per_cycle": npc,
+                           "ns_per_cycle": npc, "same_bits_as_shipped": same,
                            "marks": [{"mark": m, "warp0_cycles": c0, "slowest_cycles": c,
                                       "slowest_warp": w, "slowest_ns": n}
                                      for m, c0, c, w, n in marks]}
             print("  %-12s router %.3f us, fused %.3f us per node, %.3f beside an empty kernel;"
-                  " fused probe, cycles from the first warp's entry (warp 0 / slowest warp):"
-                  % (cfg[0], router, fused, alt))
+                  " outputs %s; fused probe, cycles from the first warp's entry (warp 0 /"
+                  " slowest warp):" % (cfg[0], router, fused, alt,
+                                       "the shipped kernel's bits" if same else "DIFFER FROM THE"
+                                       " SHIPPED KERNEL'S"))
             for m, c0, c, w, n in marks[1:]:
                 print("      %-32s %6s / %6d (warp %2d, %5.0f ns)"
                       % (m, "-" if c0 is None else c0, c, w, n))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
+    if differ:
+        print("\noutputs differ from the shipped kernel's: " + "; ".join(differ))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

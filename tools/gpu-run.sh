@@ -6,9 +6,11 @@
 # Logs go to $1 (default out/).
 #   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all;
 #                 "peers" runs only bench's peer benchmark, benchmarks/peers/; "route" only
-#                 `memra-bench --route`; "torch-bench" only benchmarks/bench_torch.py)
+#                 `memra-bench --route`; "torch-bench" only benchmarks/bench_torch.py;
+#                 "variants" the phase probe of benchmarks/variants/queue's kernels)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
+#   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
 # The logs are packed after every stage as well as at exit, so a command killed at the
 # device tool's limit (SIGKILL: no trap runs) still brings back what was done.
 set -uo pipefail
@@ -85,11 +87,21 @@ if has bench || has torch-bench; then
   MEMRA_LIB="$lib" PYTHONUNBUFFERED=1 python3 benchmarks/bench_torch.py --json "$out/bench-torch.json" 2>&1 | tee "$out/bench-torch.log"
 fi
 pack
+if has variants; then
+  # The decode kernel's changes waiting for a GPU, beside the shipped kernel in one process.
+  mapfile -t queue < <(grep -v '^#' benchmarks/variants/queue | grep .)
+  timeout 300 benchmarks/probe_variants.sh "$b" "$out/probe-variants.json" "${queue[@]}" \
+    >"$out/probe-variants.log" 2>&1
+  echo "variants: rc $? (probe-variants.log)"
+  grep -E '^== |router' "$out/probe-variants.log" | cut -c1-100
+  pack
+fi
 if has bench || has peers; then
   # memra beside the peer routers (FlashInfer, vLLM, SGLang), built with nvcc where there is one.
   nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   if [ -x "$nv" ] && NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers >"$out/bench-peers-build.log" 2>&1; then
-    /tmp/bench_peers --json "$out/bench-peers.json" --budget-s "${MEMRA_PEERS_BUDGET_S:-300}" 2>&1 | tee "$out/bench-peers.log"
+    /tmp/bench_peers --json "$out/bench-peers.json" --budget-s "${MEMRA_PEERS_BUDGET_S:-300}" \
+      ${MEMRA_PEERS_SECTIONS:+--sections "$MEMRA_PEERS_SECTIONS"} 2>&1 | tee "$out/bench-peers.log"
   else
     echo "bench_peers: not built (no nvcc at $nv, or the build failed: bench-peers-build.log)" | tee "$out/bench-peers.log"
     tail -30 "$out/bench-peers-build.log" 2>/dev/null
