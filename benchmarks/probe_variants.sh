@@ -16,6 +16,8 @@ root=$(dirname "$here")
 build=$1 json=$2
 shift 2
 args=()
+root_v=$build/probe-variants
+[ -L "$root_v" ] && { echo "$root_v is a symbolic link: not following it" >&2; exit 2; }
 for v in "$@"; do
     kind=--src
     case $v in spec:*) kind=--spec-src v=${v#spec:} ;; esac
@@ -24,8 +26,9 @@ for v in "$@"; do
         continue
     fi
     name=${v%%=*} patches=${v#*=}
-    case $name in '' | *[!A-Za-z0-9_.-]*) echo "bad variant name: $name" >&2; exit 2 ;; esac
-    dir=$build/probe-variants/$name
+    # a plain name: no "..", nothing outside BUILD/probe-variants/ is removed
+    case $name in '' | .* | *[!A-Za-z0-9_.-]*) echo "bad variant name: $name" >&2; exit 2 ;; esac
+    dir=$root_v/$name
     rm -rf "$dir"
     mkdir -p "$dir/kernels_src"
     cp "$root"/kernels_src/* "$dir/kernels_src/"
