@@ -24,6 +24,7 @@
 #include "route/route_abi.h"
 #include "route/route_cases.h"
 #include "route/route_spec.h"
+#include "route_configs.h"
 
 #define LAYERS 32
 #define H200_SPEC_GBS 4800.0
@@ -58,24 +59,13 @@ typedef struct bench_cfg {
 } bench_cfg;
 
 static const bench_cfg cfgs[] = {
-    {"DeepSeek-V3 (256 exp, 8 groups, top-4 groups, top-8, sigmoid+bias)",
-     {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
-     1},
-    {"Kimi-K2 (384 exp, top-8, sigmoid+bias)",
-     {ROUTE_SPEC(384, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.827f)},
-     1},
-    {"GLM-4.5 (160 exp, top-8, sigmoid+bias)",
-     {ROUTE_SPEC(160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
-     1},
-    {"Qwen3-MoE (128 exp, softmax top-8)",
-     {ROUTE_SPEC(128, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
-     0},
-    {"Qwen3-Next (512 exp, softmax top-10)",
-     {ROUTE_SPEC(512, 10, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
-     0},
-    {"Mixtral (8 exp, softmax top-2)",
-     {ROUTE_SPEC(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
-     0},
+#define MEMRA_X(name, E, K, NG, TG, SIG, SCALE)                                                    \
+    {name,                                                                                         \
+     {ROUTE_SPEC(E, K, NG, TG, (SIG) ? MEMRA_ROUTE_SIGMOID : MEMRA_ROUTE_SOFTMAX,                  \
+                 MEMRA_LOGITS_F32, 1, SCALE)},                                                     \
+     SIG},
+    MEMRA_BENCH_ROUTE_CONFIGS(MEMRA_X)
+#undef MEMRA_X
 };
 #define N_CFGS (sizeof cfgs / sizeof cfgs[0])
 

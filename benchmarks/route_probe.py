@@ -45,14 +45,19 @@ PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 # abi.h's launch flags.
 F_SIGMOID, F_RENORM, F_NO_TABLES = 1, 4, 64
 
-CONFIGS = [  # name, n_expert, n_group, topk_group, top_k, sigmoid+bias, renorm, scale
-    ("DeepSeek-V3", 256, 8, 4, 8, True, True, 2.5),
-    ("Kimi-K2", 384, 1, 1, 8, True, True, 2.827),
-    ("GLM-4.5", 160, 1, 1, 8, True, True, 2.5),
-    ("Qwen3-MoE", 128, 1, 1, 8, False, True, 1.0),
-    ("Qwen3-Next", 512, 1, 1, 10, False, True, 1.0),
-    ("Mixtral", 8, 1, 1, 2, False, True, 1.0),
-]
+def read_configs():
+    """benchmarks/route_configs.h's rows, the list every routing benchmark
+    shares: (name, n_expert, n_group, topk_group, top_k, sigmoid+bias,
+    renormalize, scale)."""
+    text = open(os.path.join(HERE, "route_configs.h")).read()
+    rows = re.findall(r'X\("([^"]+)", (\d+), (\d+), (\d+), (\d+), ([01]), ([0-9.]+)f\)', text)
+    if not rows:
+        raise RuntimeError("no rows in route_configs.h")
+    return [(n, int(E), int(NG), int(TG), int(K), sig == "1", True, float(sc))
+            for n, E, K, NG, TG, sig, sc in rows]
+
+
+CONFIGS = read_configs()
 
 cu = ctypes.CDLL("libcuda.so.1")
 

@@ -19,6 +19,8 @@
 #include <cub/block/block_scan.cuh>
 #include <memra/memra.h>
 
+#include "../route_configs.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -290,9 +292,9 @@ struct Cfg {
     float scale;
 };
 const Cfg CFGS[] = {
-    {"DeepSeek-V3", 256, 1, 8, 4, 8, 1, 2.5f}, {"Kimi-K2", 384, 1, 1, 1, 8, 1, 2.827f},
-    {"GLM-4.5", 160, 1, 1, 1, 8, 1, 2.5f},     {"Qwen3-MoE", 128, 0, 1, 1, 8, 0, 1.0f},
-    {"Qwen3-Next", 512, 0, 1, 1, 10, 0, 1.0f}, {"Mixtral", 8, 0, 1, 1, 2, 0, 1.0f},
+#define MEMRA_X(name, E, K, NG, TG, SIG, SCALE) {name, E, SIG, NG, TG, K, SIG, SCALE},
+    MEMRA_BENCH_ROUTE_CONFIGS(MEMRA_X)
+#undef MEMRA_X
 };
 constexpr int N_CFGS = sizeof CFGS / sizeof CFGS[0];
 constexpr int LAYERS = 32;
