@@ -36,9 +36,6 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
-# route_block.cu's MEMRA_PROBE marks, by number ("": none)
-MARKS = ["entry", "logits in", "scores", "ranked in segments", "barrier passed", "groups",
-         "final rank", "weights summed (barrier passed)", "weight", "pairs written"]
 ROW = 16  # route_common.cuh's MEMRA_PROBE_ROW: each warp's row of clocks
 PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 
@@ -114,6 +111,19 @@ def module_text(build, module, src_dir=None):
             part += "" if part.endswith("\n") else "\n"
         out += marker + part
     return out
+
+
+def probe_marks(text):
+    """The MEMRA_PROBE marks' names by number, as the kernel's source names
+    them (route_block.cu): the marks of the source compiled."""
+    marks = {}
+    for i, name in re.findall(r'MEMRA_PROBE\((\d+), "([^"]+)"\)', text):
+        if marks.setdefault(int(i), name) != name:
+            raise RuntimeError("mark %s named twice: %s, %s" % (i, marks[int(i)], name))
+    last = re.search(r"#define MEMRA_PROBE_LAST (\d+)", text)
+    if not marks or not last or max(marks) != int(last.group(1)):
+        raise RuntimeError("the probe's marks: none, or the last is not MEMRA_PROBE_LAST")
+    return [marks.get(i, "") for i in range(max(marks) + 1)]
 
 
 def compile_block(build, src_dir, arch, defines, module="route_block",
@@ -248,7 +258,7 @@ def graph_node_us(stream, body, nodes=32, reps=15, per=10):
     return sorted(v)[len(v) // 2]
 
 
-def probe(mod, fn, layer, stream, tables):
+def probe(mod, fn, layer, stream, tables, names):
     """Each mark's clock, from the earliest warp's entry: warp 0's and the
     slowest warp's (a barrier's wait shows in the slowest arrival only)."""
     clk = ctypes.c_uint64()
@@ -257,7 +267,7 @@ def probe(mod, fn, layer, stream, tables):
        "probe buffer")
     buf = layer.params(tables)
     nw = (layer.E + 31) // 32
-    last = len(MARKS) - 1
+    last = len(names) - 1
     best = None
     for _ in range(20):  # the fastest of 20: a warm, uncontended run
         ck(cu.cuMemsetD8_v2(clk, ctypes.c_ubyte(0), size), "clear probe")
@@ -273,7 +283,7 @@ def probe(mod, fn, layer, stream, tables):
     # slots 14, 15 of warp 0: the global timer (ns) at the first and last mark
     ns_per_cycle = (rows[0][15] - rows[0][14]) / max(1, rows[0][last] - rows[0][0])
     out = []
-    for i, m in enumerate(MARKS):
+    for i, m in enumerate(names):
         seen = [(r[i] - t0, w) for w, r in enumerate(rows) if r[i]]
         if not seen:
             continue
@@ -375,6 +385,7 @@ def main():
         if os.path.basename(name) == "kernels_src":  # probe_variants.sh's NAME/kernels_src
             name = os.path.dirname(name)
         tag = os.path.basename(name) + (" (spec as constants)" if spec else "")
+        names = probe_marks(module_text(a.build, "route_block", src))
         pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
         mod, fn, empty = compile_block(a.build, src, arch, [])
         res = results[tag] = {}
@@ -400,7 +411,7 @@ def main():
                 launch(fn, threads, stream, bufs[True])
                 launch_empty(empty, stream)
             alt = graph_node_us(stream, fused_then_empty) - e_us
-            marks, npc = probe(pmod, pfn, layer, stream, True)
+            marks, npc = probe(pmod, pfn, layer, stream, True, names)
             got = outputs(fn, layer, stream)
             same = reference.setdefault(cfg[0], got) == got
             if not same:

@@ -71,7 +71,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
     (void)lp; /* the kernel's, after the routing (memra_route_layout) */
-    MEMRA_PROBE(0);
+    MEMRA_PROBE(0, "entry");
     memra_grid_wait();
     memra_grid_launch_dependents();
     MEMRA_ROUTE_OUT_INIT(o);
@@ -101,7 +101,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     const memra_vrows_macro mine = memra_vrows_macro_at(&o.c, my_slot);
     const memra_vrows_macro pair = memra_vrows_macro_at(&o.c, pair_slot);
     const int wbad = memra_warp_any(bad);
-    MEMRA_PROBE(1);
+    MEMRA_PROBE(1, "logits in");
 
     /* 2. Scores. A non-finite token runs on with garbage (every thread must
      *    reach every barrier) and is written out as such after step 3's. */
@@ -137,7 +137,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             s = memra_div_rn(ex, v);
     }
     const float c = bias ? memra_add_rn(s, b) : s;
-    MEMRA_PROBE(2);
+    MEMRA_PROBE(2, "scores");
 
     /* 3. Each expert's rank in its segment (the run of its warp inside its
      *    group), by counting; the segment's best are listed at the
@@ -166,12 +166,12 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     if (lane == 0)
         sh_bad[wid] = wbad;
-    MEMRA_PROBE(3);
+    MEMRA_PROBE(3, "ranked in segments");
     memra_block_sync();
     int any_bad = 0;
     for (memra_u32 i = 0; i < nw; i++)
         any_bad |= sh_bad[i];
-    MEMRA_PROBE(4);
+    MEMRA_PROBE(4, "barrier passed");
     if (any_bad) { /* the whole block */
         if (tid < K)
             memra_route_emit_bad(&o, t, tid, top_k);
@@ -204,7 +204,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         }
         allowed = memra_warp_ballot(lane < n_group && rank < topk_group);
     }
-    MEMRA_PROBE(5);
+    MEMRA_PROBE(5, "groups");
 
     /* 5. The final rank: list entry tid, if its segment is in play, counts
      *    the entries of the other segments in play that beat it. Below tau,
@@ -269,7 +269,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             }
         }
     }
-    MEMRA_PROBE(6);
+    MEMRA_PROBE(6, "final rank");
     memra_block_sync();
 
     /* 6. The pairs: the routed ones by rank, then the shared ones. */
@@ -278,7 +278,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         if (MEMRA_ROUTE_NEEDS_SUM(flags))
             for (memra_u32 j = 0; j < top_k; j++)
                 W = memra_add_rn(W, sh_w[j]);
-        MEMRA_PROBE(7);
+        MEMRA_PROBE(7, "weights summed (barrier passed)");
         int e, slot = pair_slot;
         memra_vrows_macro m = pair;
         float sc = 0.0f;
@@ -291,9 +291,9 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             e = (int)(E + (tid - top_k));
         }
         const float w = memra_route_weight(tid, top_k, sc, W, flags, scale, shared_weight);
-        MEMRA_PROBE(8);
+        MEMRA_PROBE(8, "weight");
         memra_route_emit_at(&o, t, tid, e, w, slot, m);
-        MEMRA_PROBE(9);
+        MEMRA_PROBE(9, "pairs written");
     }
 }
 

@@ -16,7 +16,9 @@
 /* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
  * lane 0 of every warp of block 0 of the block kernel records the SM clock
  * at each mark, in row `warp` (and warp 0 the global timer at the first and
- * last, to turn cycles into ns); shipped, the marks are nothing. Every warp,
+ * last, to turn cycles into ns); shipped, the marks are nothing. Each mark
+ * names its phase where it stands: the probe reads the names from the
+ * source it compiles. Every warp,
  * because a barrier's wait shows only in the slowest warp's arrival: a
  * clock read right after __syncthreads may issue before the barrier lets
  * the warp go (it blocks at the first instruction that needs it). The
@@ -26,7 +28,7 @@
 #define MEMRA_PROBE_LAST 9
 #define MEMRA_PROBE_ROW 16
 __device__ memra_u64 memra_route_probe_clk[MEMRA_PROBE_ROW * (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)];
-#define MEMRA_PROBE(i)                                                                             \
+#define MEMRA_PROBE(i, name)                                                                       \
     do {                                                                                           \
         if ((threadIdx.x & 31u) == 0 && blockIdx.x == 0) {                                         \
             memra_u64 *const row_ = memra_route_probe_clk + MEMRA_PROBE_ROW * (threadIdx.x >> 5);  \
@@ -40,7 +42,7 @@ __device__ memra_u64 memra_route_probe_clk[MEMRA_PROBE_ROW * (MEMRA_ABI_ROUTE_MA
         }                                                                                          \
     } while (0)
 #else
-#define MEMRA_PROBE(i) ((void)0)
+#define MEMRA_PROBE(i, name) ((void)0)
 #endif
 
 /* A measurement hook (benchmarks/route_probe.py --spec-src): built with
