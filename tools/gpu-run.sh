@@ -90,7 +90,7 @@ pack
 if has variants; then
   # The decode kernel's changes waiting for a GPU, beside the shipped kernel in one process.
   mapfile -t queue < <(grep -v '^#' benchmarks/variants/queue | grep .)
-  timeout 300 benchmarks/probe_variants.sh "$b" "$out/probe-variants.json" "${queue[@]}" \
+  timeout 420 benchmarks/probe_variants.sh "$b" "$out/probe-variants.json" "${queue[@]}" \
     >"$out/probe-variants.log" 2>&1
   echo "variants: rc $? (probe-variants.log)"
   grep -E '^== |router' "$out/probe-variants.log" | cut -c1-100
