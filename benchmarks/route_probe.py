@@ -36,7 +36,6 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
-ROW = 16  # route_common.cuh's MEMRA_PROBE_ROW: each warp's row of clocks
 PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 
 # abi.h's launch flags.
@@ -115,7 +114,8 @@ def module_text(build, module, src_dir=None):
 
 def probe_marks(text):
     """The MEMRA_PROBE marks' names by number, as the kernel's source names
-    them (route_block.cu): the marks of the source compiled."""
+    them (route_block.cu), and the clocks a warp's row holds
+    (MEMRA_PROBE_ROW): the marks of the source compiled."""
     marks = {}
     for i, name in re.findall(r'MEMRA_PROBE\((\d+), "([^"]+)"\)', text):
         if marks.setdefault(int(i), name) != name:
@@ -123,7 +123,10 @@ def probe_marks(text):
     last = re.search(r"#define MEMRA_PROBE_LAST (\d+)", text)
     if not marks or not last or max(marks) != int(last.group(1)):
         raise RuntimeError("the probe's marks: none, or the last is not MEMRA_PROBE_LAST")
-    return [marks.get(i, "") for i in range(max(marks) + 1)]
+    row = re.search(r"#define MEMRA_PROBE_ROW (\d+)", text)
+    if not row:
+        raise RuntimeError("no MEMRA_PROBE_ROW in the source")
+    return [marks.get(i, "") for i in range(max(marks) + 1)], int(row.group(1))
 
 
 def compile_block(build, src_dir, arch, defines, module="route_block",
@@ -182,8 +185,9 @@ class Layer:
             self.logits = alloc(len(v) * 4, data)
         self.bias = alloc(4 * E, f32([rnd.uniform(-0.1, 0.1) for _ in range(E)])) if sig else 0
         self.planes = alloc(12 * E, f32([rnd.uniform(0.5, 2) for _ in range(3 * E)]))
-        self.sel, self.selw = alloc(4 * K * n_tokens), alloc(4 * K * n_tokens)
-        self.ptrs, self.scl = alloc(24 * K * n_tokens), alloc(12 * K * n_tokens)
+        # the outputs and their bytes a pair: sel, selw, three pointers, three scales
+        self.outs = [(alloc(per * K * n_tokens), per * K * n_tokens) for per in (4, 4, 24, 12)]
+        (self.sel, _), (self.selw, _), (self.ptrs, _), (self.scl, _) = self.outs
         self.faults = alloc(20)  # abi.h: MEMRA_FAULT_WORDS x 4 bytes
         self.flags = (F_SIGMOID if sig else 0) | (F_RENORM if renorm else 0)
         self.n_group, self.topk_group, self.scale = G, TG, scale
@@ -206,15 +210,14 @@ class Layer:
 def outputs(fn, layer, stream):
     """One fused launch's bytes (sel, selw, the pointer and scale tables), from
     outputs cleared first: every variant is held to the shipped kernel's."""
-    sizes = [(layer.sel, 4), (layer.selw, 4), (layer.ptrs, 24), (layer.scl, 12)]
-    for p, per in sizes:
-        ck(cu.cuMemsetD8_v2(ctypes.c_uint64(p), ctypes.c_ubyte(0xA5),
-                            ctypes.c_size_t(per * layer.K * layer.T)), "clear outputs")
+    for p, n in layer.outs:
+        ck(cu.cuMemsetD8_v2(ctypes.c_uint64(p), ctypes.c_ubyte(0xA5), ctypes.c_size_t(n)),
+           "clear outputs")
     launch(fn, (layer.E + 31) // 32 * 32, stream, layer.params(True))
     ck(cu.cuStreamSynchronize(stream), "sync")
     got = b""
-    for p, per in sizes:
-        buf = ctypes.create_string_buffer(per * layer.K * layer.T)
+    for p, n in layer.outs:
+        buf = ctypes.create_string_buffer(n)
         ck(cu.cuMemcpyDtoH_v2(buf, ctypes.c_uint64(p), ctypes.c_size_t(len(buf))), "read outputs")
         got += buf.raw
     return got
@@ -258,7 +261,7 @@ def graph_node_us(stream, body, nodes=32, reps=15, per=10):
     return sorted(v)[len(v) // 2]
 
 
-def probe(mod, fn, layer, stream, tables, names):
+def probe(mod, fn, layer, stream, tables, marks):
     """Each mark's clock, from the earliest warp's entry: warp 0's and the
     slowest warp's (a barrier's wait shows in the slowest arrival only)."""
     clk = ctypes.c_uint64()
@@ -266,6 +269,7 @@ def probe(mod, fn, layer, stream, tables, names):
     ck(cu.cuModuleGetGlobal_v2(ctypes.byref(clk), ctypes.byref(size), mod, b"memra_route_probe_clk"),
        "probe buffer")
     buf = layer.params(tables)
+    names, row = marks
     nw = (layer.E + 31) // 32
     last = len(names) - 1
     best = None
@@ -275,7 +279,7 @@ def probe(mod, fn, layer, stream, tables, names):
         ck(cu.cuStreamSynchronize(stream), "sync")
         raw = (ctypes.c_uint64 * (size.value // 8))()
         ck(cu.cuMemcpyDtoH_v2(raw, clk, size.value), "read probe")
-        rows = [list(raw[w * ROW:(w + 1) * ROW]) for w in range(nw)]
+        rows = [list(raw[w * row:(w + 1) * row]) for w in range(nw)]
         t0 = min(r[0] for r in rows)
         if best is None or rows[0][last] - t0 < best[0][0][last] - best[1]:
             best = (rows, t0)
@@ -385,8 +389,9 @@ def main():
         if os.path.basename(name) == "kernels_src":  # probe_variants.sh's NAME/kernels_src
             name = os.path.dirname(name)
         tag = os.path.basename(name) + (" (spec as constants)" if spec else "")
-        names = probe_marks(module_text(a.build, "route_block", src))
-        pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
+        marks_src = probe_marks(module_text(a.build, "route_block", src))
+        if not spec:  # a spec build is compiled per config, below
+            pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
         mod, fn, empty = compile_block(a.build, src, arch, [])
         res = results[tag] = {}
         print("\n== %s" % tag)
@@ -411,7 +416,7 @@ def main():
                 launch(fn, threads, stream, bufs[True])
                 launch_empty(empty, stream)
             alt = graph_node_us(stream, fused_then_empty) - e_us
-            marks, npc = probe(pmod, pfn, layer, stream, True, names)
+            marks, npc = probe(pmod, pfn, layer, stream, True, marks_src)
             got = outputs(fn, layer, stream)
             same = reference.setdefault(cfg[0], got) == got
             if not same:

@@ -16,14 +16,13 @@
 /* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
  * lane 0 of every warp of block 0 of the block kernel records the SM clock
  * at each mark, in row `warp` (and warp 0 the global timer at the first and
- * last, to turn cycles into ns); shipped, the marks are nothing. Each mark
- * names its phase where it stands: the probe reads the names from the
- * source it compiles. Every warp,
+ * last, to turn cycles into ns); shipped, the marks are nothing. Every warp,
  * because a barrier's wait shows only in the slowest warp's arrival: a
  * clock read right after __syncthreads may issue before the barrier lets
- * the warp go (it blocks at the first instruction that needs it). The
- * "memory" clobber keeps each mark after the stores and loads the source
- * puts before it. */
+ * the warp go (it blocks at the first instruction that needs it). Each mark
+ * names its phase where it stands: the probe reads the names, this row's
+ * size and the last mark from the source it compiles. The "memory" clobber
+ * keeps each mark after the stores and loads the source puts before it. */
 #if defined(MEMRA_ROUTE_PROBE) && defined(__CUDACC_RTC__)
 #define MEMRA_PROBE_LAST 9
 #define MEMRA_PROBE_ROW 16
