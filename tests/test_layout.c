@@ -275,17 +275,22 @@ static void test_bad_arguments_write_nothing(void **state)
 
 typedef struct dlay {
     memra_devptr sorted, eids, post, offsets, padded, counts, load, ws;
+    memra_devptr sorted_base, eids_base; /* the allocations: sorted and eids `skew` ints in */
 } dlay;
 
-static memra_layout dlay_alloc(memra_engine *eng, dlay *d, uint32_t n, const memra_layout_spec *s,
-                               const lay *h)
+/* The outputs on the device, sorted_ids and expert_ids `skew` (0-3) ints
+ * past a 256-byte boundary: the kernels fill four ids a store from the
+ * first 16-byte boundary on. */
+static memra_layout dlay_alloc_skewed(memra_engine *eng, dlay *d, uint32_t n,
+                                      const memra_layout_spec *s, const lay *h, uint32_t skew)
 {
     const size_t E = s->n_expert;
     uint64_t ws;
     assert_int_equal(memra_layout_workspace_bytes(n, s, &ws), MEMRA_OK);
     memset(d, 0, sizeof *d);
-    assert_int_equal(memra_alloc(eng, h->len * 4 + 4, &d->sorted), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, h->blocks * 4 + 4, &d->eids), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (h->len + 4) * 4, &d->sorted_base), MEMRA_OK);
+    assert_int_equal(memra_alloc(eng, (h->blocks + 4) * 4, &d->eids_base), MEMRA_OK);
+    d->sorted = d->sorted_base + 4u * skew, d->eids = d->eids_base + 4u * skew;
     assert_int_equal(memra_alloc(eng, 4, &d->post), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, (E + 1) * 4, &d->offsets), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, (E + 1) * 4, &d->padded), MEMRA_OK);
@@ -295,11 +300,21 @@ static memra_layout dlay_alloc(memra_engine *eng, dlay *d, uint32_t n, const mem
         assert_int_equal(memra_alloc(eng, ws, &d->ws), MEMRA_OK);
     /* Poisoned, so an unwritten entry cannot pass; the load starts at 0. */
     assert_int_equal(memra_upload(eng, d->sorted, h->sorted, h->len * 4), MEMRA_OK);
+    int32_t *poison = malloc((h->blocks + 1) * 4);
+    memset(poison, 0xA7, (h->blocks + 1) * 4);
+    assert_int_equal(memra_upload(eng, d->eids, poison, h->blocks * 4), MEMRA_OK);
+    free(poison);
     int64_t zero[MEMRA_LAYOUT_MAX_EXPERT] = {0};
     assert_int_equal(memra_upload(eng, d->load, zero, E * 8), MEMRA_OK);
     memra_layout o = {d->sorted, d->eids,   d->post, d->offsets,
                       d->padded, d->counts, d->load, d->ws};
     return o;
+}
+
+static memra_layout dlay_alloc(memra_engine *eng, dlay *d, uint32_t n, const memra_layout_spec *s,
+                               const lay *h)
+{
+    return dlay_alloc_skewed(eng, d, n, s, h, 0);
 }
 
 static void dlay_read(memra_engine *eng, const dlay *d, const memra_layout_spec *s, lay *l)
@@ -319,7 +334,7 @@ static void dlay_read(memra_engine *eng, const dlay *d, const memra_layout_spec 
 
 static void dlay_free(memra_engine *eng, dlay *d)
 {
-    memra_free(eng, d->sorted), memra_free(eng, d->eids), memra_free(eng, d->post);
+    memra_free(eng, d->sorted_base), memra_free(eng, d->eids_base), memra_free(eng, d->post);
     memra_free(eng, d->offsets), memra_free(eng, d->padded), memra_free(eng, d->counts);
     memra_free(eng, d->load);
     if (d->ws)
@@ -328,7 +343,9 @@ static void dlay_free(memra_engine *eng, dlay *d)
 
 /* memra_layout_tables on device ids against the host arm: both paths (one
  * launch up to MEMRA_LAYOUT_ONE_LAUNCH pairs, three above), with and
- * without a map, both load types, ids out of range among them. */
+ * without a map, both load types, ids out of range among them, block sizes
+ * that are not powers of two (a division, not a shift), outputs 1-3 ints
+ * past a 16-byte boundary (the fill's scalar head and tail). */
 static void test_device_layout_matches_host(void **state)
 {
     (void)state;
@@ -336,15 +353,20 @@ static void test_device_layout_matches_host(void **state)
     static const struct {
         uint32_t n, E, bs;
         int pad, map, i64;
-    } cases[] = {{1, 8, 16, 0, 0, 0},
-                 {37, 64, 16, 0, 1, 1},
-                 {2048, 256, 64, 0, 0, 0},
-                 {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0},
-                 {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1},
-                 {3 * MEMRA_LAYOUT_TILE + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0},
+        uint32_t skew;
+    } cases[] = {{1, 8, 16, 0, 0, 0, 0},
+                 {37, 64, 24, 1, 1, 0, 1},
+                 {300, 96, 1, 0, 0, 0, 2},
+                 {MEMRA_LAYOUT_ONE_LAUNCH - 3, 256, 48, 0, 1, 1, 3},
+                 {2 * MEMRA_LAYOUT_TILE + 7 + MEMRA_LAYOUT_ONE_LAUNCH, 384, 80, 1, 0, 0, 1},
+                 {37, 64, 16, 0, 1, 1, 0},
+                 {2048, 256, 64, 0, 0, 0, 0},
+                 {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0, 0},
+                 {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1, 0},
+                 {3 * MEMRA_LAYOUT_TILE + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0, 0},
                  /* tiles past two of the scan's load batches, the last batch partial */
-                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE + 11, 256, 16, 0, 1, 1},
-                 {0, 16, 16, 0, 0, 0}};
+                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE + 11, 256, 16, 0, 1, 1, 0},
+                 {0, 16, 16, 0, 0, 0, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const uint32_t n = cases[c].n, E = cases[c].E;
         int32_t *ids = malloc(n * 4 + 4), *map = malloc(E * 4);
@@ -365,7 +387,7 @@ static void test_device_layout_matches_host(void **state)
         lay_alloc(&h, n, &s), lay_alloc(&g, n, &s);
         memset(h.sorted, 0xA7, h.len * 4);
         dlay d;
-        const memra_layout o = dlay_alloc(eng, &d, n, &s, &h);
+        const memra_layout o = dlay_alloc_skewed(eng, &d, n, &s, &h, cases[c].skew);
         assert_int_equal(memra_layout_tables(eng, dids, n, &s, &o, NULL), MEMRA_OK);
         dlay_read(eng, &d, &s, &g);
         memra_layout_spec hs = s;
