@@ -293,6 +293,13 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
         const double two = graph_layer_us(&su, A_TWO_STEP, pdl);
         const double flay = graph_layer_us(&su, A_FUSED_LAYOUT, pdl);
+        /* The same calls through the modules compiled for this spec
+         * (MEMRA_ROUTE_SPECIALIZE), loaded before the graphs are captured. */
+        eng->route_specialize = 1;
+        MK(memra_route_prepare_layer(eng, 0, &su.spec, &su.mac, s));
+        const double fspec = graph_layer_us(&su, A_FUSED, pdl);
+        const double flayspec = graph_layer_us(&su, A_FUSED_LAYOUT, pdl);
+        eng->route_specialize = 0;
         snprintf(what, sizeof what, "%s, %u tok%s: consumer alone", c->name, T, p);
         row("route", what, cons, "us/layer", 0, "");
         snprintf(what, sizeof what, "%s, %u tok%s: router alone (%s kernel) + consumer", c->name, T,
@@ -315,6 +322,13 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
                  "%s, %u tok%s: fused + layout node alone (block_size %u, - consumer)", c->name, T,
                  p, BENCH_LAYOUT_BLOCK);
         row("route", what, flay - cons, "us/layer", fused - cons, "fused node");
+        snprintf(what, sizeof what,
+                 "%s, %u tok%s: fused node alone, specialised (MEMRA_ROUTE_SPECIALIZE)", c->name,
+                 T, p);
+        row("route", what, fspec - cons, "us/layer", fused - cons, "fused node");
+        snprintf(what, sizeof what, "%s, %u tok%s: fused + layout node alone, specialised", c->name,
+                 T, p);
+        row("route", what, flayspec - cons, "us/layer", flay - cons, "fused + layout node");
     }
     setup_free(&su);
 }
@@ -402,6 +416,20 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
                                                  : "team unscreened",
                  us, gbs, 100.0 * gbs / H200_SPEC_GBS);
         row("route_prefill", what, gbs, "GB/s", copy_gbs, "copy");
+    }
+    /* memra's own choice of kernel through the modules compiled for this
+     * spec (MEMRA_ROUTE_SPECIALIZE). */
+    {
+        MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s)); /* the generic, for the ratio */
+        const double plain = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
+        eng->route_specialize = 1;
+        MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s));
+        const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
+        eng->route_specialize = 0;
+        char what[240];
+        snprintf(what, sizeof what, "prefill %s, %u tokens, fused, specialised: %.1f us", c->name,
+                 T, us);
+        row("route_prefill", what, us, "us", plain, "generic");
     }
     /* The fused call with the expert-sorted layout (block_size 64, vLLM's
      * prefill BLOCK_SIZE_M), memra's own choice of kernel. */

@@ -28,6 +28,10 @@
 #define MEMRA_ROUTE_FLAG_NO_TABLES 64u
 #define MEMRA_ROUTE_FLAG_SHARED_SUM 128u /* shared_weight carries SGLang's divisor */
 #define MEMRA_ROUTE_FLAG_NREAL_I64 256u  /* n_real points at an int64 */
+/* The flags a call chooses (tables or not, the real-token count's type);
+ * the others a layer's spec fixes, so a routing module compiled for one
+ * spec (MEMRA_SPEC_FLAGS) takes them as constants. */
+#define MEMRA_ROUTE_FLAGS_OF_CALL (MEMRA_ROUTE_FLAG_NO_TABLES | MEMRA_ROUTE_FLAG_NREAL_I64)
 
 /* The most experts a routing kernel holds per token (its shared arrays);
  * memra.h's MEMRA_ROUTE_MAX_EXPERT is held to it at compile time

@@ -44,21 +44,23 @@ __device__ memra_u64 memra_route_probe_clk[MEMRA_PROBE_ROW * (MEMRA_ABI_ROUTE_MA
 #define MEMRA_PROBE(i, name) ((void)0)
 #endif
 
-/* A measurement hook (benchmarks/route_probe.py --spec-src): built with
- * -DMEMRA_SPEC_E=... (and _NG, _TG, _K, _FLAGS), the block kernel takes the
- * parts of its spec that a layer fixes as compile-time constants (the
- * expert, group and top-k counts, the scoring, dtype and weight flags), to
- * measure what a kernel specialised per model would save; what a call
- * chooses (tables or not, the real-token count, the expert map, shared
- * experts) stays the launch's. Shipped, everything is the launch's. */
+/* A module for one layer spec (src/route/route.c, with specialisation on;
+ * benchmarks/route_probe.py --spec-src): built with -DMEMRA_SPEC_E=...
+ * (and _NG, _TG, _K, _FLAGS), the routing kernels take the parts of their
+ * spec that a layer fixes as compile-time constants (the expert, group and
+ * top-k counts, the scoring, dtype and weight flags), so their loops over
+ * them unroll and their divisions by them fold; what a call chooses
+ * (tables or not, the real-token count, the expert map, shared experts)
+ * stays the launch's. The launcher passes the same values it compiled, so
+ * the answer is the generic build's, bit for bit. Without the defines,
+ * everything is the launch's. */
 #ifdef MEMRA_SPEC_E
-#define MEMRA_ROUTE_SPEC_CALL_FLAGS (MEMRA_ROUTE_FLAG_NO_TABLES | MEMRA_ROUTE_FLAG_NREAL_I64)
 #define MEMRA_ROUTE_SPEC_CONSTANTS()                                                               \
     do {                                                                                           \
         n_expert = MEMRA_SPEC_E, n_group = MEMRA_SPEC_NG, topk_group = MEMRA_SPEC_TG;              \
         top_k = MEMRA_SPEC_K;                                                                      \
-        flags = (flags & MEMRA_ROUTE_SPEC_CALL_FLAGS) |                                            \
-                (MEMRA_SPEC_FLAGS & ~MEMRA_ROUTE_SPEC_CALL_FLAGS);                                 \
+        flags =                                                                                    \
+            (flags & MEMRA_ROUTE_FLAGS_OF_CALL) | (MEMRA_SPEC_FLAGS & ~MEMRA_ROUTE_FLAGS_OF_CALL); \
     } while (0)
 #define MEMRA_ROUTE_BLOCK_WARPS ((MEMRA_SPEC_E + 31u) / 32u)
 #else

@@ -124,6 +124,7 @@ MEMRA_STATIC_ASSERT(sizeof(MEMRA_RW_FN(memra_rw_block)) / 4u >=
 MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 {
     enum { M = MEMRA_ROUTE_M };
+    MEMRA_ROUTE_SPEC_CONSTANTS();
     MEMRA_RW_FN(memra_rw_shared) *const sh_all = MEMRA_RW_FN(memra_rw_sh).w;
     const memra_u32 E = n_expert;
     /* The team: P lanes from lane `base` of the warp. */

@@ -70,6 +70,10 @@ typedef struct mock_state {
     /* observations (atomic: the thread tests call in from many threads) */
     _Atomic int calls[MOCK_N_CALLS];
     char options[512]; /* the last compile's options, space separated */
+    /* Programs compiled for one layer spec (their source begins with
+     * "#define MEMRA_SPEC_"), and the last one's leading defines. */
+    _Atomic int spec_programs;
+    char spec_defines[256];
     _Atomic int live_allocs;
     _Atomic int live_pinned;
     _Atomic int ctx_refs;

@@ -14,6 +14,7 @@
 
 #include "testutil.h"
 
+#include "engine/engine.h"
 #include "kernel_on_host.h"
 #include "mock_fixture.h"
 #include "route/route.h"
@@ -1499,6 +1500,150 @@ static void test_device_capture_and_replay(void **state)
     memra_engine_destroy(eng);
 }
 
+/* ---- specialisation: a routing module per layer spec ----------------------- */
+
+/* The defines a module for spec s begins with. */
+static void spec_defines_of(const memra_route_spec *s, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "#define MEMRA_SPEC_E %uu\n#define MEMRA_SPEC_NG %uu\n#define MEMRA_SPEC_TG %uu\n"
+             "#define MEMRA_SPEC_K %uu\n#define MEMRA_SPEC_FLAGS %uu",
+             s->n_expert, s->n_group, s->topk_group, s->top_k,
+             memra_route_flags(s) & ~MEMRA_ROUTE_FLAGS_OF_CALL);
+}
+
+/* With specialisation on, the six benchmark families route through both
+ * kernels equal to the host arm; each (kernel, spec) is compiled once, with
+ * the spec's counts and the flags a layer fixes as the source's leading
+ * defines, and a second call compiles nothing. */
+static void test_device_specialized_matches_host(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    setenv("MEMRA_ROUTE_SPECIALIZE", "on", 1); /* as a user turns it on */
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    unsetenv("MEMRA_ROUTE_SPECIALIZE");
+    assert_int_equal(eng->route_specialize, 1);
+    static const char *const families[] = {"DeepSeek-V3: 256", "Kimi-K2",    "GLM-4.5",
+                                           "Qwen3-MoE",        "Qwen3-Next", "Mixtral"};
+    int done = 0;
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        int family = 0;
+        for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+            family |= strncmp(route_cases[ci].name, families[f], strlen(families[f])) == 0;
+        if (!family)
+            continue;
+        static route_inputs in;
+        memra_route_spec s = route_case_inputs(&route_cases[ci], &in);
+        route_case_padding(&route_cases[ci], &in, &s, 5);
+        char want[256];
+        spec_defines_of(&s, want, sizeof want);
+        const uint32_t T = s.n_expert > 256 ? 6 : 37;
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
+            const int before = mock.spec_programs;
+            device_case(eng, &route_cases[ci], v, T, 40 + ci, (int)ci);
+            assert_int_equal(mock.spec_programs, before + 1);
+            if (strcmp(mock.spec_defines, want) != 0)
+                fail_msg("%s: compiled with\n%s\nnot\n%s", route_cases[ci].name, mock.spec_defines,
+                         want);
+            device_case(eng, &route_cases[ci], v, T, 41 + ci, (int)ci);
+            assert_int_equal(mock.spec_programs, before + 1);
+        }
+        done++;
+    }
+    assert_int_equal(done, 6);
+    assert_int_equal(atomic_load(&eng->n_special), 12);
+    memra_engine_destroy(eng);
+}
+
+/* Past MEMRA_SPECIAL_MODULES specs an engine routes with the generic
+ * kernel, still equal to the host arm; specs that differ in one count or
+ * one flag each get their own module. */
+static void test_device_specialized_table_full(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    eng->route_specialize = 1;
+    const uint32_t T = 5, E = 64;
+    dev_bufs d;
+    dev_alloc(eng, &d, (size_t)T * E * 4, (size_t)T * 8);
+    float *logits = malloc((size_t)T * E * 4);
+    for (uint32_t i = 0; i < T * E; i++)
+        logits[i] = (float)((i * 2654435761u) % 1000u) / 250.0f - 2.0f;
+    assert_int_equal(memra_upload(eng, d.logits, logits, (size_t)T * E * 4), MEMRA_OK);
+    for (int i = 0; i < MEMRA_SPECIAL_MODULES + 2; i++) {
+        /* top-8 throughout (variant_matches_host reads 8 pairs a token):
+         * the groups, the scoring and renormalising make the specs */
+        const uint32_t ng = i % 2 ? 8u : 4u;
+        memra_route_spec s =
+            plain_spec(E, 8, ng, (uint32_t)(i / 4 % 3 + 1) * ng / 4u + 1u,
+                       i / 2 % 2 ? MEMRA_ROUTE_SIGMOID : MEMRA_ROUTE_SOFTMAX, i / 12 % 2, 1.0f);
+        s.topk_group = s.topk_group > ng ? ng : s.topk_group;
+        const int before = mock.spec_programs;
+        outputs h;
+        variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_BLOCK, "spec", &h);
+        outputs_free(&h);
+        assert_int_equal(mock.spec_programs, before + (i < MEMRA_SPECIAL_MODULES ? 1 : 0));
+    }
+    assert_int_equal(atomic_load(&eng->n_special), MEMRA_SPECIAL_MODULES);
+    free(logits);
+    dev_free(eng, &d);
+    memra_engine_destroy(eng);
+}
+
+/* Under capture a spec's module is never compiled: a prepared layer's is
+ * taken, an unprepared spec takes the generic kernel where that is loaded
+ * and is refused (capture intact) where nothing is. */
+static void test_device_specialized_capture(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    eng->route_specialize = 1;
+    const uint32_t T = 4, E = 64;
+    const memra_route_spec a = plain_spec(E, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, 1, 1.0f),
+                           b = plain_spec(E, 8, 8, 2, MEMRA_ROUTE_SIGMOID, 1, 2.5f),
+                           c = plain_spec(E, 8, 8, 4, MEMRA_ROUTE_SIGMOID, 0, 1.0f);
+    dev_bufs d;
+    dev_alloc(eng, &d, (size_t)T * E * 4, (size_t)T * 8);
+    CUstream cs;
+    assert_int_equal(mock_table.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(memra_route_prepare_layer(eng, 0, &a, NULL, cs), MEMRA_OK);
+    const int prepared = mock.spec_programs;
+    assert_int_equal(prepared, 2); /* the block and the team kernel for a */
+    CUgraph g;
+    assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        memra_route_tables(eng, d.logits, T, &a, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
+        MEMRA_OK);
+    assert_int_equal(
+        memra_route_tables(eng, d.logits, T, &b, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
+        MEMRA_ERR_CAPTURE);
+    assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
+    mock_table.cuGraphDestroy(g);
+    assert_int_equal(mock.spec_programs, prepared);
+    /* The generic block kernel loaded: an unprepared spec takes it. */
+    eng->route_specialize = 0;
+    assert_int_equal(
+        memra_route_tables(eng, d.logits, T, &b, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
+        MEMRA_OK);
+    eng->route_specialize = 1;
+    assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_SUCCESS);
+    assert_int_equal(
+        memra_route_tables(eng, d.logits, T, &c, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
+        MEMRA_OK);
+    assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
+    mock_table.cuGraphDestroy(g);
+    assert_int_equal(mock.spec_programs, prepared);
+    assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
+    mock_table.cuStreamDestroy(cs);
+    dev_free(eng, &d);
+    memra_engine_destroy(eng);
+}
+
 static void test_device_refuses_bad_input(void **state)
 {
     (void)state;
@@ -1569,6 +1714,11 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_tables_ex, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_capture_and_replay, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_refuses_bad_input, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_specialized_matches_host, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_specialized_table_full, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_specialized_capture, mock_setup, mock_teardown),
     };
     if (argc > 1 && strcmp(argv[1], "device") == 0)
         return cmocka_run_group_tests(device, NULL, NULL);

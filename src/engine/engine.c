@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/error.h"
 #include "abi.h"
 #include "driver/nvrtc_find.h"
@@ -54,6 +55,8 @@ static void engine_release(memra_engine *eng)
         for (int m = 0; m < MEMRA_MODULE_COUNT; m++)
             if (eng->module[m])
                 d->cuModuleUnload(eng->module[m]);
+        for (int i = 0; i < atomic_load(&eng->n_special); i++)
+            d->cuModuleUnload(eng->special[i].mod);
     }
     memra_mirror_release(&eng->mirror, d, live);
     if (live)
@@ -89,6 +92,9 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
     memra_mirror_init(&eng->mirror);
     pthread_mutex_init(&eng->check_lock, NULL);
     eng->info.ordinal = ordinal;
+    /* MEMRA_ROUTE_SPECIALIZE=1: routing compiles its kernels once per layer
+     * spec, the spec's counts and flags as constants (route.c). */
+    eng->route_specialize = memra_env_flag("MEMRA_ROUTE_SPECIALIZE", 0);
 
     CUresult r;
     const char *call;

@@ -18,6 +18,26 @@
  * a temporary area of their own. */
 #define MEMRA_FAULT_READBACKS 32
 
+/* A kernel compiled with `n` defines ahead of its module's source: names[i]
+ * (static strings, compared by address) as the unsigned vals[i]. The
+ * routing kernels take a layer's spec so (route.c, with specialisation
+ * on). */
+#define MEMRA_SPECIAL_MAX_DEFINES 8
+typedef struct memra_special_key {
+    memra_kernel_id k;
+    int n;
+    const char *const *names;
+    uint32_t vals[MEMRA_SPECIAL_MAX_DEFINES];
+} memra_special_key;
+
+/* The most such modules an engine loads; past them, the generic kernels. */
+#define MEMRA_SPECIAL_MODULES 16
+typedef struct memra_special {
+    memra_special_key key;
+    CUmodule mod;
+    CUfunction f;
+} memra_special;
+
 struct memra_engine {
     const memra_driver *d;
     memra_context cx; /* the device and its primary context */
@@ -35,6 +55,13 @@ struct memra_engine {
     _Atomic(CUfunction) kernel[MEMRA_KERNEL_COUNT]; /* non-NULL once its module is loaded */
     CUmodule module[MEMRA_MODULE_COUNT];
     const memra_nvrtc *nvrtc; /* the NVRTC that built the first module (NULL: the cache alone) */
+    /* Kernels compiled for one key each: entries below n_special are
+     * complete (published with release, added under load_lock). */
+    memra_special special[MEMRA_SPECIAL_MODULES];
+    _Atomic int n_special;
+    /* Routing compiles a module per layer spec (MEMRA_ROUTE_SPECIALIZE at
+     * create; the tests and the benchmark set it). */
+    int route_specialize;
 
     /* One memra_engine_self_check at a time: the checks share the scratch
      * layers, so a second one at once would only repeat the first's
@@ -58,5 +85,13 @@ memra_status memra_call_enter(memra_engine *eng, const char *fn, memra_call *c);
  * (`cap`) a first use is MEMRA_ERR_CAPTURE instead. */
 memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_id k,
                                  CUfunction *out);
+
+/* Kernel key->k compiled with key's defines, compiled and loaded at its
+ * first use as memra_engine_kernel's are; *out NULL (MEMRA_OK) where it
+ * cannot be had now: while the stream is captured (a first use allocates),
+ * or with MEMRA_SPECIAL_MODULES loaded already. The caller then takes the
+ * generic kernel. */
+memra_status memra_engine_special_kernel(memra_call *c, memra_capture cap,
+                                         const memra_special_key *key, CUfunction *out);
 
 #endif /* MEMRA_ENGINE_H */

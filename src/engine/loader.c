@@ -109,10 +109,14 @@ static memra_status try_choice(memra_engine *eng, const char *fn, const memra_so
     return st;
 }
 
-static memra_status load_module(memra_engine *eng, const char *fn, memra_module_id mid)
+/* `src` compiled (or taken from the disk cache) and loaded: *mod, where it
+ * came from (*o), and the NVRTC that built it (*used, NULL for the cache). */
+static memra_status load_source(memra_engine *eng, const char *fn, const memra_source *srcp,
+                                CUmodule *out, memra_kernel_origin *out_origin,
+                                const memra_nvrtc **out_used)
 {
     const memra_driver *d = eng->d;
-    const memra_source src = memra_module_source(mid);
+    const memra_source src = *srcp;
     const int sm = eng->info.sm, drv = eng->info.driver_version;
     /* MEMRA_FORCE_PTX=1: take the PTX path (the one a device newer than
      * every NVRTC gets) on purpose, to measure or test it. */
@@ -167,6 +171,21 @@ static memra_status load_module(memra_engine *eng, const char *fn, memra_module_
                           "%s: no NVRTC builds %s for this device (sm_%d) and driver (CUDA "
                           "%d.%d), and the kernel cache holds none:%s",
                           fn, src.name, sm, drv / 1000, drv % 1000 / 10, a.why);
+    o.ready = 1;
+    *out = mod, *out_origin = o, *out_used = used;
+    return MEMRA_OK;
+}
+
+static memra_status load_module(memra_engine *eng, const char *fn, memra_module_id mid)
+{
+    const memra_driver *d = eng->d;
+    const memra_source src = memra_module_source(mid);
+    CUmodule mod;
+    memra_kernel_origin o;
+    const memra_nvrtc *used;
+    memra_status st = load_source(eng, fn, &src, &mod, &o, &used);
+    if (st)
+        return st;
     CUfunction f[MEMRA_KERNEL_COUNT] = {0};
     for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
         if (memra_kernel_module((memra_kernel_id)k) == mid &&
@@ -177,7 +196,6 @@ static memra_status load_module(memra_engine *eng, const char *fn, memra_module_
     eng->module[mid] = mod;
     if (!eng->nvrtc)
         eng->nvrtc = used;
-    o.ready = 1;
     if (mid == MEMRA_MODULE_VROWS) {
         pthread_mutex_lock(&eng->state_lock);
         eng->origin = o;
@@ -226,6 +244,90 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
     pthread_mutex_unlock(&eng->load_lock);
     memra_warn_release();
     *out = atomic_load_explicit(&eng->kernel[k], memory_order_acquire);
+    return st;
+}
+
+/* ---- kernels compiled for one set of defines (one layer spec) ---------- */
+
+static int same_key(const memra_special_key *a, const memra_special_key *b)
+{
+    if (a->k != b->k || a->n != b->n || a->names != b->names)
+        return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->vals[i] != b->vals[i])
+            return 0;
+    return 1;
+}
+
+static CUfunction find_special(memra_engine *eng, const memra_special_key *key)
+{
+    const int n = atomic_load_explicit(&eng->n_special, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (same_key(&eng->special[i].key, key))
+            return eng->special[i].f;
+    return NULL;
+}
+
+/* The module's source with "#define NAME VALUEu" lines ahead of it. */
+static char *special_text(const memra_special_key *key, const memra_source *base, size_t *len)
+{
+    char head[MEMRA_SPECIAL_MAX_DEFINES * 64];
+    size_t used = 0;
+    for (int i = 0; i < key->n && used < sizeof head; i++)
+        used += (size_t)snprintf(head + used, sizeof head - used, "#define %s %uu\n", key->names[i],
+                                 (unsigned)key->vals[i]);
+    if (used >= sizeof head)
+        return NULL;
+    char *text = malloc(used + base->len + 1);
+    if (!text)
+        return NULL;
+    memcpy(text, head, used);
+    memcpy(text + used, base->text, base->len);
+    text[used + base->len] = 0;
+    *len = used + base->len;
+    return text;
+}
+
+memra_status memra_engine_special_kernel(memra_call *c, memra_capture cap,
+                                         const memra_special_key *key, CUfunction *out)
+{
+    memra_engine *eng = c->eng;
+    if ((*out = find_special(eng, key)) || cap != MEMRA_CAPTURE_NONE)
+        return MEMRA_OK;
+    if (key->n < 0 || key->n > MEMRA_SPECIAL_MAX_DEFINES)
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: %d defines for a special kernel (at most %d)",
+                          c->fn, key->n, MEMRA_SPECIAL_MAX_DEFINES);
+    memra_warn_hold();
+    pthread_mutex_lock(&eng->load_lock);
+    memra_status st = MEMRA_OK;
+    const int n = atomic_load_explicit(&eng->n_special, memory_order_relaxed);
+    if (!(*out = find_special(eng, key)) && n < MEMRA_SPECIAL_MODULES) {
+        const memra_source base = memra_module_source(memra_kernel_module(key->k));
+        memra_source src = base;
+        char *text = special_text(key, &base, &src.len);
+        CUmodule mod = NULL;
+        memra_kernel_origin o;
+        const memra_nvrtc *used;
+        CUfunction f = NULL;
+        src.text = text;
+        memra_call_relax(c);
+        if (!text)
+            st = memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->fn);
+        else if (!(st = load_source(eng, c->fn, &src, &mod, &o, &used)) &&
+                 (st = get_function(eng->d, mod, memra_kernel_name(key->k), c->fn, &f)))
+            eng->d->cuModuleUnload(mod);
+        free(text);
+        if (!st) {
+            memra_special *e = &eng->special[n];
+            e->key = *key, e->mod = mod, e->f = f;
+            if (!eng->nvrtc)
+                eng->nvrtc = used;
+            atomic_store_explicit(&eng->n_special, n + 1, memory_order_release);
+            *out = f;
+        }
+    }
+    pthread_mutex_unlock(&eng->load_lock);
+    memra_warn_release();
     return st;
 }
 

@@ -39,6 +39,33 @@ static memra_kernel_id team_kernel(uint32_t n_expert, int sigmoid, int exact)
     }
 }
 
+/* The names the routing kernels read a layer's spec under when it is
+ * compiled in (kernels_src/route_common.cuh's MEMRA_ROUTE_SPEC_CONSTANTS). */
+static const char *const spec_names[] = {"MEMRA_SPEC_E", "MEMRA_SPEC_NG", "MEMRA_SPEC_TG",
+                                         "MEMRA_SPEC_K", "MEMRA_SPEC_FLAGS"};
+
+/* Kernel k for a checked spec: with specialisation on, the build of k for
+ * this spec (its counts and the flags a layer fixes as constants), and the
+ * generic k where that cannot be had (capturing before the spec's first
+ * use, or the engine's MEMRA_SPECIAL_MODULES taken). */
+static memra_status route_function(memra_call *c, memra_capture cap, memra_kernel_id k,
+                                   const memra_route_spec *spec, CUfunction *f)
+{
+    if (c->eng->route_specialize) {
+        const memra_special_key key = {
+            .k = k,
+            .n = (int)(sizeof spec_names / sizeof spec_names[0]),
+            .names = spec_names,
+            .vals = {spec->n_expert, spec->n_group, spec->topk_group, spec->top_k,
+                     memra_route_flags(spec) & ~MEMRA_ROUTE_FLAGS_OF_CALL},
+        };
+        memra_status st = memra_engine_special_kernel(c, cap, &key, f);
+        if (st || *f)
+            return st;
+    }
+    return memra_engine_kernel(c, cap, k, f);
+}
+
 /* After the arguments are checked: the layer index where the layer mirrors
  * anything, the context, what the stream meets (refused where the launch
  * would join another stream's capture), and the loaded kernel `k`. */
@@ -54,7 +81,7 @@ static memra_status enter(memra_engine *eng, const char *fn, const memra_route_s
         return st;
     if (*cap == MEMRA_CAPTURE_JOINS)
         return memra_refuse_capture(c, s, "launch the kernel", NULL);
-    return memra_engine_kernel(c, *cap, k, f);
+    return route_function(c, *cap, k, spec, f);
 }
 
 /* The layer's mirrored planes (macro planes, host bias) on the device, in
@@ -106,7 +133,7 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
-        !(st = memra_engine_kernel(&c, cap, team, &f)))
+        !(st = route_function(&c, cap, team, spec, &f)))
         st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
     memra_call_leave(&c);
     return st;

@@ -26,12 +26,22 @@ nvrtcResult m_nvrtcGetSupportedArchs(int *a)
     memcpy(a, mock_nv.archs, sizeof(int) * (size_t)mock_nv.n_archs);
     return NVRTC_SUCCESS;
 }
+pthread_mutex_t options_lock = PTHREAD_MUTEX_INITIALIZER;
 nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *name, int nh,
                                  const char *const *h, const char *const *hn)
 {
     (void)name, (void)nh, (void)h, (void)hn;
     ENTER_NV(nvrtcCreateProgram);
     assert_non_null(strstr(src, "MEMRA_KERNEL")); /* one of memra's modules */
+    if (strncmp(src, "#define MEMRA_SPEC_", 19) == 0) {
+        const char *end = strstr(src, "\n#define MEMRA_SPEC_FLAGS ");
+        end = end ? strchr(end + 1, '\n') : NULL;
+        const size_t n = end ? (size_t)(end - src) : 0;
+        pthread_mutex_lock(&options_lock);
+        snprintf(mock.spec_defines, sizeof mock.spec_defines, "%.*s", (int)n, src);
+        pthread_mutex_unlock(&options_lock);
+        mock.spec_programs++;
+    }
     /* Heap-allocated so that a program the library never destroys is a leak
      * that AddressSanitizer and valgrind report. */
     *p = (nvrtcProgram)calloc(1, 1);
@@ -43,7 +53,6 @@ nvrtcResult m_nvrtcDestroyProgram(nvrtcProgram *p)
     *p = NULL;
     return failing(MOCK_nvrtcDestroyProgram) ? (nvrtcResult)mock.fail_result : NVRTC_SUCCESS;
 }
-pthread_mutex_t options_lock = PTHREAD_MUTEX_INITIALIZER;
 nvrtcResult m_nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
 {
     (void)p;
