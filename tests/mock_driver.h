@@ -32,7 +32,8 @@ typedef struct mock_launch {
     unsigned char args[512]; /* the largest parameter block, with room */
     size_t args_size;
     CUstream stream;
-    int pdl; /* launched with programmatic stream serialization */
+    int pdl;     /* launched with programmatic stream serialization */
+    int special; /* f came from a module compiled for one layer spec */
 } mock_launch;
 
 typedef enum {
@@ -74,6 +75,7 @@ typedef struct mock_state {
      * "#define MEMRA_SPEC_"), and the last one's leading defines. */
     _Atomic int spec_programs;
     char spec_defines[256];
+    _Atomic int spec_host_runs; /* launches run by a spec's own host build */
     _Atomic int live_allocs;
     _Atomic int live_pinned;
     _Atomic int ctx_refs;

@@ -1513,9 +1513,10 @@ static void spec_defines_of(const memra_route_spec *s, char *buf, size_t n)
 }
 
 /* With specialisation on, the six benchmark families route through both
- * kernels equal to the host arm; each (kernel, spec) is compiled once, with
- * the spec's counts and the flags a layer fixes as the source's leading
- * defines, and a second call compiles nothing. */
+ * kernels equal to the host arm, the mock running the kernels' text
+ * compiled with each family's spec as constants; each (kernel, spec) is
+ * compiled once, with the spec's counts and the flags a layer fixes as the
+ * source's leading defines, and a second call compiles nothing. */
 static void test_device_specialized_matches_host(void **state)
 {
     (void)state;
@@ -1540,9 +1541,12 @@ static void test_device_specialized_matches_host(void **state)
         spec_defines_of(&s, want, sizeof want);
         const uint32_t T = s.n_expert > 256 ? 6 : 37;
         for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
-            const int before = mock.spec_programs;
+            const int before = mock.spec_programs, runs = mock.spec_host_runs;
             device_case(eng, &route_cases[ci], v, T, 40 + ci, (int)ci);
             assert_int_equal(mock.spec_programs, before + 1);
+            /* run by the mock's build of this spec (tests/meson.build's
+             * mock_specs), not the generic text */
+            assert_int_equal(mock.spec_host_runs, runs + 1);
             if (strcmp(mock.spec_defines, want) != 0)
                 fail_msg("%s: compiled with\n%s\nnot\n%s", route_cases[ci].name, mock.spec_defines,
                          want);

@@ -68,6 +68,7 @@ typedef struct fgraph {
 
 typedef struct fmodule {
     int gen;
+    int special; /* compiled for one layer spec: its kernels are fn_special's */
 } fmodule;
 
 typedef struct alloc_rec {
@@ -117,6 +118,19 @@ extern unsigned long long ctx_id[8], next_ctx_id;
 extern int fake_ctx[8];
 extern char fn_kernel[MEMRA_KERNEL_COUNT];
 #define MOCK_FN(id) ((CUfunction)&fn_kernel[MEMRA_KERNEL_##id])
+/* Kernel k of a module compiled for one layer spec: &fn_special[k]. */
+extern char fn_special[MEMRA_KERNEL_COUNT];
+
+/* One layer spec's routing kernels compiled with the spec as constants, run
+ * on the host (spec_build.c, built once per spec by tests/meson.build): a
+ * launch from a module the library compiled for a spec runs the build for
+ * its spec where there is one, so the mock checks the specialised text. */
+typedef struct mock_spec_build {
+    uint32_t e, ng, tg, k, flags;
+    void (*run)(const unsigned char *args, size_t size, unsigned grid, unsigned block,
+                memra_kernel_id k);
+} mock_spec_build;
+#define MOCK_SPEC_BUILDS 6
 extern _Thread_local CUcontext ctx_stack[16];
 extern _Thread_local int ctx_depth;
 extern pthread_mutex_t options_lock;

@@ -6,6 +6,26 @@
 #include "route/route_abi.h"
 #include "vrows/vrows_abi.h"
 
+extern const mock_spec_build mock_spec_build_0, mock_spec_build_1, mock_spec_build_2,
+    mock_spec_build_3, mock_spec_build_4, mock_spec_build_5;
+static const mock_spec_build *const spec_builds[MOCK_SPEC_BUILDS] = {
+    &mock_spec_build_0, &mock_spec_build_1, &mock_spec_build_2,
+    &mock_spec_build_3, &mock_spec_build_4, &mock_spec_build_5};
+
+/* The host build compiled for a routing launch's spec, or NULL. */
+static const mock_spec_build *spec_build_of(const unsigned char *args)
+{
+    memra_route_args a;
+    memcpy(&a, args, sizeof a);
+    for (int i = 0; i < MOCK_SPEC_BUILDS; i++) {
+        const mock_spec_build *b = spec_builds[i];
+        if (b->e == a.n_expert && b->ng == a.n_group && b->tg == a.topk_group && b->k == a.top_k &&
+            b->flags == (a.flags & ~MEMRA_ROUTE_FLAGS_OF_CALL))
+            return b;
+    }
+    return NULL;
+}
+
 /* Runs one queued operation (mu held). */
 void execute(const op *o)
 {
@@ -34,9 +54,15 @@ void execute(const op *o)
                      memra_kernel_name((memra_kernel_id)((char *)o->l.f - fn_kernel)));
         } else if (!mock.drop_route_launches) {
             /* The lanes run as threads, unlocked: they take no mock lock. */
+            const memra_kernel_id k = (memra_kernel_id)((char *)o->l.f - fn_kernel);
+            const mock_spec_build *sb = o->l.special ? spec_build_of(o->l.args) : NULL;
             pthread_mutex_unlock(&mu);
-            run_route_on_host(o->l.args, o->l.args_size, g, b,
-                              host_route_kernel((memra_kernel_id)((char *)o->l.f - fn_kernel)));
+            if (sb) {
+                sb->run(o->l.args, o->l.args_size, g.x, b.x, k);
+                mock.spec_host_runs++;
+            } else {
+                run_route_on_host(o->l.args, o->l.args_size, g, b, host_route_kernel(k));
+            }
             pthread_mutex_lock(&mu);
         }
         break;
@@ -109,6 +135,7 @@ CUresult m_cuModuleLoadData(CUmodule *m, const void *img)
     if (r == CUDA_SUCCESS) {
         f = new_obj(sizeof *f);
         f->gen = gen;
+        f->special = strstr(img, "-SPEC") != NULL;
     }
     pthread_mutex_unlock(&mu);
     if (r != CUDA_SUCCESS)
@@ -132,11 +159,10 @@ CUresult m_cuModuleUnload(CUmodule m)
 }
 CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
-    (void)m;
     ENTER_CU(cuModuleGetFunction);
     for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
         if (strcmp(name, memra_kernel_name((memra_kernel_id)k)) == 0) {
-            *f = (CUfunction)&fn_kernel[k];
+            *f = (CUfunction)(((fmodule *)m)->special ? &fn_special[k] : &fn_kernel[k]);
             return CUDA_SUCCESS;
         }
     return CUDA_ERROR_NOT_FOUND;
@@ -160,6 +186,10 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
                         void **extra, int pdl)
 {
+    /* A specialised module's kernel is checked as its generic one. */
+    const int special = (char *)f >= fn_special && (char *)f < fn_special + MEMRA_KERNEL_COUNT;
+    if (special)
+        f = (CUfunction)&fn_kernel[(char *)f - fn_special];
     assert_true((char *)f >= fn_kernel && (char *)f < fn_kernel + MEMRA_KERNEL_COUNT);
     assert_null(params);
     assert_non_null(extra);
@@ -229,7 +259,7 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     assert_int_equal(by, 1);
     assert_int_equal(bz, 1);
     assert_int_equal(shmem, 0);
-    mock_launch l = {f, {gx, gy, gz}, {bx, by, bz}, {0}, *size, s, pdl};
+    mock_launch l = {f, {gx, gy, gz}, {bx, by, bz}, {0}, *size, s, pdl, special};
     memcpy(l.args, buf, *size);
     LOCKED(launch(&l));
 }

@@ -33,7 +33,8 @@ nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *n
     (void)name, (void)nh, (void)h, (void)hn;
     ENTER_NV(nvrtcCreateProgram);
     assert_non_null(strstr(src, "MEMRA_KERNEL")); /* one of memra's modules */
-    if (strncmp(src, "#define MEMRA_SPEC_", 19) == 0) {
+    const int special = strncmp(src, "#define MEMRA_SPEC_", 19) == 0;
+    if (special) {
         const char *end = strstr(src, "\n#define MEMRA_SPEC_FLAGS ");
         end = end ? strchr(end + 1, '\n') : NULL;
         const size_t n = end ? (size_t)(end - src) : 0;
@@ -45,6 +46,8 @@ nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *n
     /* Heap-allocated so that a program the library never destroys is a leak
      * that AddressSanitizer and valgrind report. */
     *p = (nvrtcProgram)calloc(1, 1);
+    if (*p)
+        *(char *)*p = (char)special; /* its image says so (cuModuleLoadData) */
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcDestroyProgram(nvrtcProgram *p)
@@ -84,33 +87,31 @@ nvrtcResult m_nvrtcGetProgramLog(nvrtcProgram p, char *log)
     strcpy(log, mock.compile_log ? mock.compile_log : "");
     return NVRTC_SUCCESS;
 }
-static const char cubin_img[] = "MOCKIMG-CUBIN";
-static const char ptx_img[] = "MOCKIMG-PTX";
+static const char cubin_img[] = "MOCKIMG-CUBIN", cubin_spec[] = "MOCKIMG-CUBIN-SPEC";
+static const char ptx_img[] = "MOCKIMG-PTX", ptx_spec[] = "MOCKIMG-PTX-SPEC";
+#define MOCK_IMAGE(p, plain, spec) (*(const char *)(p) ? (spec) : (plain))
+#define MOCK_IMAGE_SIZE(p, plain, spec) (*(const char *)(p) ? sizeof(spec) : sizeof(plain))
 nvrtcResult m_nvrtcGetPTXSize(nvrtcProgram p, size_t *n)
 {
-    (void)p;
     ENTER_NV(nvrtcGetPTXSize);
-    *n = sizeof ptx_img;
+    *n = MOCK_IMAGE_SIZE(p, ptx_img, ptx_spec);
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcGetPTX(nvrtcProgram p, char *out)
 {
-    (void)p;
     ENTER_NV(nvrtcGetPTX);
-    memcpy(out, ptx_img, sizeof ptx_img);
+    memcpy(out, MOCK_IMAGE(p, ptx_img, ptx_spec), MOCK_IMAGE_SIZE(p, ptx_img, ptx_spec));
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcGetCUBINSize(nvrtcProgram p, size_t *n)
 {
-    (void)p;
     ENTER_NV(nvrtcGetCUBINSize);
-    *n = sizeof cubin_img;
+    *n = MOCK_IMAGE_SIZE(p, cubin_img, cubin_spec);
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcGetCUBIN(nvrtcProgram p, char *out)
 {
-    (void)p;
     ENTER_NV(nvrtcGetCUBIN);
-    memcpy(out, cubin_img, sizeof cubin_img);
+    memcpy(out, MOCK_IMAGE(p, cubin_img, cubin_spec), MOCK_IMAGE_SIZE(p, cubin_img, cubin_spec));
     return NVRTC_SUCCESS;
 }
