@@ -323,8 +323,8 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
                  p, BENCH_LAYOUT_BLOCK);
         row("route", what, flay - cons, "us/layer", fused - cons, "fused node");
         snprintf(what, sizeof what,
-                 "%s, %u tok%s: fused node alone, specialised (MEMRA_ROUTE_SPECIALIZE)", c->name,
-                 T, p);
+                 "%s, %u tok%s: fused node alone, specialised (MEMRA_ROUTE_SPECIALIZE)", c->name, T,
+                 p);
         row("route", what, fspec - cons, "us/layer", fused - cons, "fused node");
         snprintf(what, sizeof what, "%s, %u tok%s: fused + layout node alone, specialised", c->name,
                  T, p);
