@@ -3,7 +3,8 @@
  * logits, half through each kernel), crafted ties; a CUDA graph replayed
  * with new logits, with and without programmatic dependent launch; the
  * table kernel with an expert map and shared experts; the kernels'
- * parameter layout. Exits 77 (skipped) where no CUDA device exists. */
+ * parameter layout; every configuration through the kernels compiled for
+ * its spec. Exits 77 (skipped) where no CUDA device exists. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,31 @@ static void test_small_batches_with_faults(void **state)
                 if (memra_route_case_check(eng, ci, T, 77 * ci + T, 1, 40 + (int)ci, 0, v, own, why,
                                            sizeof why))
                     fail_msg("%s, %u tokens: %s", route_cases[ci].name, T, why);
+}
+
+/* Every configuration through the modules compiled for its spec
+ * (MEMRA_ROUTE_SPECIALIZE): an engine of its own per configuration (an
+ * engine holds 16 such modules), decode sizes and 2^15 tokens through each
+ * kernel choice, edge values in half, against the host arm bit for bit. */
+static void test_specialized_every_config(void **state)
+{
+    (void)state;
+    char why[512];
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        memra_engine *se;
+        assert_int_equal(memra_engine_create(eng->info.ordinal, &se), MEMRA_OK);
+        se->route_specialize = 1;
+        memra_stream own;
+        memra_engine_stream(se, &own);
+        static const uint32_t sizes[] = {1, 7, 300, 1u << 15};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            for (int v = MEMRA_ROUTE_VARIANT_AUTO; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++)
+                if (memra_route_case_check(se, ci, sizes[i], 31 * ci + sizes[i], (int)(i & 1),
+                                           40 + (int)ci, 0, v, own, why, sizeof why))
+                    fail_msg("%s, %u tokens, specialised: %s", route_cases[ci].name, sizes[i], why);
+        assert_true(atomic_load(&se->n_special) >= 1);
+        memra_engine_destroy(se);
+    }
 }
 
 /* Ties everywhere: inside warps, across warps and groups, every expert. */
@@ -404,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_tables_ex_expert_map),
         cmocka_unit_test(test_small_batches_with_faults),
         cmocka_unit_test(test_million_tokens_every_config),
+        cmocka_unit_test(test_specialized_every_config),
         cmocka_unit_test(test_layout_same_bytes_every_run),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
