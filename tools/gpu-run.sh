@@ -29,6 +29,7 @@ trap pack EXIT
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   echo "kernel: $(uname -r)"
   echo "stages:$stages"
+  echo "MEMRA_ROUTE_SPECIALIZE=${MEMRA_ROUTE_SPECIALIZE:-}"
 } | tee -a "$out/env.txt"
 b=/tmp/memra-build
 [ -f "$b/build.ninja" ] || meson setup "$b" >"$out/setup.log" 2>&1 || { tail -40 "$out/setup.log"; exit 1; }
