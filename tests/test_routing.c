@@ -1560,18 +1560,26 @@ static void test_device_specialized_matches_host(void **state)
     memra_engine_destroy(eng);
 }
 
+/* An engine with specialisation on, and buffers for T tokens of E f32
+ * logits, top-8. */
+static memra_engine *specialized_engine(dev_bufs *d, uint32_t T, uint32_t E)
+{
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    eng->route_specialize = 1;
+    dev_alloc(eng, d, (size_t)T * E * 4, (size_t)T * 8);
+    return eng;
+}
+
 /* Past MEMRA_SPECIAL_MODULES specs an engine routes with the generic
  * kernel, still equal to the host arm; specs that differ in one count or
  * one flag each get their own module. */
 static void test_device_specialized_table_full(void **state)
 {
     (void)state;
-    memra_engine *eng;
-    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    eng->route_specialize = 1;
     const uint32_t T = 5, E = 64;
     dev_bufs d;
-    dev_alloc(eng, &d, (size_t)T * E * 4, (size_t)T * 8);
+    memra_engine *eng = specialized_engine(&d, T, E);
     float *logits = malloc((size_t)T * E * 4);
     for (uint32_t i = 0; i < T * E; i++)
         logits[i] = (float)((i * 2654435761u) % 1000u) / 250.0f - 2.0f;
@@ -1596,21 +1604,26 @@ static void test_device_specialized_table_full(void **state)
     memra_engine_destroy(eng);
 }
 
+/* T tokens of d's logits routed with spec s on stream cs. */
+static memra_status route_on(memra_engine *eng, const dev_bufs *d, uint32_t T,
+                             const memra_route_spec *s, CUstream cs)
+{
+    return memra_route_tables(eng, d->logits, T, s, 0, NULL, &slabs, d->sel, d->selw, d->ptrs,
+                              d->scl, cs);
+}
+
 /* Under capture a spec's module is never compiled: a prepared layer's is
  * taken, an unprepared spec takes the generic kernel where that is loaded
  * and is refused (capture intact) where nothing is. */
 static void test_device_specialized_capture(void **state)
 {
     (void)state;
-    memra_engine *eng;
-    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    eng->route_specialize = 1;
     const uint32_t T = 4, E = 64;
     const memra_route_spec a = plain_spec(E, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, 1, 1.0f),
                            b = plain_spec(E, 8, 8, 2, MEMRA_ROUTE_SIGMOID, 1, 2.5f),
                            c = plain_spec(E, 8, 8, 4, MEMRA_ROUTE_SIGMOID, 0, 1.0f);
     dev_bufs d;
-    dev_alloc(eng, &d, (size_t)T * E * 4, (size_t)T * 8);
+    memra_engine *eng = specialized_engine(&d, T, E);
     CUstream cs;
     assert_int_equal(mock_table.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     assert_int_equal(memra_route_prepare_layer(eng, 0, &a, NULL, cs), MEMRA_OK);
@@ -1619,26 +1632,18 @@ static void test_device_specialized_capture(void **state)
     CUgraph g;
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(
-        memra_route_tables(eng, d.logits, T, &a, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
-        MEMRA_OK);
-    assert_int_equal(
-        memra_route_tables(eng, d.logits, T, &b, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
-        MEMRA_ERR_CAPTURE);
+    assert_int_equal(route_on(eng, &d, T, &a, cs), MEMRA_OK);
+    assert_int_equal(route_on(eng, &d, T, &b, cs), MEMRA_ERR_CAPTURE);
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     mock_table.cuGraphDestroy(g);
     assert_int_equal(mock.spec_programs, prepared);
     /* The generic block kernel loaded: an unprepared spec takes it. */
     eng->route_specialize = 0;
-    assert_int_equal(
-        memra_route_tables(eng, d.logits, T, &b, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
-        MEMRA_OK);
+    assert_int_equal(route_on(eng, &d, T, &b, cs), MEMRA_OK);
     eng->route_specialize = 1;
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(
-        memra_route_tables(eng, d.logits, T, &c, 0, NULL, &slabs, d.sel, d.selw, d.ptrs, d.scl, cs),
-        MEMRA_OK);
+    assert_int_equal(route_on(eng, &d, T, &c, cs), MEMRA_OK);
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     mock_table.cuGraphDestroy(g);
     assert_int_equal(mock.spec_programs, prepared);
