@@ -109,8 +109,9 @@ static memra_status try_choice(memra_engine *eng, const char *fn, const memra_so
     return st;
 }
 
-/* `src` compiled (or taken from the disk cache) and loaded: *mod, where it
- * came from (*o), and the NVRTC that built it (*used, NULL for the cache). */
+/* `src` compiled (or taken from the disk cache) and loaded: the module
+ * (*out), where it came from (*out_origin), and the NVRTC that built it
+ * (*out_used, NULL for the cache). */
 static memra_status load_source(memra_engine *eng, const char *fn, const memra_source *srcp,
                                 CUmodule *out, memra_kernel_origin *out_origin,
                                 const memra_nvrtc **out_used)

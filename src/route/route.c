@@ -47,11 +47,13 @@ static const char *const spec_names[] = {"MEMRA_SPEC_E", "MEMRA_SPEC_NG", "MEMRA
 /* Kernel k for a checked spec: with specialisation on, the build of k for
  * this spec (its counts and the flags a layer fixes as constants), and the
  * generic k where that cannot be had (capturing before the spec's first
- * use, or the engine's MEMRA_SPECIAL_MODULES taken). */
+ * use, or the engine's MEMRA_SPECIAL_MODULES taken). The self-check's
+ * launches (`scratch`) take the generic kernels: its made-up specs must not
+ * use up the modules the model's layers will want. */
 static memra_status route_function(memra_call *c, memra_capture cap, memra_kernel_id k,
-                                   const memra_route_spec *spec, CUfunction *f)
+                                   const memra_route_spec *spec, int scratch, CUfunction *f)
 {
-    if (c->eng->route_specialize) {
+    if (c->eng->route_specialize && !scratch) {
         const memra_special_key key = {
             .k = k,
             .n = (int)(sizeof spec_names / sizeof spec_names[0]),
@@ -81,7 +83,7 @@ static memra_status enter(memra_engine *eng, const char *fn, const memra_route_s
         return st;
     if (*cap == MEMRA_CAPTURE_JOINS)
         return memra_refuse_capture(c, s, "launch the kernel", NULL);
-    return route_function(c, *cap, k, spec, f);
+    return route_function(c, *cap, k, spec, scratch, f);
 }
 
 /* The layer's mirrored planes (macro planes, host bias) on the device, in
@@ -133,7 +135,7 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
-        !(st = route_function(&c, cap, team, spec, &f)))
+        !(st = route_function(&c, cap, team, spec, 0, &f)))
         st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
     memra_call_leave(&c);
     return st;
