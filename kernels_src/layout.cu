@@ -188,8 +188,10 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
 /* The whole layout of n_pairs ids by the calling block (every thread of it
  * calls; the sentinels already filled, memra_layout_prefill), in `scratch`
  * (`words` 32-bit words of shared memory, at least
- * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): up to four warps walk the pairs,
- * as many as the scratch holds the counts of and the pairs need. */
+ * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): up to sixteen warps walk the
+ * pairs, as many as the block has, the scratch holds the counts of and the
+ * pairs need: each walks its share in order, so the layout takes as long as
+ * one warp's walk. */
 MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *ids,
                                      memra_u32 n_pairs, memra_u32 *scratch, memra_u32 words,
                                      int fresh)
@@ -197,7 +199,7 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
     const memra_u32 E = lp->n_expert, tid = threadIdx.x, nthreads = blockDim.x;
     const memra_u32 wid = tid >> 5, nw = nthreads >> 5;
     memra_u32 lw = (words - (E + 2u * (E + 1u))) / E; /* placing warps */
-    lw = lw > 4u ? 4u : lw;
+    lw = lw > 16u ? 16u : lw;
     lw = lw > nw ? nw : lw;
     /* A warp per 32 pairs at most: a decode step's few pairs take one warp,
      * and its counts need neither the other warps' zeroing nor their sums. */
