@@ -130,6 +130,8 @@ MEMRA_DEVICE void memra_layout_fill(int *p, memra_u32 n, int v, memra_u32 part, 
     const memra_u32 per = ((n + parts - 1u) / parts + 3u) & ~3u;
     const memra_u32 lo = part * per < n ? part * per : n, hi = lo + per < n ? lo + per : n;
     const memra_u32 tid = threadIdx.x, nthreads = blockDim.x;
+    if (lo >= hi) /* nothing here (p may be NULL for an empty layout) */
+        return;
     int *const q = p + lo;
     memra_u32 head = (memra_u32)((16u - ((memra_u64)q & 15u)) & 15u) / 4u;
     head = head < hi - lo ? head : hi - lo;

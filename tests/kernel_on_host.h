@@ -397,9 +397,11 @@ static __attribute__((noinline)) void host_resume(unsigned t)
 }
 
 /* Executes a grid of the thread body set in host_thread_body, a block at a
- * time, its threads as coroutines switched at every barrier. The caller
- * holds host_one_grid: shared memory, the barriers and the stacks are the
- * process's. */
+ * time, last block first (a GPU runs them in any order: a kernel that
+ * counted on block 0 running first, or on the last block to finish being
+ * the grid's last, fails here), its threads as coroutines switched at
+ * every barrier. The caller holds host_one_grid: shared memory, the
+ * barriers and the stacks are the process's. */
 static pthread_mutex_t host_one_grid = PTHREAD_MUTEX_INITIALIZER;
 static inline void run_blocks_on_host(host_dim3 grid, host_dim3 block)
 {
@@ -411,8 +413,8 @@ static inline void run_blocks_on_host(host_dim3 grid, host_dim3 block)
         abort();
     const unsigned n = block.x;
     blockDim = block, gridDim = grid;
-    for (unsigned b = 0; b < grid.x; b++) {
-        blockIdx = (host_dim3){b, 0, 0};
+    for (unsigned i = 0; i < grid.x; i++) {
+        blockIdx = (host_dim3){grid.x - 1u - i, 0, 0};
         for (unsigned w = 0; w < n / 32; w++)
             host_warps[w].bar = (host_barrier){32, 0, 0};
         host_block_bar = (host_barrier){n, 0, 0};
@@ -432,7 +434,7 @@ static inline void run_blocks_on_host(host_dim3 grid, host_dim3 block)
                 fprintf(stderr,
                         "kernel_on_host: block %u of a kernel deadlocked at a "
                         "barrier (%u threads waiting)\n",
-                        b, left);
+                        blockIdx.x, left);
                 abort();
             }
         }

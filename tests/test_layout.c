@@ -456,7 +456,9 @@ static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, ui
         ds.n_real = dreal;
     }
     dlay d;
-    const memra_layout o = dlay_alloc(eng, &d, n, &ls, &h);
+    /* outputs 0-3 ints off a 16-byte boundary: the blocks' shares of the
+     * fill begin and end between vector stores */
+    const memra_layout o = dlay_alloc_skewed(eng, &d, n, &ls, &h, (uint32_t)(seed % 4));
     memra_faults hf;
     const memra_layout ho = lay_out(&h, &ls);
     const memra_status hst = memra_route_tables_host_ex(logits, T, &s, mac, &sl, hsel, hselw, hptrs,

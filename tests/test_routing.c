@@ -1613,42 +1613,80 @@ static memra_status route_on(memra_engine *eng, const dev_bufs *d, uint32_t T,
 }
 
 /* Under capture a spec's module is never compiled: a prepared layer's is
- * taken, an unprepared spec takes the generic kernel where that is loaded
- * and is refused (capture intact) where nothing is. */
+ * taken, and a spec first met there takes the generic kernel (prepare loads
+ * it beside the spec's own); an engine with nothing loaded refuses the
+ * call, the capture intact. */
 static void test_device_specialized_capture(void **state)
 {
     (void)state;
     const uint32_t T = 4, E = 64;
     const memra_route_spec a = plain_spec(E, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, 1, 1.0f),
-                           b = plain_spec(E, 8, 8, 2, MEMRA_ROUTE_SIGMOID, 1, 2.5f),
-                           c = plain_spec(E, 8, 8, 4, MEMRA_ROUTE_SIGMOID, 0, 1.0f);
+                           b = plain_spec(E, 8, 8, 2, MEMRA_ROUTE_SIGMOID, 1, 2.5f);
     dev_bufs d;
     memra_engine *eng = specialized_engine(&d, T, E);
     CUstream cs;
     assert_int_equal(mock_table.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    assert_int_equal(memra_route_prepare_layer(eng, 0, &a, NULL, cs), MEMRA_OK);
-    const int prepared = mock.spec_programs;
-    assert_int_equal(prepared, 2); /* the block and the team kernel for a */
     CUgraph g;
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(route_on(eng, &d, T, &a, cs), MEMRA_OK);
-    assert_int_equal(route_on(eng, &d, T, &b, cs), MEMRA_ERR_CAPTURE);
+    assert_int_equal(route_on(eng, &d, T, &a, cs), MEMRA_ERR_CAPTURE);
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
     mock_table.cuGraphDestroy(g);
-    assert_int_equal(mock.spec_programs, prepared);
-    /* The generic block kernel loaded: an unprepared spec takes it. */
-    eng->route_specialize = 0;
-    assert_int_equal(route_on(eng, &d, T, &b, cs), MEMRA_OK);
-    eng->route_specialize = 1;
+    assert_int_equal(mock.spec_programs, 0);
+    assert_int_equal(memra_route_prepare_layer(eng, 0, &a, NULL, cs), MEMRA_OK);
+    const int prepared = mock.spec_programs;
+    assert_int_equal(prepared, 2); /* the block and the team kernel for a */
     assert_int_equal(mock_table.cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL),
                      CUDA_SUCCESS);
-    assert_int_equal(route_on(eng, &d, T, &c, cs), MEMRA_OK);
+    assert_int_equal(route_on(eng, &d, T, &a, cs), MEMRA_OK);
+    assert_int_equal(route_on(eng, &d, T, &b, cs), MEMRA_OK); /* the generic kernel */
     assert_int_equal(mock_table.cuStreamEndCapture(cs, &g), CUDA_SUCCESS);
-    mock_table.cuGraphDestroy(g);
-    assert_int_equal(mock.spec_programs, prepared);
+    CUgraphExec x;
+    assert_int_equal(mock_table.cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
+    assert_int_equal(mock_table.cuGraphLaunch(x, cs), CUDA_SUCCESS);
     assert_int_equal(memra_sync(eng, cs), MEMRA_OK);
+    mock_table.cuGraphExecDestroy(x), mock_table.cuGraphDestroy(g);
+    assert_int_equal(mock.spec_programs, prepared);
+    assert_int_equal(atomic_load(&eng->n_special), 2);
     mock_table.cuStreamDestroy(cs);
+    dev_free(eng, &d);
+    memra_engine_destroy(eng);
+}
+
+/* A spec's module that cannot be built (NVRTC fails here; in the field, a
+ * process with no NVRTC beside a cache that holds the generic kernels)
+ * leaves the spec to the generic kernel: the call succeeds, equal to the
+ * host arm, and the failure is remembered, not compiled again each call. */
+static void test_device_specialized_build_failure(void **state)
+{
+    (void)state;
+    const uint32_t T = 5, E = 64;
+    dev_bufs d;
+    memra_engine *eng = specialized_engine(&d, T, E);
+    float *logits = malloc((size_t)T * E * 4);
+    for (uint32_t i = 0; i < T * E; i++)
+        logits[i] = (float)((i * 40503u) % 997u) / 199.0f - 2.5f;
+    assert_int_equal(memra_upload(eng, d.logits, logits, (size_t)T * E * 4), MEMRA_OK);
+    const memra_route_spec s = plain_spec(E, 8, 8, 3, MEMRA_ROUTE_SIGMOID, 1, 2.5f);
+    outputs h;
+    eng->route_specialize = 0; /* the generic kernel loaded, as prepare loads it */
+    variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_BLOCK, "generic", &h);
+    outputs_free(&h);
+    eng->route_specialize = 1;
+    mock.compile_log = "k.cu(1): error: injected";
+    int tried = 0; /* the programs the first call tried (a CUBIN, then PTX) */
+    for (int call = 0; call < 3; call++) {
+        variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_BLOCK, "fallback", &h);
+        outputs_free(&h);
+        if (call == 0)
+            tried = mock.spec_programs;
+        assert_true(tried > 0);
+        assert_int_equal(mock.spec_programs, tried);
+    }
+    mock.compile_log = NULL;
+    assert_int_equal(atomic_load(&eng->n_special), 1);
+    assert_null(eng->special[0].f);
+    free(logits);
     dev_free(eng, &d);
     memra_engine_destroy(eng);
 }
@@ -1728,6 +1766,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_specialized_table_full, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_capture, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_specialized_build_failure, mock_setup,
+                                        mock_teardown),
     };
     if (argc > 1 && strcmp(argv[1], "device") == 0)
         return cmocka_run_group_tests(device, NULL, NULL);

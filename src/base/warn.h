@@ -14,6 +14,7 @@ typedef enum memra_warn_kind {
     MEMRA_WARN_ENV_FLAG,     /* a yes/no variable that is neither */
     MEMRA_WARN_NVRTC_ENV,    /* MEMRA_NVRTC_PATH, CUDA_HOME or CUDA_PATH unusable */
     MEMRA_WARN_NVRTC_TRUST,  /* an NVRTC found in a folder memra does not trust */
+    MEMRA_WARN_SPECIALIZE,   /* a layer spec's own module could not be built */
     MEMRA_WARN_KIND_COUNT
 } memra_warn_kind;
 

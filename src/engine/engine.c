@@ -56,7 +56,8 @@ static void engine_release(memra_engine *eng)
             if (eng->module[m])
                 d->cuModuleUnload(eng->module[m]);
         for (int i = 0; i < atomic_load(&eng->n_special); i++)
-            d->cuModuleUnload(eng->special[i].mod);
+            if (eng->special[i].mod)
+                d->cuModuleUnload(eng->special[i].mod);
     }
     memra_mirror_release(&eng->mirror, d, live);
     if (live)

@@ -30,7 +30,8 @@ typedef struct memra_special_key {
     uint32_t vals[MEMRA_SPECIAL_MAX_DEFINES];
 } memra_special_key;
 
-/* The most such modules an engine loads; past them, the generic kernels. */
+/* The most such modules an engine loads (or fails to build: an entry with
+ * f NULL); past them, the generic kernels. */
 #define MEMRA_SPECIAL_MODULES 16
 typedef struct memra_special {
     memra_special_key key;
@@ -88,9 +89,10 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
 
 /* Kernel key->k compiled with key's defines, compiled and loaded at its
  * first use as memra_engine_kernel's are; *out NULL (MEMRA_OK) where it
- * cannot be had now: while the stream is captured (a first use allocates),
- * or with MEMRA_SPECIAL_MODULES loaded already. The caller then takes the
- * generic kernel. */
+ * cannot be had: while the stream is captured (a first use allocates),
+ * with MEMRA_SPECIAL_MODULES taken already, or where the module could not
+ * be built (remembered, warned once). The caller then takes the generic
+ * kernel. */
 memra_status memra_engine_special_kernel(memra_call *c, memra_capture cap,
                                          const memra_special_key *key, CUfunction *out);
 

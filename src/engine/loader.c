@@ -260,12 +260,14 @@ static int same_key(const memra_special_key *a, const memra_special_key *b)
     return 1;
 }
 
-static CUfunction find_special(memra_engine *eng, const memra_special_key *key)
+/* The entry for key (its f NULL where the module could not be built), or
+ * NULL. */
+static const memra_special *find_special(memra_engine *eng, const memra_special_key *key)
 {
     const int n = atomic_load_explicit(&eng->n_special, memory_order_acquire);
     for (int i = 0; i < n; i++)
         if (same_key(&eng->special[i].key, key))
-            return eng->special[i].f;
+            return &eng->special[i];
     return NULL;
 }
 
@@ -293,43 +295,50 @@ memra_status memra_engine_special_kernel(memra_call *c, memra_capture cap,
                                          const memra_special_key *key, CUfunction *out)
 {
     memra_engine *eng = c->eng;
-    if ((*out = find_special(eng, key)) || cap != MEMRA_CAPTURE_NONE)
+    const memra_special *e = find_special(eng, key);
+    *out = e ? e->f : NULL;
+    if (e || cap != MEMRA_CAPTURE_NONE)
         return MEMRA_OK;
     if (key->n < 0 || key->n > MEMRA_SPECIAL_MAX_DEFINES)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: %d defines for a special kernel (at most %d)",
                           c->fn, key->n, MEMRA_SPECIAL_MAX_DEFINES);
     memra_warn_hold();
     pthread_mutex_lock(&eng->load_lock);
-    memra_status st = MEMRA_OK;
     const int n = atomic_load_explicit(&eng->n_special, memory_order_relaxed);
-    if (!(*out = find_special(eng, key)) && n < MEMRA_SPECIAL_MODULES) {
+    if (!(e = find_special(eng, key)) && n < MEMRA_SPECIAL_MODULES) {
         const memra_source base = memra_module_source(memra_kernel_module(key->k));
         memra_source src = base;
         char *text = special_text(key, &base, &src.len);
         CUmodule mod = NULL;
         memra_kernel_origin o;
-        const memra_nvrtc *used;
+        const memra_nvrtc *used = NULL;
         CUfunction f = NULL;
+        memra_status st = MEMRA_ERR_OUT_OF_MEMORY;
         src.text = text;
         memra_call_relax(c);
-        if (!text)
-            st = memra_fail(MEMRA_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->fn);
-        else if (!(st = load_source(eng, c->fn, &src, &mod, &o, &used)) &&
-                 (st = get_function(eng->d, mod, memra_kernel_name(key->k), c->fn, &f)))
-            eng->d->cuModuleUnload(mod);
+        if (text && !(st = load_source(eng, c->fn, &src, &mod, &o, &used)) &&
+            (st = get_function(eng->d, mod, memra_kernel_name(key->k), c->fn, &f)))
+            eng->d->cuModuleUnload(mod), mod = NULL, f = NULL;
         free(text);
-        if (!st) {
-            memra_special *e = &eng->special[n];
-            e->key = *key, e->mod = mod, e->f = f;
-            if (!eng->nvrtc)
-                eng->nvrtc = used;
-            atomic_store_explicit(&eng->n_special, n + 1, memory_order_release);
-            *out = f;
-        }
+        /* A module that cannot be built (no NVRTC beside a cache that holds
+         * only the generic kernels, say) is remembered as such, so the
+         * generic kernel routes this spec from now on, once warned. */
+        if (st)
+            memra_warn(MEMRA_WARN_SPECIALIZE,
+                       "%s: the module for one layer spec could not be built (%s); the generic "
+                       "kernels route it",
+                       memra_kernel_name(key->k), memra_last_error());
+        memra_special *ne = &eng->special[n];
+        ne->key = *key, ne->mod = mod, ne->f = f;
+        if (!eng->nvrtc && used)
+            eng->nvrtc = used;
+        atomic_store_explicit(&eng->n_special, n + 1, memory_order_release);
+        e = ne;
     }
+    *out = e ? e->f : NULL;
     pthread_mutex_unlock(&eng->load_lock);
     memra_warn_release();
-    return st;
+    return MEMRA_OK;
 }
 
 memra_status memra_engine_warmup(memra_engine *eng)

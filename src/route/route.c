@@ -129,13 +129,18 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     memra_capture cap;
     CUfunction f;
     /* Both kernels a call may take for this spec: the block kernel for
-     * decode batches, the team kernel for its expert count. */
+     * decode batches, the team kernel for its expert count; with
+     * specialisation, their builds for this spec and the generic ones too,
+     * which a spec first met under capture takes. */
     const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
     if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, &c, &cap,
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
-        !(st = route_function(&c, cap, team, spec, 0, &f)))
+        !(st = route_function(&c, cap, team, spec, 0, &f)) &&
+        (!eng->route_specialize ||
+         (!(st = memra_engine_kernel(&c, cap, MEMRA_KERNEL_ROUTE_BLOCK, &f)) &&
+          !(st = memra_engine_kernel(&c, cap, team, &f)))))
         st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
     memra_call_leave(&c);
     return st;

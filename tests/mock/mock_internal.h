@@ -68,8 +68,21 @@ typedef struct fgraph {
 
 typedef struct fmodule {
     int gen;
-    int special; /* compiled for one layer spec: its kernels are fn_special's */
+    int special;                 /* compiled for one layer spec (its image says which): */
+    unsigned spec[5];            /* E, groups, top groups, top-k, the layer's flags */
+    char fn[MEMRA_KERNEL_COUNT]; /* its kernels, &fn[k] */
 } fmodule;
+
+/* The mock NVRTC's program: whether its source is a layer spec's module,
+ * and the spec's values. */
+typedef struct mock_program {
+    int special;
+    unsigned spec[5];
+} mock_program;
+
+/* The loaded spec modules (mu held), so a launch finds its kernel's. */
+#define MOCK_SPECIAL_MODULES 64
+extern fmodule *special_modules[MOCK_SPECIAL_MODULES];
 
 typedef struct alloc_rec {
     uintptr_t p;
@@ -118,8 +131,6 @@ extern unsigned long long ctx_id[8], next_ctx_id;
 extern int fake_ctx[8];
 extern char fn_kernel[MEMRA_KERNEL_COUNT];
 #define MOCK_FN(id) ((CUfunction)&fn_kernel[MEMRA_KERNEL_##id])
-/* Kernel k of a module compiled for one layer spec: &fn_special[k]. */
-extern char fn_special[MEMRA_KERNEL_COUNT];
 
 /* One layer spec's routing kernels compiled with the spec as constants, run
  * on the host (spec_build.c, built once per spec by tests/meson.build): a

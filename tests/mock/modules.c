@@ -135,7 +135,18 @@ CUresult m_cuModuleLoadData(CUmodule *m, const void *img)
     if (r == CUDA_SUCCESS) {
         f = new_obj(sizeof *f);
         f->gen = gen;
-        f->special = strstr(img, "-SPEC") != NULL;
+        const char *sp = strstr(img, "-SPEC ");
+        if (sp) {
+            f->special = 1;
+            assert_int_equal(sscanf(sp, "-SPEC %u %u %u %u %u", &f->spec[0], &f->spec[1],
+                                    &f->spec[2], &f->spec[3], &f->spec[4]),
+                             5);
+            int i = 0;
+            while (i < MOCK_SPECIAL_MODULES && special_modules[i])
+                i++;
+            assert_true(i < MOCK_SPECIAL_MODULES);
+            special_modules[i] = f;
+        }
     }
     pthread_mutex_unlock(&mu);
     if (r != CUDA_SUCCESS)
@@ -149,8 +160,12 @@ CUresult m_cuModuleUnload(CUmodule m)
     fmodule *f = (fmodule *)m;
     pthread_mutex_lock(&mu);
     int st = stale(f->gen);
-    if (!st)
+    if (!st) {
+        for (int i = 0; i < MOCK_SPECIAL_MODULES; i++)
+            if (special_modules[i] == f)
+                special_modules[i] = NULL;
         free_obj(f);
+    }
     pthread_mutex_unlock(&mu);
     if (st)
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
@@ -162,7 +177,7 @@ CUresult m_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     ENTER_CU(cuModuleGetFunction);
     for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
         if (strcmp(name, memra_kernel_name((memra_kernel_id)k)) == 0) {
-            *f = (CUfunction)(((fmodule *)m)->special ? &fn_special[k] : &fn_kernel[k]);
+            *f = (CUfunction)(((fmodule *)m)->special ? &((fmodule *)m)->fn[k] : &fn_kernel[k]);
             return CUDA_SUCCESS;
         }
     return CUDA_ERROR_NOT_FOUND;
@@ -186,10 +201,18 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
                         void **extra, int pdl)
 {
-    /* A specialised module's kernel is checked as its generic one. */
-    const int special = (char *)f >= fn_special && (char *)f < fn_special + MEMRA_KERNEL_COUNT;
-    if (special)
-        f = (CUfunction)&fn_kernel[(char *)f - fn_special];
+    /* A layer spec's module's kernel is checked as its generic one, and
+     * its launch against the spec it was compiled for. */
+    const fmodule *sm = NULL;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < MOCK_SPECIAL_MODULES && !sm; i++)
+        if (special_modules[i] && (char *)f >= special_modules[i]->fn &&
+            (char *)f < special_modules[i]->fn + MEMRA_KERNEL_COUNT)
+            sm = special_modules[i];
+    pthread_mutex_unlock(&mu);
+    const int special = sm != NULL;
+    if (sm)
+        f = (CUfunction)&fn_kernel[(char *)f - sm->fn];
     assert_true((char *)f >= fn_kernel && (char *)f < fn_kernel + MEMRA_KERNEL_COUNT);
     assert_null(params);
     assert_non_null(extra);
@@ -234,6 +257,13 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         assert_int_equal(*size, MEMRA_ROUTE_PARAM_BYTES);
         memra_route_args a;
         memcpy(&a, buf, sizeof a);
+        if (sm) { /* the values its constants stand for */
+            assert_int_equal(a.n_expert, sm->spec[0]);
+            assert_int_equal(a.n_group, sm->spec[1]);
+            assert_int_equal(a.topk_group, sm->spec[2]);
+            assert_int_equal(a.top_k, sm->spec[3]);
+            assert_int_equal(a.flags & ~MEMRA_ROUTE_FLAGS_OF_CALL, sm->spec[4]);
+        }
         if (f != MOCK_FN(ROUTE_BLOCK)) { /* the team kernel for the expert count */
             const uint32_t m = memra_route_team_m(a.n_expert);
             const int sig = (a.flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0;

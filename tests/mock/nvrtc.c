@@ -33,11 +33,22 @@ nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *n
     (void)name, (void)nh, (void)h, (void)hn;
     ENTER_NV(nvrtcCreateProgram);
     assert_non_null(strstr(src, "MEMRA_KERNEL")); /* one of memra's modules */
-    const int special = strncmp(src, "#define MEMRA_SPEC_", 19) == 0;
-    if (special) {
+    mock_program *prog = calloc(1, sizeof *prog);
+    if (!prog)
+        return NVRTC_ERROR_OUT_OF_MEMORY;
+    /* A module for one layer spec: its defines, kept for its image. */
+    if (strncmp(src, "#define MEMRA_SPEC_", 19) == 0) {
         const char *end = strstr(src, "\n#define MEMRA_SPEC_FLAGS ");
         end = end ? strchr(end + 1, '\n') : NULL;
         const size_t n = end ? (size_t)(end - src) : 0;
+        unsigned *v = prog->spec;
+        assert_int_equal(sscanf(src,
+                                "#define MEMRA_SPEC_E %uu #define MEMRA_SPEC_NG %uu "
+                                "#define MEMRA_SPEC_TG %uu #define MEMRA_SPEC_K %uu "
+                                "#define MEMRA_SPEC_FLAGS %uu",
+                                &v[0], &v[1], &v[2], &v[3], &v[4]),
+                         5);
+        prog->special = 1;
         pthread_mutex_lock(&options_lock);
         snprintf(mock.spec_defines, sizeof mock.spec_defines, "%.*s", (int)n, src);
         pthread_mutex_unlock(&options_lock);
@@ -45,9 +56,7 @@ nvrtcResult m_nvrtcCreateProgram(nvrtcProgram *p, const char *src, const char *n
     }
     /* Heap-allocated so that a program the library never destroys is a leak
      * that AddressSanitizer and valgrind report. */
-    *p = (nvrtcProgram)calloc(1, 1);
-    if (*p)
-        *(char *)*p = (char)special; /* its image says so (cuModuleLoadData) */
+    *p = (nvrtcProgram)prog;
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcDestroyProgram(nvrtcProgram *p)
@@ -87,31 +96,39 @@ nvrtcResult m_nvrtcGetProgramLog(nvrtcProgram p, char *log)
     strcpy(log, mock.compile_log ? mock.compile_log : "");
     return NVRTC_SUCCESS;
 }
-static const char cubin_img[] = "MOCKIMG-CUBIN", cubin_spec[] = "MOCKIMG-CUBIN-SPEC";
-static const char ptx_img[] = "MOCKIMG-PTX", ptx_spec[] = "MOCKIMG-PTX-SPEC";
-#define MOCK_IMAGE(p, plain, spec) (*(const char *)(p) ? (spec) : (plain))
-#define MOCK_IMAGE_SIZE(p, plain, spec) (*(const char *)(p) ? sizeof(spec) : sizeof(plain))
+/* The image: "MOCKIMG-CUBIN" or "MOCKIMG-PTX", and for a layer spec's
+ * module "-SPEC" and its five values (cuModuleLoadData reads them back). */
+static size_t image_of(nvrtcProgram p, const char *kind, char *out, size_t n)
+{
+    const mock_program *prog = (const mock_program *)p;
+    const unsigned *v = prog->spec;
+    if (!prog->special)
+        return (size_t)snprintf(out, n, "MOCKIMG-%s", kind) + 1;
+    return (size_t)snprintf(out, n, "MOCKIMG-%s-SPEC %u %u %u %u %u", kind, v[0], v[1], v[2], v[3],
+                            v[4]) +
+           1;
+}
 nvrtcResult m_nvrtcGetPTXSize(nvrtcProgram p, size_t *n)
 {
     ENTER_NV(nvrtcGetPTXSize);
-    *n = MOCK_IMAGE_SIZE(p, ptx_img, ptx_spec);
+    *n = image_of(p, "PTX", NULL, 0);
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcGetPTX(nvrtcProgram p, char *out)
 {
     ENTER_NV(nvrtcGetPTX);
-    memcpy(out, MOCK_IMAGE(p, ptx_img, ptx_spec), MOCK_IMAGE_SIZE(p, ptx_img, ptx_spec));
+    image_of(p, "PTX", out, image_of(p, "PTX", NULL, 0));
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcGetCUBINSize(nvrtcProgram p, size_t *n)
 {
     ENTER_NV(nvrtcGetCUBINSize);
-    *n = MOCK_IMAGE_SIZE(p, cubin_img, cubin_spec);
+    *n = image_of(p, "CUBIN", NULL, 0);
     return NVRTC_SUCCESS;
 }
 nvrtcResult m_nvrtcGetCUBIN(nvrtcProgram p, char *out)
 {
     ENTER_NV(nvrtcGetCUBIN);
-    memcpy(out, MOCK_IMAGE(p, cubin_img, cubin_spec), MOCK_IMAGE_SIZE(p, cubin_img, cubin_spec));
+    image_of(p, "CUBIN", out, image_of(p, "CUBIN", NULL, 0));
     return NVRTC_SUCCESS;
 }

@@ -48,7 +48,7 @@ int fake_ctx[8];
 /* One marker per kernel of MEMRA_KERNELS: kernel k's CUfunction is
  * &fn_kernel[k]. */
 char fn_kernel[MEMRA_KERNEL_COUNT];
-char fn_special[MEMRA_KERNEL_COUNT];
+fmodule *special_modules[MOCK_SPECIAL_MODULES];
 
 /* Counts the call and says whether it is the one chosen to fail. */
 int failing(int idx)
