@@ -1560,14 +1560,23 @@ static void test_device_specialized_matches_host(void **state)
     memra_engine_destroy(eng);
 }
 
-/* An engine with specialisation on, and buffers for T tokens of E f32
- * logits, top-8. */
-static memra_engine *specialized_engine(dev_bufs *d, uint32_t T, uint32_t E)
+/* An engine with specialisation on, buffers for T tokens of E f32 logits,
+ * top-8, and (with `logits`) the logits, in [-2, 2) from a multiplicative
+ * hash, uploaded (the host copy returned for the host arm). */
+static memra_engine *specialized_engine(dev_bufs *d, uint32_t T, uint32_t E, uint32_t mult,
+                                        float **logits)
 {
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
     eng->route_specialize = 1;
     dev_alloc(eng, d, (size_t)T * E * 4, (size_t)T * 8);
+    if (logits) {
+        const uint32_t n = T * E;
+        *logits = malloc((size_t)n * 4);
+        for (uint32_t i = 0; i < n; i++)
+            (*logits)[i] = (float)((i * mult) % 1000u) / 250.0f - 2.0f;
+        assert_int_equal(memra_upload(eng, d->logits, *logits, (size_t)n * 4), MEMRA_OK);
+    }
     return eng;
 }
 
@@ -1579,11 +1588,8 @@ static void test_device_specialized_table_full(void **state)
     (void)state;
     const uint32_t T = 5, E = 64;
     dev_bufs d;
-    memra_engine *eng = specialized_engine(&d, T, E);
-    float *logits = malloc((size_t)T * E * 4);
-    for (uint32_t i = 0; i < T * E; i++)
-        logits[i] = (float)((i * 2654435761u) % 1000u) / 250.0f - 2.0f;
-    assert_int_equal(memra_upload(eng, d.logits, logits, (size_t)T * E * 4), MEMRA_OK);
+    float *logits;
+    memra_engine *eng = specialized_engine(&d, T, E, 2654435761u, &logits);
     for (int i = 0; i < MEMRA_SPECIAL_MODULES + 2; i++) {
         /* top-8 throughout (variant_matches_host reads 8 pairs a token):
          * the groups, the scoring and renormalising make the specs */
@@ -1623,7 +1629,7 @@ static void test_device_specialized_capture(void **state)
     const memra_route_spec a = plain_spec(E, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, 1, 1.0f),
                            b = plain_spec(E, 8, 8, 2, MEMRA_ROUTE_SIGMOID, 1, 2.5f);
     dev_bufs d;
-    memra_engine *eng = specialized_engine(&d, T, E);
+    memra_engine *eng = specialized_engine(&d, T, E, 0, NULL);
     CUstream cs;
     assert_int_equal(mock_table.cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     CUgraph g;
@@ -1662,11 +1668,8 @@ static void test_device_specialized_build_failure(void **state)
     (void)state;
     const uint32_t T = 5, E = 64;
     dev_bufs d;
-    memra_engine *eng = specialized_engine(&d, T, E);
-    float *logits = malloc((size_t)T * E * 4);
-    for (uint32_t i = 0; i < T * E; i++)
-        logits[i] = (float)((i * 40503u) % 997u) / 199.0f - 2.5f;
-    assert_int_equal(memra_upload(eng, d.logits, logits, (size_t)T * E * 4), MEMRA_OK);
+    float *logits;
+    memra_engine *eng = specialized_engine(&d, T, E, 40503u, &logits);
     const memra_route_spec s = plain_spec(E, 8, 8, 3, MEMRA_ROUTE_SIGMOID, 1, 2.5f);
     outputs h;
     eng->route_specialize = 0; /* the generic kernel loaded, as prepare loads it */
