@@ -36,133 +36,66 @@ MEMRA_DEVICE memra_u32 memra_layout_expert(const int *ids, memra_u32 p, memra_u3
 /* One warp's walk over pairs [lo, hi) in chunks of 32, in order. Pass 0
  * counts each expert's pairs into hist[]; pass 1 places them: pair p of
  * expert e at at[e] + base[e] + its rank among its chunk's pairs of e, then
- * base[e] grows by the chunk's. The ids of MEMRA_LAYOUT_WALK_BATCH chunks
- * are loaded before any is placed: a load after a store to sorted_ids
- * waits for it (they may alias as far as the compiler knows), so chunk by
- * chunk the walk paid one round trip to L2 per 32 pairs. */
-#define MEMRA_LAYOUT_WALK_BATCH 8u
+ * base[e] grows by the chunk's. */
 MEMRA_DEVICE void memra_layout_walk(const memra_layout_params *lp, const int *ids, memra_u32 lo,
                                     memra_u32 hi, memra_u32 *hist, const memra_u32 *at, int place,
                                     int fresh)
 {
     const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert;
     int *sorted = (int *)lp->sorted_ids;
-    for (memra_u32 b0 = lo; b0 < hi; b0 += 32u * MEMRA_LAYOUT_WALK_BATCH) {
-        memra_u32 ev[MEMRA_LAYOUT_WALK_BATCH];
-        MEMRA_UNROLL
-        for (memra_u32 u = 0; u < MEMRA_LAYOUT_WALK_BATCH; u++) {
-            const memra_u32 p = b0 + 32u * u + lane;
-            ev[u] = p < hi ? memra_layout_expert(ids, p, E, fresh) : E;
-        }
-        MEMRA_UNROLL
-        for (memra_u32 u = 0; u < MEMRA_LAYOUT_WALK_BATCH; u++) {
-            if (b0 + 32u * u >= hi) /* the same in every lane */
-                break;
-            const memra_u32 p = b0 + 32u * u + lane, e = ev[u];
-            const memra_u32 same = memra_match_any(e);
-            const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
-            const int leader = below == 0;
-            if (place && e < E)
-                sorted[at[e] + hist[e] + below] = (int)p;
-            memra_warp_sync(); /* every lane has read hist[e] before the leader adds */
-            if (leader && e < E)
-                hist[e] += memra_popc(same);
-            memra_warp_sync();
-        }
+    for (memra_u32 q0 = lo; q0 < hi; q0 += 32u) {
+        const memra_u32 p = q0 + lane;
+        const memra_u32 e = p < hi ? memra_layout_expert(ids, p, E, fresh) : E;
+        const memra_u32 same = memra_match_any(e);
+        const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
+        const int leader = below == 0;
+        if (place && e < E)
+            sorted[at[e] + hist[e] + below] = (int)p;
+        memra_warp_sync(); /* every lane has read hist[e] before the leader adds */
+        if (leader && e < E)
+            hist[e] += memra_popc(same);
+        memra_warp_sync();
     }
 }
 
-/* x / bs, and x rounded up to a multiple of bs: a shift and a mask for the
- * power-of-two block sizes GEMMs use (an integer division is a long
- * dependent sequence on the GPU, and the one-block layout is a chain of
- * them at decode sizes), a division otherwise. */
-MEMRA_DEVICE memra_u32 memra_layout_div_bs(memra_u32 x, memra_u32 bs)
-{
-    return (bs & (bs - 1u)) == 0 ? x >> (memra_ffs(bs) - 1) : x / bs;
-}
-MEMRA_DEVICE memra_u32 memra_layout_pad(memra_u32 x, memra_u32 bs)
-{
-    return (bs & (bs - 1u)) == 0 ? (x + bs - 1u) & ~(bs - 1u) : (x + bs - 1u) / bs * bs;
-}
-
-/* In warp 0: the exclusive prefix sums of count[i] padded to block_size
- * (cum) and unpadded (off) for i < n, each with its total at [n]. Lane l
- * takes a run of consecutive entries, then the lanes' sums are scanned,
- * both sums side by side (two independent chains). */
-MEMRA_DEVICE void memra_layout_scan(const memra_u32 *count, memra_u32 *cum, memra_u32 *off,
-                                    memra_u32 n, memra_u32 bs)
+/* In warp 0: out[i] = the exclusive prefix sum of f(in[i]) for i < n, and
+ * out[n] the total; f pads to block_size when `pad`. Lane l takes a run of
+ * consecutive entries, then the lanes' sums are scanned. */
+MEMRA_DEVICE void memra_layout_scan(const memra_u32 *in, memra_u32 *out, memra_u32 n, memra_u32 bs,
+                                    int pad)
 {
     const memra_u32 lane = threadIdx.x & 31u, per = (n + 31u) / 32u;
     const memra_u32 lo = lane * per < n ? lane * per : n, hi = lo + per < n ? lo + per : n;
-    memra_u32 psum = 0, usum = 0;
-    for (memra_u32 i = lo; i < hi; i++) {
-        const memra_u32 c = count[i];
-        psum += memra_layout_pad(c, bs);
-        usum += c;
-    }
-    memra_u32 pincl = psum, uincl = usum;
+    memra_u32 sum = 0;
+    for (memra_u32 i = lo; i < hi; i++)
+        sum += pad ? (in[i] + bs - 1u) / bs * bs : in[i];
+    memra_u32 incl = sum;
     for (int d = 1; d < 32; d <<= 1) {
-        const memra_u32 pu = memra_shfl_up_u(pincl, d), uu = memra_shfl_up_u(uincl, d);
-        pincl += lane >= (memra_u32)d ? pu : 0u;
-        uincl += lane >= (memra_u32)d ? uu : 0u;
+        const memra_u32 up = memra_shfl_up_u(incl, d);
+        incl += lane >= (memra_u32)d ? up : 0u;
     }
-    memra_u32 prun = pincl - psum, urun = uincl - usum;
+    memra_u32 run = incl - sum;
     for (memra_u32 i = lo; i < hi; i++) {
-        const memra_u32 c = count[i];
-        cum[i] = prun, off[i] = urun;
-        prun += memra_layout_pad(c, bs);
-        urun += c;
+        out[i] = run;
+        run += pad ? (in[i] + bs - 1u) / bs * bs : in[i];
     }
     if (lane == 31u)
-        cum[n] = pincl, off[n] = uincl;
+        out[n] = incl;
 }
 
-/* The sentinel n_pairs in every place of sorted_ids and -1 in every block
- * label, part `part` of `parts` (a launch's blocks share the fill), by the
- * calling block's threads: the pairs' places and the runs' labels are
- * written over it later, after a barrier or in a later launch, so the
- * padding inside each run and everything past the last run need no loop of
- * their own (a serial one per expert, up to block_size - 1 stores, was the
- * longest chain of the one-block layout). Four ids a store where the
- * buffer's alignment allows. */
-MEMRA_DEVICE void memra_layout_fill(int *p, memra_u32 n, int v, memra_u32 part, memra_u32 parts)
-{
-    const memra_u32 per = ((n + parts - 1u) / parts + 3u) & ~3u;
-    const memra_u32 lo = part * per < n ? part * per : n, hi = lo + per < n ? lo + per : n;
-    const memra_u32 tid = threadIdx.x, nthreads = blockDim.x;
-    if (lo >= hi) /* nothing here (p may be NULL for an empty layout) */
-        return;
-    int *const q = p + lo;
-    memra_u32 head = (memra_u32)((16u - ((memra_u64)q & 15u)) & 15u) / 4u;
-    head = head < hi - lo ? head : hi - lo;
-    const memra_u32 quads = (hi - lo - head) / 4u;
-    for (memra_u32 i = tid; i < head; i += nthreads)
-        q[i] = v;
-    for (memra_u32 i = tid; i < quads; i += nthreads)
-        memra_store_i32x4(q + head + 4u * i, v);
-    for (memra_u32 i = head + 4u * quads + tid; i < hi - lo; i += nthreads)
-        q[i] = v;
-}
-MEMRA_DEVICE void memra_layout_prefill(const memra_layout_params *lp, memra_u32 n_pairs,
-                                       memra_u32 part, memra_u32 parts)
-{
-    memra_layout_fill((int *)lp->sorted_ids, lp->sorted_len, (int)n_pairs, part, parts);
-    memra_layout_fill((int *)lp->expert_ids, lp->n_blocks, -1, part, parts);
-}
-
-/* Everything but the pairs' own places and the prefill's sentinels
- * (memra_layout_prefill), from each expert's count and the two prefix sums:
- * each run's block labels, n_post_pad, and the optional offsets, padded
- * offsets, counts and load. The thread `tid` of `nthreads` takes every
- * nthreads-th expert. */
+/* Everything but the pairs' own places, from each expert's count and the
+ * two prefix sums: the sentinel in each run's padding and after the last
+ * run, each block's label (-1 past the last run), n_post_pad, and the
+ * optional offsets, padded offsets, counts and load. The thread `tid` of
+ * `nthreads` takes every nthreads-th expert, slot and block. */
 MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra_u32 *count,
-                                      const memra_u32 *cum, const memra_u32 *off, memra_u32 tid,
-                                      memra_u32 nthreads)
+                                      const memra_u32 *cum, const memra_u32 *off, memra_u32 n_pairs,
+                                      memra_u32 tid, memra_u32 nthreads)
 {
-    const memra_u32 E = lp->n_expert, bs = lp->block_size;
-    int *eids = (int *)lp->expert_ids;
+    const memra_u32 E = lp->n_expert, bs = lp->block_size, total = cum[E];
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
     if (tid == 0)
-        *(int *)lp->n_post_pad = (int)cum[E];
+        *(int *)lp->n_post_pad = (int)total;
     for (memra_u32 e = tid; e <= E; e += nthreads) {
         if (lp->offsets)
             ((int *)lp->offsets)[e] = (int)off[e];
@@ -170,9 +103,10 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
             ((int *)lp->padded_offsets)[e] = (int)cum[e];
         if (e == E)
             break;
+        for (memra_u32 q = cum[e] + count[e]; q < cum[e + 1]; q++)
+            sorted[q] = (int)n_pairs;
         const int label = memra_layout_label(lp, e);
-        const memra_u32 b1 = memra_layout_div_bs(cum[e + 1], bs);
-        for (memra_u32 b = memra_layout_div_bs(cum[e], bs); b < b1; b++)
+        for (memra_u32 b = cum[e] / bs; b < cum[e + 1] / bs; b++)
             eids[b] = label;
         if (lp->counts)
             ((int *)lp->counts)[e] = (int)count[e];
@@ -181,6 +115,10 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
         else if (lp->load)
             atomicAdd((memra_u32 *)lp->load + e, count[e]);
     }
+    for (memra_u32 q = total + tid; q < lp->sorted_len; q += nthreads)
+        sorted[q] = (int)n_pairs;
+    for (memra_u32 b = total / bs + tid; b < lp->n_blocks; b += nthreads)
+        eids[b] = -1;
 }
 
 /* The scratch memra_layout_block needs for n_expert experts and `warps`
@@ -188,12 +126,9 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
 #define MEMRA_LAYOUT_BLOCK_WORDS(E, warps) ((warps) * (E) + (E) + 2u * ((E) + 1u))
 
 /* The whole layout of n_pairs ids by the calling block (every thread of it
- * calls; the sentinels already filled, memra_layout_prefill), in `scratch`
- * (`words` 32-bit words of shared memory, at least
- * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): up to sixteen warps walk the
- * pairs, as many as the block has, the scratch holds the counts of and the
- * pairs need: each walks its share in order, so the layout takes as long as
- * one warp's walk. */
+ * calls), in `scratch` (`words` 32-bit words of shared memory, at least
+ * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): up to four warps walk the pairs,
+ * as many as the scratch holds the counts of. */
 MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *ids,
                                      memra_u32 n_pairs, memra_u32 *scratch, memra_u32 words,
                                      int fresh)
@@ -201,12 +136,8 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
     const memra_u32 E = lp->n_expert, tid = threadIdx.x, nthreads = blockDim.x;
     const memra_u32 wid = tid >> 5, nw = nthreads >> 5;
     memra_u32 lw = (words - (E + 2u * (E + 1u))) / E; /* placing warps */
-    lw = lw > 16u ? 16u : lw;
+    lw = lw > 4u ? 4u : lw;
     lw = lw > nw ? nw : lw;
-    /* A warp per 32 pairs at most: a decode step's few pairs take one warp,
-     * and its counts need neither the other warps' zeroing nor their sums. */
-    const memra_u32 chunks = (n_pairs + 31u) / 32u;
-    lw = lw > chunks ? (chunks ? chunks : 1u) : lw;
     memra_u32 *count = scratch + lw * E, *cum = count + E, *off = cum + E + 1u;
     for (memra_u32 i = tid; i < lw * E; i += nthreads)
         scratch[i] = 0;
@@ -228,12 +159,14 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
         count[e] = run;
     }
     memra_block_sync();
-    if (wid == 0)
-        memra_layout_scan(count, cum, off, E, lp->block_size);
+    if (wid == 0) {
+        memra_layout_scan(count, cum, E, lp->block_size, 1);
+        memra_layout_scan(count, off, E, lp->block_size, 0);
+    }
     memra_block_sync();
     if (wid < lw)
         memra_layout_walk(lp, ids, lo, hi, scratch + wid * E, cum, 1, fresh);
-    memra_layout_finish(lp, count, cum, off, tid, nthreads);
+    memra_layout_finish(lp, count, cum, off, n_pairs, tid, nthreads);
 }
 
 /* The routing modules take memra_layout_block alone (their last block lays
@@ -250,13 +183,11 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SMALL_THREADS)
     MEMRA_SHARED memra_u32 sh[MEMRA_LAYOUT_SMALL_WORDS];
     memra_grid_wait();
     memra_grid_launch_dependents();
-    memra_layout_prefill(&lp, n_pairs, 0, 1); /* memra_layout_block's first barrier orders it */
     memra_layout_block(&lp, ids, n_pairs, sh, MEMRA_LAYOUT_SMALL_WORDS, 0);
 }
 
 /* Three launches over tiles. 1: each tile's count of each expert, into the
- * workspace (n_tiles x n_expert words); the tiles' blocks share the
- * sentinels' fill. */
+ * workspace (n_tiles x n_expert words). */
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_COUNT_THREADS)
     memra_layout_count_kernel(MEMRA_LAYOUT_KPARAMS)
 {
@@ -264,7 +195,6 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_COUNT_THREADS)
     const memra_u32 E = lp.n_expert, tile = blockIdx.x;
     memra_grid_wait();
     memra_grid_launch_dependents();
-    memra_layout_prefill(&lp, n_pairs, tile, gridDim.x);
     for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x)
         hist[e] = 0;
     memra_block_sync();
@@ -283,14 +213,14 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_COUNT_THREADS)
 
 /* 2 (one block): each tile's count turned into the pairs of each expert
  * before it; the counts, the prefix sums (kept after the tiles' counts in
- * the workspace for launch 3), the labels and the optional outputs. */
+ * the workspace for launch 3) and everything but the pairs' places. */
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(MEMRA_LAYOUT_KPARAMS)
 {
     MEMRA_SHARED memra_u32 count[MEMRA_ABI_LAYOUT_MAX_EXPERT];
     MEMRA_SHARED memra_u32 cum[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1],
         off[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1];
     const memra_u32 E = lp.n_expert;
-    (void)ids, (void)n_pairs; /* the tiles' counts are all it reads */
+    (void)ids; /* the tiles' counts are all it reads */
     memra_grid_wait();
     memra_grid_launch_dependents();
     memra_u32 *tc = (memra_u32 *)lp.workspace;
@@ -314,13 +244,15 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(ME
         count[e] = run;
     }
     memra_block_sync();
-    if (threadIdx.x < 32u)
-        memra_layout_scan(count, cum, off, E, lp.block_size);
+    if (threadIdx.x < 32u) {
+        memra_layout_scan(count, cum, E, lp.block_size, 1);
+        memra_layout_scan(count, off, E, lp.block_size, 0);
+    }
     memra_block_sync();
     memra_u32 *wcum = tc + (memra_u64)lp.n_tiles * E;
     for (memra_u32 e = threadIdx.x; e <= E; e += blockDim.x)
         wcum[e] = cum[e];
-    memra_layout_finish(&lp, count, cum, off, threadIdx.x, blockDim.x);
+    memra_layout_finish(&lp, count, cum, off, n_pairs, threadIdx.x, blockDim.x);
 }
 
 /* 3: each tile's pairs placed, MEMRA_LAYOUT_PLACE_WARPS warps a tile. */

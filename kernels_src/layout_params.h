@@ -23,12 +23,9 @@ typedef struct memra_layout_params {
 /* flags */
 #define MEMRA_LAYOUT_FLAG_LOAD_I64 1u /* load is int64 */
 
-/* Pairs per tile of the three-launch path, and the warps that place one:
- * each walks its share of the tile in order, so the tile takes as long as
- * one warp's walk (512 pairs with 8), and their counts (8 x 1,056 words)
- * stay within a block's static shared memory. */
+/* Pairs per tile of the three-launch path, and the warps that place one. */
 #define MEMRA_LAYOUT_TILE 4096u
-#define MEMRA_LAYOUT_PLACE_WARPS 8u
+#define MEMRA_LAYOUT_PLACE_WARPS 4u
 /* Tiles' counts the scan loads before it stores any (layout.cu). */
 #define MEMRA_LAYOUT_SCAN_BATCH 16u
 

@@ -238,33 +238,25 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
 #define MEMRA_ROUTE_SCREEN_MARGIN 0x1p-12f
 
 /* The fused layout (memra_route_tables_ex, one launch): each block, its
- * pairs written and its share of the sentinels filled
- * (memra_layout_prefill), counts itself done on the layer's count
- * (lp.ticket); the last lays the whole batch out from sel, in `scratch`
- * (shared memory the routing no longer needs, `words` 32-bit words), and
- * sets the count back to 0 for the layer's next call. A launch of one block
- * (a decode step of one token) is its own last: no fence, no count, only
- * the barrier that orders its threads' writes before the layout reads
- * them. Every thread of every block calls it, after its last write of sel. */
+ * pairs written, counts itself done on the layer's count (lp.ticket); the
+ * last lays the whole batch out from sel, in `scratch` (shared memory the
+ * routing no longer needs, `words` 32-bit words), and sets the count back
+ * to 0 for the layer's next call. Every thread of every block calls it,
+ * after its last write of sel. */
 MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_pairs,
                                      memra_u32 *scratch, memra_u32 words, int *last)
 {
     if (!lp->ticket)
         return;
-    memra_layout_prefill(lp, n_pairs, blockIdx.x, gridDim.x);
-    if (gridDim.x == 1) {
-        memra_block_sync();
-    } else {
-        memra_thread_fence(); /* this thread's sel and fill, seen before the count */
-        memra_block_sync();
-        if (threadIdx.x == 0)
-            *last = atomicAdd((memra_u32 *)lp->ticket, 1u) == gridDim.x - 1u;
-        memra_block_sync();
-        if (!*last)
-            return;           /* the whole block */
-        memra_thread_fence(); /* every other block's writes, seen after the count */
-        if (threadIdx.x == 0)
-            *(volatile memra_u32 *)lp->ticket = 0;
-    }
+    memra_thread_fence(); /* this thread's sel, seen before the count */
+    memra_block_sync();
+    if (threadIdx.x == 0)
+        *last = atomicAdd((memra_u32 *)lp->ticket, 1u) == gridDim.x - 1u;
+    memra_block_sync();
+    if (!*last)
+        return;           /* the whole block */
+    memra_thread_fence(); /* every other block's sel, seen after the count */
+    if (threadIdx.x == 0)
+        *(volatile memra_u32 *)lp->ticket = 0;
     memra_layout_block(lp, sel, n_pairs, scratch, words, 1);
 }

@@ -40,8 +40,6 @@ MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
 #define memra_match_any(v) __match_any_sync(0xffffffffu, (v))
 #define memra_thread_fence() __threadfence()
 #define memra_load_cg(p) __ldcg(p)
-/* Four ints at a 16-byte aligned p, one store. */
-#define memra_store_i32x4(p, v) (*(int4 *)(p) = make_int4((v), (v), (v), (v)))
 #define memra_atomic_add_u64(p, v) atomicAdd((p), (v))
 #endif
 

@@ -182,15 +182,6 @@ static inline memra_u32 memra_match_any(memra_u32 v)
  * fence, which ThreadSanitizer also accepts (it rejects thread fences). */
 #define memra_thread_fence() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #define memra_load_cg(p) (*(p))
-/* The GPU's 16-byte store faults off a 16-byte boundary: so does this. */
-static inline void memra_store_i32x4(int *p, int v)
-{
-    if ((uintptr_t)p & 15u) {
-        fprintf(stderr, "memra_store_i32x4: %p is not 16-byte aligned\n", (void *)p);
-        abort();
-    }
-    p[0] = v, p[1] = v, p[2] = v, p[3] = v;
-}
 #define memra_atomic_add_u64(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 static inline memra_u32 memra_shfl_xor_u(memra_u32 v, int off)
 {
