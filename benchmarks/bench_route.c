@@ -299,7 +299,7 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         MK(memra_route_prepare_layer(eng, 0, &su.spec, &su.mac, s));
         const double fspec = graph_layer_us(&su, A_FUSED, pdl);
         const double flayspec = graph_layer_us(&su, A_FUSED_LAYOUT, pdl);
-        eng->route_specialize = 0;
+        eng->route_specialize = 0; /* memra_bench_route's generic rows */
         snprintf(what, sizeof what, "%s, %u tok%s: consumer alone", c->name, T, p);
         row("route", what, cons, "us/layer", 0, "");
         snprintf(what, sizeof what, "%s, %u tok%s: router alone (%s kernel) + consumer", c->name, T,
@@ -425,7 +425,7 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
         eng->route_specialize = 1;
         MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s));
         const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
-        eng->route_specialize = 0;
+        eng->route_specialize = 0; /* memra_bench_route's generic rows */
         char what[240];
         snprintf(what, sizeof what, "prefill %s, %u tokens, fused, specialised: %.1f us", c->name,
                  T, us);
@@ -530,6 +530,11 @@ static void table_node_cost(memra_engine *eng, CUfunction empty_pdl, CUstream s,
 
 void memra_bench_route(memra_engine *eng, int sm, CUstream s)
 {
+    /* The rows without "specialised" in their names measure the generic
+     * kernels, whatever MEMRA_ROUTE_SPECIALIZE says; the specialised rows
+     * turn it on for their own calls. */
+    const int specialize = eng->route_specialize;
+    eng->route_specialize = 0;
     int pdl_ok = 0;
     MK(memra_engine_set_pdl(eng, 1, &pdl_ok));
     MK(memra_engine_set_pdl(eng, 0, NULL));
@@ -556,4 +561,5 @@ void memra_bench_route(memra_engine *eng, int sm, CUstream s)
         for (size_t t = 0; t < sizeof big / sizeof big[0]; t++)
             prefill_config(eng, &cfgs[c], big[t], s, copy);
     d->cuModuleUnload(mod);
+    eng->route_specialize = specialize;
 }

@@ -1125,15 +1125,21 @@ static void test_device_matches_host_every_config(void **state)
     (void)state;
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
-        /* Not a multiple of the warp kernel's 4 tokens a block; fewer tokens
-         * where a block is 1024 threads. */
-        const uint32_t T = route_cases[ci].spec.n_expert > 256 ? 6 : 37;
-        device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP, T, 5 + ci, (int)ci);
-        device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_BLOCK, T, 5 + ci, (int)ci);
-        if (route_cases[ci].spec.scoring == MEMRA_ROUTE_SIGMOID) /* the team kernel unscreened */
-            device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci, (int)ci);
-    }
+    /* Both kinds of module: a spec's own (the default, 16 specs; the rest
+     * take the generic kernels) and the generic ones for every spec. */
+    for (int generic = 0; generic < 2; generic++)
+        for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+            eng->route_specialize = !generic;
+            /* Not a multiple of the warp kernel's 4 tokens a block; fewer tokens
+             * where a block is 1024 threads. */
+            const uint32_t T = route_cases[ci].spec.n_expert > 256 ? 6 : 37;
+            device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP, T, 5 + ci, (int)ci);
+            device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_BLOCK, T, 5 + ci, (int)ci);
+            /* The team kernel unscreened. */
+            if (route_cases[ci].spec.scoring == MEMRA_ROUTE_SIGMOID)
+                device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci,
+                            (int)ci);
+        }
     memra_engine_destroy(eng);
 }
 
@@ -1517,6 +1523,23 @@ static void spec_defines_of(const memra_route_spec *s, char *buf, size_t n)
  * compiled with each family's spec as constants; each (kernel, spec) is
  * compiled once, with the spec's counts and the flags a layer fixes as the
  * source's leading defines, and a second call compiles nothing. */
+/* Specialisation is on unless the environment turns it off, read when an
+ * engine is created. */
+static void test_specialize_is_the_default(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    unsetenv("MEMRA_ROUTE_SPECIALIZE");
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    assert_int_equal(eng->route_specialize, 1);
+    memra_engine_destroy(eng);
+    setenv("MEMRA_ROUTE_SPECIALIZE", "Off", 1);
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    unsetenv("MEMRA_ROUTE_SPECIALIZE");
+    assert_int_equal(eng->route_specialize, 0);
+    memra_engine_destroy(eng);
+}
+
 static void test_device_specialized_matches_host(void **state)
 {
     (void)state;
@@ -1764,6 +1787,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_tables_ex, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_capture_and_replay, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_refuses_bad_input, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_specialize_is_the_default, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_matches_host, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_table_full, mock_setup,

@@ -93,9 +93,12 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
     memra_mirror_init(&eng->mirror);
     pthread_mutex_init(&eng->check_lock, NULL);
     eng->info.ordinal = ordinal;
-    /* MEMRA_ROUTE_SPECIALIZE=1: routing compiles its kernels once per layer
-     * spec, the spec's counts and flags as constants (route.c). */
-    eng->route_specialize = memra_env_flag("MEMRA_ROUTE_SPECIALIZE", 0);
+    /* Routing compiles its kernels once per layer spec, the spec's counts
+     * and flags as constants (route.c): on the H200 that node takes
+     * 0.62-0.85x the generic kernels' time (BENCHMARKS.md).
+     * MEMRA_ROUTE_SPECIALIZE=0 keeps to the generic kernels, one module for
+     * every spec (fewer NVRTC compiles on a cold cache). */
+    eng->route_specialize = memra_env_flag("MEMRA_ROUTE_SPECIALIZE", 1);
 
     CUresult r;
     const char *call;

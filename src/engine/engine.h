@@ -61,7 +61,7 @@ struct memra_engine {
     memra_special special[MEMRA_SPECIAL_MODULES];
     _Atomic int n_special;
     /* Routing compiles a module per layer spec (MEMRA_ROUTE_SPECIALIZE at
-     * create; the tests and the benchmark set it). */
+     * create, on unless set off; the tests and the benchmark set it). */
     int route_specialize;
 
     /* One memra_engine_self_check at a time: the checks share the scratch
