@@ -242,21 +242,27 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
  * last lays the whole batch out from sel, in `scratch` (shared memory the
  * routing no longer needs, `words` 32-bit words), and sets the count back
  * to 0 for the layer's next call. Every thread of every block calls it,
- * after its last write of sel. */
+ * after its last write of sel.
+ *
+ * The ordering is one acquire-release add by thread 0 between two
+ * barriers (the pattern of a grid barrier): the barrier orders the block's
+ * sel before the add's release, and the last block's acquire orders every
+ * block's sel before its reads. A fence by every thread (fence.sc.gpu) cost
+ * far more. A launch of one block is its own last: no count, no fence. */
 MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_pairs,
                                      memra_u32 *scratch, memra_u32 words, int *last)
 {
     if (!lp->ticket)
         return;
-    memra_thread_fence(); /* this thread's sel, seen before the count */
     memra_block_sync();
-    if (threadIdx.x == 0)
-        *last = atomicAdd((memra_u32 *)lp->ticket, 1u) == gridDim.x - 1u;
-    memra_block_sync();
-    if (!*last)
-        return;           /* the whole block */
-    memra_thread_fence(); /* every other block's sel, seen after the count */
-    if (threadIdx.x == 0)
-        *(volatile memra_u32 *)lp->ticket = 0;
+    if (gridDim.x > 1u) {
+        if (threadIdx.x == 0)
+            *last = memra_atomic_add_acq_rel((memra_u32 *)lp->ticket, 1u) == gridDim.x - 1u;
+        memra_block_sync();
+        if (!*last)
+            return; /* the whole block */
+        if (threadIdx.x == 0)
+            *(volatile memra_u32 *)lp->ticket = 0;
+    }
     memra_layout_block(lp, sel, n_pairs, scratch, words, 1);
 }

@@ -38,7 +38,13 @@ MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
 }
 #endif
 #define memra_match_any(v) __match_any_sync(0xffffffffu, (v))
-#define memra_thread_fence() __threadfence()
+/* An add with acquire-release semantics at GPU scope (PTX atom.acq_rel). */
+MEMRA_DEVICE memra_u32 memra_atomic_add_acq_rel(memra_u32 *p, memra_u32 v)
+{
+    memra_u32 old;
+    asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
 #define memra_load_cg(p) __ldcg(p)
 #define memra_atomic_add_u64(p, v) atomicAdd((p), (v))
 #endif

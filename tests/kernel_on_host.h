@@ -178,9 +178,8 @@ static inline memra_u32 memra_match_any(memra_u32 v)
     return m;
 }
 /* The host runs a launch's blocks one after another on one OS thread
- * (ucontext), so ordering their memory needs only the compiler's: a signal
- * fence, which ThreadSanitizer also accepts (it rejects thread fences). */
-#define memra_thread_fence() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+ * (ucontext), so ordering their memory needs only an atomic add. */
+#define memra_atomic_add_acq_rel(p, v) __atomic_fetch_add((p), (v), __ATOMIC_ACQ_REL)
 #define memra_load_cg(p) (*(p))
 #define memra_atomic_add_u64(p, v) __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 static inline memra_u32 memra_shfl_xor_u(memra_u32 v, int off)
