@@ -58,7 +58,19 @@ MEMRA_DEVICE void memra_layout_walk(const memra_layout_params *lp, const int *id
     }
 }
 
-/* In warp 0: out[i] = the exclusive prefix sum of f(in[i]) for i < n, and
+/* x / bs, and x rounded up to a multiple of bs. Engines' block sizes are
+ * powers of two (16-256), where a shift stands in for the integer
+ * division, a long dependent chain on the GPU. */
+MEMRA_DEVICE memra_u32 memra_layout_div(memra_u32 x, memra_u32 bs)
+{
+    return (bs & (bs - 1u)) == 0u ? x >> (memra_ffs(bs) - 1) : x / bs;
+}
+MEMRA_DEVICE memra_u32 memra_layout_round_up(memra_u32 x, memra_u32 bs)
+{
+    return memra_layout_div(x + bs - 1u, bs) * bs;
+}
+
+/* In one warp: out[i] = the exclusive prefix sum of f(in[i]) for i < n, and
  * out[n] the total; f pads to block_size when `pad`. Lane l takes a run of
  * consecutive entries, then the lanes' sums are scanned. */
 MEMRA_DEVICE void memra_layout_scan(const memra_u32 *in, memra_u32 *out, memra_u32 n, memra_u32 bs,
@@ -68,7 +80,7 @@ MEMRA_DEVICE void memra_layout_scan(const memra_u32 *in, memra_u32 *out, memra_u
     const memra_u32 lo = lane * per < n ? lane * per : n, hi = lo + per < n ? lo + per : n;
     memra_u32 sum = 0;
     for (memra_u32 i = lo; i < hi; i++)
-        sum += pad ? (in[i] + bs - 1u) / bs * bs : in[i];
+        sum += pad ? memra_layout_round_up(in[i], bs) : in[i];
     memra_u32 incl = sum;
     for (int d = 1; d < 32; d <<= 1) {
         const memra_u32 up = memra_shfl_up_u(incl, d);
@@ -77,10 +89,23 @@ MEMRA_DEVICE void memra_layout_scan(const memra_u32 *in, memra_u32 *out, memra_u
     memra_u32 run = incl - sum;
     for (memra_u32 i = lo; i < hi; i++) {
         out[i] = run;
-        run += pad ? (in[i] + bs - 1u) / bs * bs : in[i];
+        run += pad ? memra_layout_round_up(in[i], bs) : in[i];
     }
     if (lane == 31u)
         out[n] = incl;
+}
+
+/* The padded prefix sum (cum) by warp 0 and, when the call asks for the
+ * offsets, the unpadded one (off) by warp 1 at the same time (warp 0 after
+ * the first in a block of one warp). Every thread of the block calls. */
+MEMRA_DEVICE void memra_layout_scans(const memra_layout_params *lp, const memra_u32 *count,
+                                     memra_u32 *cum, memra_u32 *off)
+{
+    const memra_u32 wid = threadIdx.x >> 5, E = lp->n_expert;
+    if (wid == 0)
+        memra_layout_scan(count, cum, E, lp->block_size, 1);
+    if (lp->offsets && wid == (blockDim.x > 32u ? 1u : 0u))
+        memra_layout_scan(count, off, E, lp->block_size, 0);
 }
 
 /* Everything but the pairs' own places, from each expert's count and the
@@ -106,7 +131,8 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
         for (memra_u32 q = cum[e] + count[e]; q < cum[e + 1]; q++)
             sorted[q] = (int)n_pairs;
         const int label = memra_layout_label(lp, e);
-        for (memra_u32 b = cum[e] / bs; b < cum[e + 1] / bs; b++)
+        const memra_u32 b1 = memra_layout_div(cum[e + 1], bs);
+        for (memra_u32 b = memra_layout_div(cum[e], bs); b < b1; b++)
             eids[b] = label;
         if (lp->counts)
             ((int *)lp->counts)[e] = (int)count[e];
@@ -117,7 +143,7 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
     }
     for (memra_u32 q = total + tid; q < lp->sorted_len; q += nthreads)
         sorted[q] = (int)n_pairs;
-    for (memra_u32 b = total / bs + tid; b < lp->n_blocks; b += nthreads)
+    for (memra_u32 b = memra_layout_div(total, bs) + tid; b < lp->n_blocks; b += nthreads)
         eids[b] = -1;
 }
 
@@ -159,10 +185,7 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
         count[e] = run;
     }
     memra_block_sync();
-    if (wid == 0) {
-        memra_layout_scan(count, cum, E, lp->block_size, 1);
-        memra_layout_scan(count, off, E, lp->block_size, 0);
-    }
+    memra_layout_scans(lp, count, cum, off);
     memra_block_sync();
     if (wid < lw)
         memra_layout_walk(lp, ids, lo, hi, scratch + wid * E, cum, 1, fresh);
@@ -244,10 +267,7 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(ME
         count[e] = run;
     }
     memra_block_sync();
-    if (threadIdx.x < 32u) {
-        memra_layout_scan(count, cum, E, lp.block_size, 1);
-        memra_layout_scan(count, off, E, lp.block_size, 0);
-    }
+    memra_layout_scans(&lp, count, cum, off);
     memra_block_sync();
     memra_u32 *wcum = tc + (memra_u64)lp.n_tiles * E;
     for (memra_u32 e = threadIdx.x; e <= E; e += blockDim.x)
