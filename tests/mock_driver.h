@@ -103,6 +103,10 @@ void mock_uninstall(void);
 void mock_gate(CUstream s, _Atomic int *open);
 /* Operations queued on `s` that have not run. */
 int mock_pending(CUstream s);
+/* A failed assertion raised while this thread held the mock's lock (cmocka
+ * jumps out of the test with it held) leaves it held, and the teardown's
+ * wait for it would never end: this gives it back. Elsewhere, a no-op. */
+void mock_release_failed_lock(void);
 /* Runs every stream's queued work (as the device eventually would). */
 void mock_drain(void);
 /* cuDevicePrimaryCtxReset as an application would call it: every

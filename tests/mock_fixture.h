@@ -19,6 +19,7 @@ static inline int mock_setup(void **state)
 static inline int mock_teardown(void **state)
 {
     (void)state;
+    mock_release_failed_lock();
     mock_drain();
     assert_int_equal(mock.live_allocs, 0);
     assert_int_equal(mock.live_pinned, 0);
