@@ -74,6 +74,18 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     MEMRA_PROBE(0, "entry");
     memra_grid_wait();
     memra_grid_launch_dependents();
+    /* 1. This thread's expert: logit and bias first, before anything else
+     *    is decided (the real-token count is a load of its own: waiting
+     *    for it first would put a memory round trip ahead of the logits; a
+     *    padding row's are read and ignored, inside the buffer's n_tokens
+     *    rows), then the tables' inputs for it and for the shared expert
+     *    whose pair this thread will write. */
+    const int valid = tid < E;
+    float x = 0.0f, b = 0.0f;
+    if (valid) {
+        x = memra_route_load(logits, dt, (memra_u64)t * E + tid);
+        b = bias ? memra_route_load(bias, bias_dt, tid) : 0.0f;
+    }
     MEMRA_ROUTE_OUT_INIT(o);
     const memra_u32 K = o.K;
     /* A padding row: the whole block leaves together. */
@@ -82,17 +94,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             memra_route_emit_pad(&o, t, tid);
         return;
     }
-
-    /* 1. This thread's expert: logit, bias, and the tables' inputs for it
-     *    and for the shared expert whose pair this thread will write. */
-    const int valid = tid < E;
-    float x = 0.0f, b = 0.0f;
-    int bad = 0;
-    if (valid) {
-        x = memra_route_load(logits, dt, (memra_u64)t * E + tid);
-        b = bias ? memra_route_load(bias, bias_dt, tid) : 0.0f;
-        bad = MEMRA_ROUTE_NONFINITE(x) || MEMRA_ROUTE_NONFINITE(b);
-    }
+    const int bad = valid && (MEMRA_ROUTE_NONFINITE(x) || MEMRA_ROUTE_NONFINITE(b));
     int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD;
     if (o.tables && valid)
         my_slot = memra_vrows_slot((int)tid, &o.c);

@@ -474,7 +474,9 @@ MEMRA_API memra_status memra_engine_set_pdl(memra_engine *eng, int enable, int *
  * a bias read in place (bias_ptr), gets experts 0..top_k-1 (then its
  * shared experts) with weight +0; all its K pairs are counted as
  * non-finite in the fault word. With n_real, the rows at or past the count
- * it holds are padding: nothing of them is read, their K pairs get id -1,
+ * it holds are padding: no value of them is used (the device may load
+ * their logits while the count is on its way; the buffer holds n_tokens
+ * rows either way), their K pairs get id -1,
  * weight +0, NULL pointers and +0 scales, and are counted in
  * memra_faults.padded (not a fault). n_tokens = 0 is a valid no-op. */
 #define MEMRA_ROUTE_MAX_EXPERT 1024
