@@ -145,29 +145,35 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     MEMRA_ROUTE_OUT_INIT(o);
     const memra_u32 K = o.K;
     const int live = t < n_tokens;
-    const int real =
-        live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
     MEMRA_RW_FN(memra_rw_shared) *sh = &sh_all[wib];
     int *we = &sh->we[base];
     float *ws = &sh->ws[base];
     /* The screened build runs for sigmoid only (the launcher's choice). */
     enum { screen = MEMRA_ROUTE_SCREEN && M > 1 };
 
-    /* 1. Logits and bias. */
+    /* 1. Logits and bias, loaded before the real-token count is known (a
+     *    load of its own: waiting for it first would put a memory round
+     *    trip ahead of the logits); a padding row's are then set to zero. */
     float x[M], b[M], s[M], c[M];
     memra_u32 valid = 0; /* bit i: expert tl + P i exists */
-    int bad = 0;
     MEMRA_UNROLL
     for (int i = 0; i < M; i++) {
         const memra_u32 e = tl + P * (memra_u32)i;
         x[i] = 0.0f, b[i] = 0.0f, s[i] = 0.0f;
         if ((memra_u32)i < m && e < E)
             valid |= 1u << i;
-        if (real && ((valid >> i) & 1u)) {
+        if (live && ((valid >> i) & 1u)) {
             x[i] = memra_route_load(logits, dt, (memra_u64)t * E + e);
             b[i] = has_bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
-            bad |= MEMRA_ROUTE_NONFINITE(x[i]) || MEMRA_ROUTE_NONFINITE(b[i]);
         }
+    }
+    const int real =
+        live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
+    int bad = 0;
+    MEMRA_UNROLL
+    for (int i = 0; i < M; i++) {
+        x[i] = real ? x[i] : 0.0f, b[i] = real ? b[i] : 0.0f;
+        bad |= MEMRA_ROUTE_NONFINITE(x[i]) || MEMRA_ROUTE_NONFINITE(b[i]);
     }
     const memra_u32 tmask = P == 32u ? 0xffffffffu : ((1u << P) - 1u) << base;
     bad = (memra_warp_ballot(bad) & tmask) != 0;
