@@ -145,17 +145,34 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    group), by counting; the segment's best are listed at the
      *    segment's own start, best first, as (key, ~index): one 64-bit
      *    number orders both. Two are listed at least, for the groups. */
-    const memra_u32 G = E / n_group;
+    /* Group sizes of a power of two (and one group) without an integer
+     * division, a long dependent chain on the GPU. */
+    const memra_u32 G = n_group == 1u                     ? E
+                        : (n_group & (n_group - 1u)) == 0u ? E >> (memra_ffs(n_group) - 1)
+                                                           : E / n_group;
+    const memra_u32 my_group = n_group == 1u              ? 0u
+                               : (G & (G - 1u)) == 0u     ? tid >> (memra_ffs(G) - 1)
+                                                          : tid / G;
     const memra_u32 key = valid ? memra_route_key(c) : 0u;
-    const memra_u32 wlo = 32u * wid, glo = valid ? tid / G * G : wlo;
+    const memra_u32 wlo = 32u * wid, glo = valid ? my_group * G : wlo;
     const memra_u32 seg_lo = glo > wlo ? glo : wlo;
     memra_u32 seg_hi = glo + G < wlo + 32u ? glo + G : wlo + 32u;
     seg_hi = seg_hi < E ? seg_hi : E;
     const memra_u32 lo = seg_lo - wlo, hi = seg_hi - wlo;
     memra_u32 r = 0;
-    for (memra_u32 j = 0; j < 32u; j++) {
-        const memra_u32 kj = memra_shfl_u(key, (int)j);
-        r += j >= lo && j < hi && (kj > key || (kj == key && j < lane));
+    if (n_group == 1u || G % 32u == 0u) {
+        /* Each segment is its warp's experts: count the keys above this
+         * one, and the equal ones of lower lanes (ties by index) at once.
+         * Lanes past the experts hold key 0, below every expert's. */
+        r = memra_popc(memra_match_any(key) & ((1u << lane) - 1u));
+        MEMRA_UNROLL
+        for (int j = 0; j < 32; j++)
+            r += memra_shfl_u(key, j) > key;
+    } else {
+        for (memra_u32 j = 0; j < 32u; j++) {
+            const memra_u32 kj = memra_shfl_u(key, (int)j);
+            r += j >= lo && j < hi && (kj > key || (kj == key && j < lane));
+        }
     }
     const memra_u32 listed = top_k > 2u ? top_k : 2u;
     const memra_u64 me = ((memra_u64)key << 32) | (memra_u64)(~tid);
@@ -212,7 +229,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    the entries of the other segments in play that beat it. Below tau,
      *    the best top_k-th entry of any one list, nothing can be chosen. */
     const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
-    const int holds = valid && tid - seg_lo < lim_own && ((allowed >> (tid / G)) & 1u);
+    const int holds = valid && tid - seg_lo < lim_own && ((allowed >> my_group) & 1u);
     if (holds) {
         const memra_u64 mine_e = sh_list[tid];
         memra_u64 tau = 0;
