@@ -147,12 +147,12 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    number orders both. Two are listed at least, for the groups. */
     /* Group sizes of a power of two (and one group) without an integer
      * division, a long dependent chain on the GPU. */
-    const memra_u32 G = n_group == 1u                     ? E
+    const memra_u32 G = n_group == 1u                      ? E
                         : (n_group & (n_group - 1u)) == 0u ? E >> (memra_ffs(n_group) - 1)
                                                            : E / n_group;
-    const memra_u32 my_group = n_group == 1u              ? 0u
-                               : (G & (G - 1u)) == 0u     ? tid >> (memra_ffs(G) - 1)
-                                                          : tid / G;
+    const memra_u32 my_group = n_group == 1u          ? 0u
+                               : (G & (G - 1u)) == 0u ? tid >> (memra_ffs(G) - 1)
+                                                      : tid / G;
     const memra_u32 key = valid ? memra_route_key(c) : 0u;
     const memra_u32 wlo = 32u * wid, glo = valid ? my_group * G : wlo;
     const memra_u32 seg_lo = glo > wlo ? glo : wlo;
