@@ -13,9 +13,12 @@
 
 #include "jit/jit.h"
 #include "jit/kernels.h"
+#include "engine/engine.h"
 #include "driver/nvrtc_find.h"
 #include "layout/layout_abi.h"
+#include "route/route.h"
 #include "route/route_abi.h"
+#include "route/route_cases.h"
 #include "vrows/vrows_abi.h"
 
 static const memra_nvrtc *nv;
@@ -150,6 +153,66 @@ static void test_every_arch_cubin_and_ptx(void **state)
     }
     assert_true(seen90 && seen100 && seen120);
     assert_true(compiled >= 3);
+}
+
+/* The routing modules as the engine compiles them for a layer spec (on by
+ * default, MEMRA_ROUTE_SPECIALIZE): the text memra_engine_special_text
+ * makes from the spec's key, for each kernel a spec takes (the block
+ * kernel, the team kernel screened and exact), for the six benchmark
+ * families, as PTX for the H200 and the two targets no device here runs
+ * (sm_100, sm_120). Constants change what the optimiser folds, never the
+ * rounding: every division IEEE, nothing approximate or flushed. */
+static void test_specialised_routing_exact_on_every_target(void **state)
+{
+    (void)state;
+    static const char *const families[] = {"DeepSeek-V3: 256", "Kimi-K2",    "GLM-4.5",
+                                           "Qwen3-MoE",        "Qwen3-Next", "Mixtral"};
+    static const int archs[] = {90, 100, 120};
+    int built = 0;
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        int family = 0;
+        for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+            family |= strncmp(route_cases[ci].name, families[f], strlen(families[f])) == 0;
+        if (!family)
+            continue;
+        static route_inputs in;
+        const memra_route_spec spec = route_case_inputs(&route_cases[ci], &in);
+        const memra_kernel_id ks[] = {
+            memra_route_kernel(MEMRA_ROUTE_VARIANT_BLOCK, 1, &spec),
+            memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 4096, &spec),
+            memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP_EXACT, 4096, &spec)};
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            if (i == 2 && ks[2] == ks[1])
+                continue;
+            const memra_special_key key = memra_route_special_key(ks[i], &spec);
+            const memra_source base = memra_module_source(memra_kernel_module(ks[i]));
+            memra_source src = base;
+            char *text = memra_engine_special_text(&key, &base, &src.len);
+            assert_non_null(text);
+            src.text = text;
+            char head[64];
+            snprintf(head, sizeof head, "#define MEMRA_SPEC_E %uu\n", spec.n_expert);
+            assert_memory_equal(text, head, strlen(head));
+            for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+                memra_image img;
+                if (memra_jit_compile(nv, &src, archs[a], 1, &img))
+                    fail_msg("%s, %s for its spec, compute_%d: %s", route_cases[ci].name,
+                             memra_kernel_name(ks[i]), archs[a], memra_last_error());
+                char entry[96];
+                snprintf(entry, sizeof entry, ".entry %s(", memra_kernel_name(ks[i]));
+                assert_non_null(strstr(img.data, entry));
+                assert_non_null(strstr(img.data, "div.rn.f32"));
+                assert_null(strstr(img.data, ".approx"));
+                assert_null(strstr(img.data, ".ftz"));
+                memra_image_free(&img);
+                built++;
+            }
+            free(text);
+        }
+    }
+    printf("%d specialised routing builds: IEEE divisions, nothing approximate or flushed\n",
+           built);
+    assert_true(built >= 6 * 2 * 3);
 }
 
 static void test_exactness_options(void **state)
@@ -305,6 +368,7 @@ int main(void)
     printf("NVRTC %d.%d (%s, %s)\n", nv->major, nv->minor, nv->path, nv->origin);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exactness_options),
+        cmocka_unit_test(test_specialised_routing_exact_on_every_target),
         cmocka_unit_test(test_every_arch_cubin_and_ptx),
         cmocka_unit_test(test_sass_multiply_is_exact_on_every_target),
         cmocka_unit_test(test_each_module_compile_time),

@@ -95,5 +95,10 @@ memra_status memra_engine_kernel(memra_call *c, memra_capture cap, memra_kernel_
  * kernel. */
 memra_status memra_engine_special_kernel(memra_call *c, memra_capture cap,
                                          const memra_special_key *key, CUfunction *out);
+/* The text compiled for key: its defines ("#define NAME Vu" lines) ahead
+ * of base's text; malloc'd, NUL-terminated, *len without the NUL; NULL when
+ * out of memory. */
+char *memra_engine_special_text(const memra_special_key *key, const memra_source *base,
+                                size_t *len);
 
 #endif /* MEMRA_ENGINE_H */

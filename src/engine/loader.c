@@ -272,7 +272,7 @@ static const memra_special *find_special(memra_engine *eng, const memra_special_
 }
 
 /* The module's source with "#define NAME VALUEu" lines ahead of it. */
-static char *special_text(const memra_special_key *key, const memra_source *base, size_t *len)
+char *memra_engine_special_text(const memra_special_key *key, const memra_source *base, size_t *len)
 {
     char head[MEMRA_SPECIAL_MAX_DEFINES * 64];
     size_t used = 0;
@@ -308,7 +308,7 @@ memra_status memra_engine_special_kernel(memra_call *c, memra_capture cap,
     if (!(e = find_special(eng, key)) && n < MEMRA_SPECIAL_MODULES) {
         const memra_source base = memra_module_source(memra_kernel_module(key->k));
         memra_source src = base;
-        char *text = special_text(key, &base, &src.len);
+        char *text = memra_engine_special_text(key, &base, &src.len);
         CUmodule mod = NULL;
         memra_kernel_origin o;
         const memra_nvrtc *used = NULL;

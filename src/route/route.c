@@ -50,17 +50,23 @@ static const char *const spec_names[] = {"MEMRA_SPEC_E", "MEMRA_SPEC_NG", "MEMRA
  * use, or the engine's MEMRA_SPECIAL_MODULES taken). The self-check's
  * launches (`scratch`) take the generic kernels: its made-up specs must not
  * use up the modules the model's layers will want. */
+memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec)
+{
+    const memra_special_key key = {
+        .k = k,
+        .n = (int)(sizeof spec_names / sizeof spec_names[0]),
+        .names = spec_names,
+        .vals = {spec->n_expert, spec->n_group, spec->topk_group, spec->top_k,
+                 memra_route_flags(spec) & ~MEMRA_ROUTE_FLAGS_OF_CALL},
+    };
+    return key;
+}
+
 static memra_status route_function(memra_call *c, memra_capture cap, memra_kernel_id k,
                                    const memra_route_spec *spec, int scratch, CUfunction *f)
 {
     if (c->eng->route_specialize && !scratch) {
-        const memra_special_key key = {
-            .k = k,
-            .n = (int)(sizeof spec_names / sizeof spec_names[0]),
-            .names = spec_names,
-            .vals = {spec->n_expert, spec->n_group, spec->topk_group, spec->top_k,
-                     memra_route_flags(spec) & ~MEMRA_ROUTE_FLAGS_OF_CALL},
-        };
+        const memra_special_key key = memra_route_special_key(k, spec);
         memra_status st = memra_engine_special_kernel(c, cap, &key, f);
         if (st || *f)
             return st;

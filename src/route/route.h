@@ -7,6 +7,7 @@
 
 #include <memra/memra.h>
 
+#include "engine/engine.h"
 #include "jit/kernels.h"
 
 /* Which routing kernel memra_route_tables launches: by n_tokens and
@@ -38,6 +39,9 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
  * under `variant`. */
 int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
 memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec);
+/* The key of kernel k's build for a checked spec (MEMRA_ROUTE_SPECIALIZE):
+ * the spec's counts and the flags a layer fixes, as defines. */
+memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec);
 
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);
