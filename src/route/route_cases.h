@@ -146,6 +146,18 @@ static const route_case route_cases[] = {
 };
 #define N_ROUTE_CASES (sizeof route_cases / sizeof route_cases[0])
 
+/* Whether a case is one of the six model families the benchmarks measure
+ * (benchmarks/route_configs.h), by the start of its name. */
+static inline int route_case_is_family(const route_case *rc)
+{
+    static const char *const families[] = {"DeepSeek-V3: 256", "Kimi-K2",    "GLM-4.5",
+                                           "Qwen3-MoE",        "Qwen3-Next", "Mixtral"};
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        if (strncmp(rc->name, families[f], strlen(families[f])) == 0)
+            return 1;
+    return 0;
+}
+
 /* A case's host inputs beside its logits: the bias in both element types,
  * the map and the macro planes. */
 typedef struct route_inputs {
