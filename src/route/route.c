@@ -44,12 +44,6 @@ static memra_kernel_id team_kernel(uint32_t n_expert, int sigmoid, int exact)
 static const char *const spec_names[] = {"MEMRA_SPEC_E", "MEMRA_SPEC_NG", "MEMRA_SPEC_TG",
                                          "MEMRA_SPEC_K", "MEMRA_SPEC_FLAGS"};
 
-/* Kernel k for a checked spec: with specialisation on, the build of k for
- * this spec (its counts and the flags a layer fixes as constants), and the
- * generic k where that cannot be had (capturing before the spec's first
- * use, or the engine's MEMRA_SPECIAL_MODULES taken). The self-check's
- * launches (`scratch`) take the generic kernels: its made-up specs must not
- * use up the modules the model's layers will want. */
 memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec)
 {
     const memra_special_key key = {
@@ -62,6 +56,13 @@ memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_s
     return key;
 }
 
+/* Kernel k for a checked spec: with specialisation on, the build of k for
+ * this spec (its counts and the flags a layer fixes as constants), and the
+ * generic k where that cannot be had (capturing before the spec's first
+ * use, the engine's MEMRA_SPECIAL_MODULES taken, or a module that could not
+ * be built). The self-check's launches (`scratch`) take the generic
+ * kernels: its made-up specs must not use up the modules the model's
+ * layers will want. */
 static memra_status route_function(memra_call *c, memra_capture cap, memra_kernel_id k,
                                    const memra_route_spec *spec, int scratch, CUfunction *f)
 {
