@@ -10,7 +10,8 @@
  * where cum is the exclusive prefix sum of the runs padded to block_size.
  * Each warp walks its range of the tile 32 pairs at a time, in order, so
  * inside an expert the pairs come out in ascending index, the same bits on
- * every run. Decode-sized batches take one block (memra_layout_block: the
+ * every run. It walks twice, counting and then placing, from ids loaded a
+ * batch of chunks at a time (the first batch once for both walks). Decode-sized batches take one block (memra_layout_block: the
  * standalone kernel, or the last block of a routing launch that lays its
  * own batch out); larger ones three launches over tiles of
  * MEMRA_LAYOUT_TILE pairs: count, scan, place. */
@@ -33,28 +34,76 @@ MEMRA_DEVICE memra_u32 memra_layout_expert(const int *ids, memra_u32 p, memra_u3
     return e < E ? e : E;
 }
 
-/* One warp's walk over pairs [lo, hi) in chunks of 32, in order. Pass 0
- * counts each expert's pairs into hist[]; pass 1 places them: pair p of
- * expert e at at[e] + base[e] + its rank among its chunk's pairs of e, then
- * base[e] grows by the chunk's. */
-MEMRA_DEVICE void memra_layout_walk(const memra_layout_params *lp, const int *ids, memra_u32 lo,
-                                    memra_u32 hi, memra_u32 *hist, const memra_u32 *at, int place,
-                                    int fresh)
+/* Chunks of 32 pairs whose ids a warp loads at once: the loads are
+ * independent, so a batch costs one memory round trip, not one a chunk
+ * (the ids were written by this launch or the one before: an L2 trip). */
+#define MEMRA_LAYOUT_BATCH 8u
+
+/* The pairs [lo, hi) split among warps in ranges of 2^sh chunks of 32: a
+ * range is a whole number of chunks, as few as fill the warps. */
+MEMRA_DEVICE memra_u32 memra_layout_range_shift(memra_u32 n_pairs, memra_u32 warps)
+{
+    const memra_u32 chunks = (n_pairs + 31u) >> 5;
+    memra_u32 sh = 0;
+    while ((warps << sh) < chunks)
+        sh++;
+    return sh;
+}
+
+/* The experts of the batch of chunks from pair q0 (n_expert past hi). */
+MEMRA_DEVICE void memra_layout_load(const memra_layout_params *lp, const int *ids, memra_u32 q0,
+                                    memra_u32 hi, memra_u32 *e, int fresh)
+{
+    const memra_u32 lane = threadIdx.x & 31u;
+    MEMRA_UNROLL
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+        const memra_u32 p = q0 + 32u * i + lane;
+        e[i] = p < hi ? memra_layout_expert(ids, p, lp->n_expert, fresh) : lp->n_expert;
+    }
+}
+
+/* One batch of a warp's walk, chunk by chunk in order. Counting (`at`
+ * NULL): one lane of each expert's adds their number to base[e] with a
+ * shared atomic, so no chunk waits on the one before. Placing: pair p of
+ * expert e goes to at[e] + base[e] + its rank among its chunk's pairs of
+ * e, then base[e] grows by the chunk's, a chain through shared memory. */
+MEMRA_DEVICE void memra_layout_batch(const memra_layout_params *lp, memra_u32 q0, memra_u32 hi,
+                                     const memra_u32 *e, memra_u32 *base, const memra_u32 *at)
 {
     const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert;
     int *sorted = (int *)lp->sorted_ids;
-    for (memra_u32 q0 = lo; q0 < hi; q0 += 32u) {
-        const memra_u32 p = q0 + lane;
-        const memra_u32 e = p < hi ? memra_layout_expert(ids, p, E, fresh) : E;
-        const memra_u32 same = memra_match_any(e);
+    MEMRA_UNROLL
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+        if (q0 + 32u * i >= hi) /* the same for the whole warp */
+            break;
+        const memra_u32 same = memra_match_any(e[i]);
         const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
-        const int leader = below == 0;
-        if (place && e < E)
-            sorted[at[e] + hist[e] + below] = (int)p;
-        memra_warp_sync(); /* every lane has read hist[e] before the leader adds */
-        if (leader && e < E)
-            hist[e] += memra_popc(same);
+        if (!at) {
+            if (below == 0 && e[i] < E)
+                atomicAdd(&base[e[i]], memra_popc(same));
+            continue;
+        }
+        if (e[i] < E)
+            sorted[at[e[i]] + base[e[i]] + below] = (int)(q0 + 32u * i + lane);
+        memra_warp_sync(); /* every lane has read base[e] before the leader adds */
+        if (below == 0 && e[i] < E)
+            base[e[i]] += memra_popc(same);
         memra_warp_sync();
+    }
+}
+
+/* One warp's walk over pairs [lo, hi), counting or placing (as
+ * memra_layout_batch); `first` holds the experts of its first batch,
+ * loaded by the caller (once for both walks). */
+MEMRA_DEVICE void memra_layout_walk(const memra_layout_params *lp, const int *ids, memra_u32 lo,
+                                    memra_u32 hi, const memra_u32 *first, memra_u32 *base,
+                                    const memra_u32 *at, int fresh)
+{
+    memra_layout_batch(lp, lo, hi, first, base, at);
+    for (memra_u32 q0 = lo + 32u * MEMRA_LAYOUT_BATCH; q0 < hi; q0 += 32u * MEMRA_LAYOUT_BATCH) {
+        memra_u32 e[MEMRA_LAYOUT_BATCH];
+        memra_layout_load(lp, ids, q0, hi, e, fresh);
+        memra_layout_batch(lp, q0, hi, e, base, at);
     }
 }
 
@@ -153,28 +202,32 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
 
 /* The whole layout of n_pairs ids by the calling block (every thread of it
  * calls), in `scratch` (`words` 32-bit words of shared memory, at least
- * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): up to four warps walk the pairs,
- * as many as the scratch holds the counts of. */
+ * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): as many warps as the scratch
+ * holds the counts of, and the batch has chunks for, each count and then
+ * place a range of whole chunks. */
 MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *ids,
                                      memra_u32 n_pairs, memra_u32 *scratch, memra_u32 words,
                                      int fresh)
 {
     const memra_u32 E = lp->n_expert, tid = threadIdx.x, nthreads = blockDim.x;
     const memra_u32 wid = tid >> 5, nw = nthreads >> 5;
-    memra_u32 lw = (words - (E + 2u * (E + 1u))) / E; /* placing warps */
-    lw = lw > 4u ? 4u : lw;
+    memra_u32 lw = (words - (E + 2u * (E + 1u))) / E; /* walking warps */
     lw = lw > nw ? nw : lw;
+    const memra_u32 sh = memra_layout_range_shift(n_pairs, lw);
+    const memra_u32 ranges = (((n_pairs + 31u) >> 5) + (1u << sh) - 1u) >> sh;
+    lw = ranges > 0u ? ranges : 1u;
+    const memra_u32 lo = wid << (sh + 5u) < n_pairs ? wid << (sh + 5u) : n_pairs;
+    const memra_u32 hi = n_pairs - lo > (32u << sh) ? lo + (32u << sh) : n_pairs;
+    memra_u32 first[MEMRA_LAYOUT_BATCH]; /* in flight while the counts are zeroed */
+    memra_layout_load(lp, ids, lo, hi, first, fresh);
     memra_u32 *count = scratch + lw * E, *cum = count + E, *off = cum + E + 1u;
     for (memra_u32 i = tid; i < lw * E; i += nthreads)
         scratch[i] = 0;
     memra_block_sync();
-    const memra_u32 per = (n_pairs + lw - 1u) / lw;
-    const memra_u32 lo = wid * per < n_pairs ? wid * per : n_pairs;
-    const memra_u32 hi = lo + per < n_pairs ? lo + per : n_pairs;
     if (wid < lw)
-        memra_layout_walk(lp, ids, lo, hi, scratch + wid * E, NULL, 0, fresh);
+        memra_layout_walk(lp, ids, lo, hi, first, scratch + wid * E, NULL, fresh);
     memra_block_sync();
-    /* Each expert's count, and each warp's start inside its run. */
+    /* Each expert's count, and each range's start inside its run. */
     for (memra_u32 e = tid; e < E; e += nthreads) {
         memra_u32 run = 0;
         for (memra_u32 w = 0; w < lw; w++) {
@@ -188,7 +241,7 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
     memra_layout_scans(lp, count, cum, off);
     memra_block_sync();
     if (wid < lw)
-        memra_layout_walk(lp, ids, lo, hi, scratch + wid * E, cum, 1, fresh);
+        memra_layout_walk(lp, ids, lo, hi, first, scratch + wid * E, cum, fresh);
     memra_layout_finish(lp, count, cum, off, n_pairs, tid, nthreads);
 }
 
@@ -275,37 +328,41 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(ME
     memra_layout_finish(&lp, count, cum, off, n_pairs, threadIdx.x, blockDim.x);
 }
 
-/* 3: each tile's pairs placed, MEMRA_LAYOUT_PLACE_WARPS warps a tile. */
+/* 3: each tile's pairs placed, MEMRA_LAYOUT_PLACE_WARPS warps a tile, each
+ * counting and then placing a range of whole chunks. */
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_PLACE_THREADS)
     memra_layout_place_kernel(MEMRA_LAYOUT_KPARAMS)
 {
-    MEMRA_SHARED memra_u32 hist[MEMRA_LAYOUT_PLACE_WARPS][MEMRA_ABI_LAYOUT_MAX_EXPERT];
+    /* range w's count of expert e at hist[w * E + e] */
+    MEMRA_SHARED memra_u32 hist[MEMRA_LAYOUT_PLACE_WARPS * MEMRA_ABI_LAYOUT_MAX_EXPERT];
     MEMRA_SHARED memra_u32 at[MEMRA_ABI_LAYOUT_MAX_EXPERT];
     const memra_u32 E = lp.n_expert, tile = blockIdx.x, wid = threadIdx.x >> 5;
     memra_grid_wait();
     memra_grid_launch_dependents();
-    for (memra_u32 i = threadIdx.x; i < MEMRA_LAYOUT_PLACE_WARPS * E; i += blockDim.x)
-        hist[i / E][i % E] = 0;
-    memra_block_sync();
     const memra_u32 t0 = tile * MEMRA_LAYOUT_TILE;
     const memra_u32 t1 = n_pairs - t0 < MEMRA_LAYOUT_TILE ? n_pairs : t0 + MEMRA_LAYOUT_TILE;
-    const memra_u32 per = (t1 - t0 + MEMRA_LAYOUT_PLACE_WARPS - 1u) / MEMRA_LAYOUT_PLACE_WARPS;
-    const memra_u32 lo = t0 + wid * per < t1 ? t0 + wid * per : t1;
-    const memra_u32 hi = lo + per < t1 ? lo + per : t1;
-    memra_layout_walk(&lp, ids, lo, hi, hist[wid], NULL, 0, 0);
+    const memra_u32 sh = memra_layout_range_shift(MEMRA_LAYOUT_TILE, MEMRA_LAYOUT_PLACE_WARPS);
+    const memra_u32 lo = t1 - t0 > (wid << (sh + 5u)) ? t0 + (wid << (sh + 5u)) : t1;
+    const memra_u32 hi = t1 - lo > (32u << sh) ? lo + (32u << sh) : t1;
+    memra_u32 first[MEMRA_LAYOUT_BATCH];
+    memra_layout_load(&lp, ids, lo, hi, first, 0);
+    for (memra_u32 i = threadIdx.x; i < MEMRA_LAYOUT_PLACE_WARPS * E; i += blockDim.x)
+        hist[i] = 0;
+    memra_block_sync();
+    memra_layout_walk(&lp, ids, lo, hi, first, hist + wid * E, NULL, 0);
     memra_block_sync();
     const memra_u32 *tc = (const memra_u32 *)lp.workspace + (memra_u64)tile * E;
     const memra_u32 *wcum = (const memra_u32 *)lp.workspace + (memra_u64)lp.n_tiles * E;
     for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
         memra_u32 run = 0;
         for (memra_u32 w = 0; w < MEMRA_LAYOUT_PLACE_WARPS; w++) {
-            const memra_u32 c = hist[w][e];
-            hist[w][e] = run;
+            const memra_u32 c = hist[w * E + e];
+            hist[w * E + e] = run;
             run += c;
         }
         at[e] = wcum[e] + tc[e];
     }
     memra_block_sync();
-    memra_layout_walk(&lp, ids, lo, hi, hist[wid], at, 1, 0);
+    memra_layout_walk(&lp, ids, lo, hi, first, hist + wid * E, at, 0);
 }
 #endif /* MEMRA_LAYOUT_BLOCK_ONLY */

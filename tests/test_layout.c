@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include "kernel_on_host.h"
+#include "gpu_fixture.h"
 #include "mock_fixture.h"
 #include "route/route.h"
 #include "vrows/gate_cases.h"
@@ -515,6 +516,10 @@ static void test_fused_layout_matches_host(void **state)
         fused_case(eng, sgl, 9, v, 3);
         fused_case(eng, v2, 12, v, 4);
     }
+    /* Batches whose last block walks many chunks a warp: a decode batch on
+     * the block kernel, near one launch's size on the team kernel. */
+    fused_case(eng, ds3, 256, MEMRA_ROUTE_VARIANT_AUTO, 6);
+    fused_case(eng, mix, MEMRA_LAYOUT_ONE_LAUNCH / 4 + 3, MEMRA_ROUTE_VARIANT_AUTO, 7);
     /* Above one launch's size: the team kernel, then three launches. */
     fused_case(eng, mix, MEMRA_LAYOUT_ONE_LAUNCH / 2 + 7, MEMRA_ROUTE_VARIANT_AUTO, 5);
     memra_engine_destroy(eng);
@@ -780,7 +785,16 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_fused_capture_needs_prepare, mock_setup,
                                         mock_teardown),
     };
+    /* The same layouts on a real GPU (the GPU suite): no mock installed,
+     * so the engine is the device's. */
+    const struct CMUnitTest gpu[] = {
+        cmocka_unit_test(test_device_layout_matches_host),
+        cmocka_unit_test(test_fused_layout_matches_host),
+        cmocka_unit_test(test_fused_zero_tokens_writes_empty_layout),
+    };
     if (argc > 1 && strcmp(argv[1], "device") == 0)
         return cmocka_run_group_tests(device, NULL, NULL);
+    if (argc > 1 && strcmp(argv[1], "gpu") == 0)
+        return gpu_absent() ? 77 : cmocka_run_group_tests(gpu, NULL, NULL);
     return cmocka_run_group_tests(host, NULL, NULL);
 }

@@ -13,7 +13,7 @@ static void test_failure_with_the_lock_held(void **state)
     memra_engine *eng = mock_engine();
     memra_engine_destroy(eng);
     pthread_mutex_lock(&mu); /* as execute() holds it while a host kernel runs */
-    fail_msg("raised with the mock's lock held: this test is expected to fail, not hang");
+    fail_msg("%s", "raised with the mock's lock held: this test is expected to fail, not hang");
 }
 
 int main(void)
