@@ -66,44 +66,57 @@ MEMRA_DEVICE void memra_layout_load(const memra_layout_params *lp, const int *id
  * NULL): one lane of each expert's adds their number to base[e] with a
  * shared atomic, so no chunk waits on the one before. Placing: pair p of
  * expert e goes to at[e] + base[e] + its rank among its chunk's pairs of
- * e, then base[e] grows by the chunk's, a chain through shared memory. */
+ * e, then base[e] grows by the chunk's: a chain through shared memory,
+ * with every chunk's match found ahead of it. */
 MEMRA_DEVICE void memra_layout_batch(const memra_layout_params *lp, memra_u32 q0, memra_u32 hi,
                                      const memra_u32 *e, memra_u32 *base, const memra_u32 *at)
 {
     const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert;
     int *sorted = (int *)lp->sorted_ids;
+    memra_u32 same[MEMRA_LAYOUT_BATCH], below[MEMRA_LAYOUT_BATCH];
+    MEMRA_UNROLL
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+        same[i] = memra_match_any(e[i]); /* past hi: every lane's is n_expert */
+        below[i] = memra_popc(same[i] & ((1u << lane) - 1u));
+    }
     MEMRA_UNROLL
     for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
         if (q0 + 32u * i >= hi) /* the same for the whole warp */
             break;
-        const memra_u32 same = memra_match_any(e[i]);
-        const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
         if (!at) {
-            if (below == 0 && e[i] < E)
-                atomicAdd(&base[e[i]], memra_popc(same));
+            if (below[i] == 0 && e[i] < E)
+                atomicAdd(&base[e[i]], memra_popc(same[i]));
             continue;
         }
         if (e[i] < E)
-            sorted[at[e[i]] + base[e[i]] + below] = (int)(q0 + 32u * i + lane);
+            sorted[at[e[i]] + base[e[i]] + below[i]] = (int)(q0 + 32u * i + lane);
         memra_warp_sync(); /* every lane has read base[e] before the leader adds */
-        if (below == 0 && e[i] < E)
-            base[e[i]] += memra_popc(same);
+        if (below[i] == 0 && e[i] < E)
+            base[e[i]] += memra_popc(same[i]);
         memra_warp_sync();
     }
 }
 
 /* One warp's walk over pairs [lo, hi), counting or placing (as
  * memra_layout_batch); `first` holds the experts of its first batch,
- * loaded by the caller (once for both walks). */
+ * loaded by the caller (once for both walks). Each batch's ids are asked
+ * for before the batch ahead of them is walked, so their trip overlaps
+ * that walk. */
 MEMRA_DEVICE void memra_layout_walk(const memra_layout_params *lp, const int *ids, memra_u32 lo,
                                     memra_u32 hi, const memra_u32 *first, memra_u32 *base,
                                     const memra_u32 *at, int fresh)
 {
-    memra_layout_batch(lp, lo, hi, first, base, at);
-    for (memra_u32 q0 = lo + 32u * MEMRA_LAYOUT_BATCH; q0 < hi; q0 += 32u * MEMRA_LAYOUT_BATCH) {
-        memra_u32 e[MEMRA_LAYOUT_BATCH];
-        memra_layout_load(lp, ids, q0, hi, e, fresh);
-        memra_layout_batch(lp, q0, hi, e, base, at);
+    memra_u32 cur[MEMRA_LAYOUT_BATCH];
+    MEMRA_UNROLL
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
+        cur[i] = first[i];
+    for (memra_u32 q0 = lo; q0 < hi; q0 += 32u * MEMRA_LAYOUT_BATCH) {
+        memra_u32 next[MEMRA_LAYOUT_BATCH]; /* past hi: no load, n_expert */
+        memra_layout_load(lp, ids, q0 + 32u * MEMRA_LAYOUT_BATCH, hi, next, fresh);
+        memra_layout_batch(lp, q0, hi, cur, base, at);
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
+            cur[i] = next[i];
     }
 }
 
