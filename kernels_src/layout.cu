@@ -76,8 +76,11 @@ MEMRA_DEVICE void memra_layout_batch(const memra_layout_params *lp, memra_u32 q0
     memra_u32 same[MEMRA_LAYOUT_BATCH], below[MEMRA_LAYOUT_BATCH];
     MEMRA_UNROLL
     for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
-        same[i] = memra_match_any(e[i]); /* past hi: every lane's is n_expert */
-        below[i] = memra_popc(same[i] & ((1u << lane) - 1u));
+        same[i] = 0u, below[i] = 0u;
+        if (q0 + 32u * i < hi) { /* the same for the whole warp */
+            same[i] = memra_match_any(e[i]);
+            below[i] = memra_popc(same[i] & ((1u << lane) - 1u));
+        }
     }
     MEMRA_UNROLL
     for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
@@ -132,42 +135,49 @@ MEMRA_DEVICE memra_u32 memra_layout_round_up(memra_u32 x, memra_u32 bs)
     return memra_layout_div(x + bs - 1u, bs) * bs;
 }
 
-/* In one warp: out[i] = the exclusive prefix sum of f(in[i]) for i < n, and
- * out[n] the total; f pads to block_size when `pad`. Lane l takes a run of
- * consecutive entries, then the lanes' sums are scanned. */
-MEMRA_DEVICE void memra_layout_scan(const memra_u32 *in, memra_u32 *out, memra_u32 n, memra_u32 bs,
-                                    int pad)
-{
-    const memra_u32 lane = threadIdx.x & 31u, per = (n + 31u) / 32u;
-    const memra_u32 lo = lane * per < n ? lane * per : n, hi = lo + per < n ? lo + per : n;
-    memra_u32 sum = 0;
-    for (memra_u32 i = lo; i < hi; i++)
-        sum += pad ? memra_layout_round_up(in[i], bs) : in[i];
-    memra_u32 incl = sum;
-    for (int d = 1; d < 32; d <<= 1) {
-        const memra_u32 up = memra_shfl_up_u(incl, d);
-        incl += lane >= (memra_u32)d ? up : 0u;
-    }
-    memra_u32 run = incl - sum;
-    for (memra_u32 i = lo; i < hi; i++) {
-        out[i] = run;
-        run += pad ? memra_layout_round_up(in[i], bs) : in[i];
-    }
-    if (lane == 31u)
-        out[n] = incl;
-}
-
-/* The padded prefix sum (cum) by warp 0 and, when the call asks for the
- * offsets, the unpadded one (off) by warp 1 at the same time (warp 0 after
- * the first in a block of one warp). Every thread of the block calls. */
+/* The exclusive prefix sums of the experts' counts, by the whole block
+ * (every thread calls): cum (each run padded to block_size) and, when the
+ * call asks for the offsets, off (unpadded), with cum[E] and off[E] the
+ * totals. Thread i takes a run of consecutive experts; the threads' sums
+ * are scanned by shuffles in each warp, and each warp adds the warps'
+ * before it from shared memory: one barrier, no serial pass over the
+ * experts by one warp. */
 MEMRA_DEVICE void memra_layout_scans(const memra_layout_params *lp, const memra_u32 *count,
                                      memra_u32 *cum, memra_u32 *off)
 {
-    const memra_u32 wid = threadIdx.x >> 5, E = lp->n_expert;
-    if (wid == 0)
-        memra_layout_scan(count, cum, E, lp->block_size, 1);
-    if (lp->offsets && wid == (blockDim.x > 32u ? 1u : 0u))
-        memra_layout_scan(count, off, E, lp->block_size, 0);
+    MEMRA_SHARED memra_u32 warp_sum[2][32];
+    const memra_u32 E = lp->n_expert, bs = lp->block_size, tid = threadIdx.x;
+    const memra_u32 lane = tid & 31u, wid = tid >> 5, per = (E + blockDim.x - 1u) / blockDim.x;
+    const memra_u32 lo = tid * per < E ? tid * per : E, hi = lo + per < E ? lo + per : E;
+    memra_u32 sp = 0, su = 0; /* this thread's sums, padded and not */
+    for (memra_u32 i = lo; i < hi; i++) {
+        sp += memra_layout_round_up(count[i], bs);
+        su += count[i];
+    }
+    memra_u32 ip = sp, iu = su;
+    for (int d = 1; d < 32; d <<= 1) {
+        const memra_u32 up = memra_shfl_up_u(ip, d), uu = memra_shfl_up_u(iu, d);
+        ip += lane >= (memra_u32)d ? up : 0u;
+        iu += lane >= (memra_u32)d ? uu : 0u;
+    }
+    if (lane == 31u)
+        warp_sum[0][wid] = ip, warp_sum[1][wid] = iu;
+    memra_block_sync();
+    for (memra_u32 w = 0; w < wid; w++)
+        ip += warp_sum[0][w], iu += warp_sum[1][w];
+    memra_u32 rp = ip - sp, ru = iu - su;
+    for (memra_u32 i = lo; i < hi; i++) {
+        cum[i] = rp;
+        rp += memra_layout_round_up(count[i], bs);
+        if (lp->offsets)
+            off[i] = ru;
+        ru += count[i];
+    }
+    if (tid == blockDim.x - 1u) { /* past the last run: the totals */
+        cum[E] = rp;
+        if (lp->offsets)
+            off[E] = ru;
+    }
 }
 
 /* Everything but the pairs' own places, from each expert's count and the
