@@ -10,11 +10,12 @@
  * where cum is the exclusive prefix sum of the runs padded to block_size.
  * Each warp walks its range of the tile 32 pairs at a time, in order, so
  * inside an expert the pairs come out in ascending index, the same bits on
- * every run. It walks twice, counting and then placing, from ids loaded a
- * batch of chunks at a time (the first batch once for both walks). Decode-sized batches take one
- * block (memra_layout_block: the standalone kernel, or the last block of a routing launch that lays
- * its own batch out); larger ones three launches over tiles of MEMRA_LAYOUT_TILE pairs: count,
- * scan, place. */
+ * every run. It walks twice, counting and then placing, from ids loaded
+ * a batch of chunks at a time (the first batch once for both walks).
+ * Decode-sized batches take one block (memra_layout_block: the standalone
+ * kernel, or the last block of a routing launch that lays its own batch
+ * out); larger ones three launches over tiles of MEMRA_LAYOUT_TILE pairs:
+ * count, scan, place. */
 
 /* A run's block label: the expert, or through the map its local id. */
 MEMRA_DEVICE int memra_layout_label(const memra_layout_params *lp, memra_u32 e)
