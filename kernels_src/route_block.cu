@@ -12,9 +12,12 @@
  *     segments' heads and ranks them by counting (no barrier: each warp
  *     gets the same answer);
  *  4. each listed expert of a segment in play counts the experts of the
- *     other segments' lists that beat it (sorted lists: their first ones),
- *     in chunks of independent loads or, in the largest blocks, until the
- *     first that does not; rank < top_k is its output slot;
+ *     other segments' lists that beat it (sorted lists: their first ones):
+ *     where each segment is a warp, in up to 12 warps, every list's first
+ *     top_k at once (straight-line code with the spec's counts compiled
+ *     in); otherwise in chunks of independent loads or, in the largest
+ *     blocks, until the first that does not; rank < top_k is its output
+ *     slot;
  *  5. a second barrier, then the pairs: weights summed in rank order, the
  *     tables from the values read in step 1;
  *  6. with a fused layout, the last block to finish lays the whole batch
@@ -230,7 +233,41 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    the best top_k-th entry of any one list, nothing can be chosen. */
     const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
     const int holds = valid && tid - seg_lo < lim_own && ((allowed >> my_group) & 1u);
-    if (holds) {
+    if (holds && (n_group == 1u || G % 32u == 0u) && nw <= MEMRA_ROUTE_RANK_CHUNK_WARPS) {
+        /* Each segment is a warp: warp w's list is at sh_list[32 w], its
+         * first min(32, E - 32 w) entries, and the warp is in play when its
+         * group is. No loop here depends on a load, so with the spec's
+         * counts compiled in (MEMRA_ROUTE_SPECIALIZE) every load is
+         * independent and the phase is straight-line code. */
+        const memra_u64 mine_e = sh_list[tid];
+        memra_u64 tau = 0;
+        for (memra_u32 w = 0; w < nw; w++) {
+            const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
+            const int in_play = n_group == 1u || ((allowed >> ((32u * w) / G)) & 1u);
+            if (in_play && len >= top_k) {
+                const memra_u64 kth = sh_list[32u * w + top_k - 1u];
+                tau = kth > tau ? kth : tau;
+            }
+        }
+        if (mine_e >= tau) {
+            memra_u32 rank = lane;
+            for (memra_u32 w = 0; w < nw; w++) {
+                const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
+                const memra_u32 n = len < top_k ? len : top_k;
+                const int in_play = n_group == 1u || ((allowed >> ((32u * w) / G)) & 1u);
+                if (in_play && w != wid)
+                    for (memra_u32 i = 0; i < top_k; i++)
+                        rank += i < n && sh_list[32u * w + i] > mine_e;
+            }
+            if (rank < top_k) {
+                const int e = (int)~(memra_u32)mine_e;
+                sh_sel[rank] = e;
+                sh_w[rank] = sh_s[e];
+                if (o.tables)
+                    sh_wslot[rank] = sh_slot[e], sh_wmac[rank] = sh_mac[e];
+            }
+        }
+    } else if (holds) {
         const memra_u64 mine_e = sh_list[tid];
         memra_u64 tau = 0;
         for (memra_u32 g = 0; g < n_group; g++) {
