@@ -182,9 +182,13 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
          * one, and the equal ones of lower lanes (ties by index) at once.
          * Lanes past the experts hold key 0, below every expert's. */
         r = memra_popc(memra_match_any(key) & ((1u << lane) - 1u));
+        /* Four counts side by side: one running count would chain its 32
+         * compare-and-adds one after another. */
+        memra_u32 r4[4] = {0u, 0u, 0u, 0u};
         MEMRA_UNROLL
         for (int j = 0; j < 32; j++)
-            r += memra_shfl_u(key, j) > key;
+            r4[j & 3] += memra_shfl_u(key, j) > key;
+        r += (r4[0] + r4[1]) + (r4[2] + r4[3]);
     } else {
         for (memra_u32 j = 0; j < 32u; j++) {
             const memra_u32 kj = memra_shfl_u(key, (int)j);
@@ -270,9 +274,12 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                 const memra_u32 n = len < top_k ? len : top_k;
                 const int in_play =
                     n_group == 1u || ((allowed >> memra_rb_group_of(32u * w, G)) & 1u);
-                if (in_play && w != wid)
+                if (in_play && w != wid) {
+                    memra_u32 beat = 0; /* a count per list: no chain across them */
                     for (memra_u32 i = 0; i < top_k; i++)
-                        rank += i < n && sh_list[32u * w + i] > mine_e;
+                        beat += i < n && sh_list[32u * w + i] > mine_e;
+                    rank += beat;
+                }
             }
             if (rank < top_k) {
                 const int e = (int)~(memra_u32)mine_e;
