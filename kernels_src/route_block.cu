@@ -251,13 +251,16 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    the best top_k-th entry of any one list, nothing can be chosen. */
     const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
     const int holds = valid && tid - seg_lo < lim_own && ((allowed >> my_group) & 1u);
+    memra_u64 mine_e = 0; /* a holder's entry; its rank where it was counted */
+    memra_u32 rank = 0;
+    int counted = 0;
     if (holds && (n_group == 1u || G % 32u == 0u) && nw <= MEMRA_ROUTE_RANK_CHUNK_WARPS) {
         /* Each segment is a warp: warp w's list is at sh_list[32 w], its
          * first min(32, E - 32 w) entries, and the warp is in play when its
          * group is. No loop here depends on a load, so with the spec's
          * counts compiled in (MEMRA_ROUTE_SPECIALIZE) every load is
          * independent and the phase is straight-line code. */
-        const memra_u64 mine_e = sh_list[tid];
+        mine_e = sh_list[tid];
         memra_u64 tau = 0;
         for (memra_u32 w = 0; w < nw; w++) {
             const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
@@ -268,7 +271,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             }
         }
         if (mine_e >= tau) {
-            memra_u32 rank = lane;
+            counted = 1, rank = lane;
             for (memra_u32 w = 0; w < nw; w++) {
                 const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
                 const memra_u32 n = len < top_k ? len : top_k;
@@ -281,16 +284,9 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                     rank += beat;
                 }
             }
-            if (rank < top_k) {
-                const int e = (int)~(memra_u32)mine_e;
-                sh_sel[rank] = e;
-                sh_w[rank] = sh_s[e];
-                if (o.tables)
-                    sh_wslot[rank] = sh_slot[e], sh_wmac[rank] = sh_mac[e];
-            }
         }
     } else if (holds) {
-        const memra_u64 mine_e = sh_list[tid];
+        mine_e = sh_list[tid];
         memra_u64 tau = 0;
         for (memra_u32 g = 0; g < n_group; g++) {
             if (!((allowed >> g) & 1u))
@@ -306,7 +302,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             }
         }
         if (mine_e >= tau) {
-            memra_u32 rank = tid - seg_lo;
+            counted = 1, rank = tid - seg_lo;
             for (memra_u32 g = 0; g < n_group; g++) {
                 if (!((allowed >> g) & 1u))
                     continue;
@@ -338,14 +334,14 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                     p = next;
                 }
             }
-            if (rank < top_k) {
-                const int e = (int)~(memra_u32)mine_e;
-                sh_sel[rank] = e;
-                sh_w[rank] = sh_s[e];
-                if (o.tables)
-                    sh_wslot[rank] = sh_slot[e], sh_wmac[rank] = sh_mac[e];
-            }
         }
+    }
+    if (counted && rank < top_k) {
+        const int e = (int)~(memra_u32)mine_e;
+        sh_sel[rank] = e;
+        sh_w[rank] = sh_s[e];
+        if (o.tables)
+            sh_wslot[rank] = sh_slot[e], sh_wmac[rank] = sh_mac[e];
     }
     MEMRA_PROBE(6, "final rank");
     memra_block_sync();
