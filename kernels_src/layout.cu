@@ -124,16 +124,10 @@ MEMRA_DEVICE void memra_layout_walk(const memra_layout_params *lp, const int *id
     }
 }
 
-/* x / bs, and x rounded up to a multiple of bs. Engines' block sizes are
- * powers of two (16-256), where a shift stands in for the integer
- * division, a long dependent chain on the GPU. */
-MEMRA_DEVICE memra_u32 memra_layout_div(memra_u32 x, memra_u32 bs)
-{
-    return (bs & (bs - 1u)) == 0u ? x >> (memra_ffs(bs) - 1) : x / bs;
-}
+/* x rounded up to a multiple of bs. */
 MEMRA_DEVICE memra_u32 memra_layout_round_up(memra_u32 x, memra_u32 bs)
 {
-    return memra_layout_div(x + bs - 1u, bs) * bs;
+    return memra_udiv(x + bs - 1u, bs) * bs;
 }
 
 /* The exclusive prefix sums of the experts' counts, by the whole block
@@ -204,8 +198,8 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
         for (memra_u32 q = cum[e] + count[e]; q < cum[e + 1]; q++)
             sorted[q] = (int)n_pairs;
         const int label = memra_layout_label(lp, e);
-        const memra_u32 b1 = memra_layout_div(cum[e + 1], bs);
-        for (memra_u32 b = memra_layout_div(cum[e], bs); b < b1; b++)
+        const memra_u32 b1 = memra_udiv(cum[e + 1], bs);
+        for (memra_u32 b = memra_udiv(cum[e], bs); b < b1; b++)
             eids[b] = label;
         if (lp->counts)
             ((int *)lp->counts)[e] = (int)count[e];
@@ -216,7 +210,7 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
     }
     for (memra_u32 q = total + tid; q < lp->sorted_len; q += nthreads)
         sorted[q] = (int)n_pairs;
-    for (memra_u32 b = memra_layout_div(total, bs) + tid; b < lp->n_blocks; b += nthreads)
+    for (memra_u32 b = memra_udiv(total, bs) + tid; b < lp->n_blocks; b += nthreads)
         eids[b] = -1;
 }
 

@@ -56,17 +56,6 @@ MEMRA_STATIC_ASSERT(8u * MEMRA_ABI_ROUTE_MAX_EXPERT >=
                         MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 1u),
                     "the block kernel's shared buffer holds the fused layout's counts");
 
-/* Expert x's group, x / G: a shift where G is a power of two (every
- * model's groups), the division otherwise. */
-MEMRA_DEVICE memra_u32 memra_rb_group_of(memra_u32 x, memra_u32 G)
-{
-#ifdef MEMRA_SPEC_E
-    return x / G; /* G is the spec's constant: the division folds */
-#else
-    return (G & (G - 1u)) == 0u ? x >> (memra_ffs(G) - 1) : x / G;
-#endif
-}
-
 MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 {
     memra_u64 *const sh_list = memra_rb_sh.r.list;
@@ -159,17 +148,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    group), by counting; the segment's best are listed at the
      *    segment's own start, best first, as (key, ~index): one 64-bit
      *    number orders both. Two are listed at least, for the groups. */
-    /* Group sizes of a power of two (and one group) without an integer
-     * division, a long dependent chain on the GPU; with the spec compiled
-     * in, the group size is a constant (a shift count from __ffs is not). */
-#ifdef MEMRA_SPEC_E
-    const memra_u32 G = n_group == 1u ? E : E / n_group;
-#else
-    const memra_u32 G = n_group == 1u                      ? E
-                        : (n_group & (n_group - 1u)) == 0u ? E >> (memra_ffs(n_group) - 1)
-                                                           : E / n_group;
-#endif
-    const memra_u32 my_group = n_group == 1u ? 0u : memra_rb_group_of(tid, G);
+    const memra_u32 G = n_group == 1u ? E : memra_udiv(E, n_group);
+    const memra_u32 my_group = n_group == 1u ? 0u : memra_udiv(tid, G);
     const memra_u32 key = valid ? memra_route_key(c) : 0u;
     const memra_u32 wlo = 32u * wid, glo = valid ? my_group * G : wlo;
     const memra_u32 seg_lo = glo > wlo ? glo : wlo;
@@ -264,7 +244,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         memra_u64 tau = 0;
         for (memra_u32 w = 0; w < nw; w++) {
             const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
-            const int in_play = n_group == 1u || ((allowed >> memra_rb_group_of(32u * w, G)) & 1u);
+            const int in_play = n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
             if (in_play && len >= top_k) {
                 const memra_u64 kth = sh_list[32u * w + top_k - 1u];
                 tau = kth > tau ? kth : tau;
@@ -275,8 +255,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             for (memra_u32 w = 0; w < nw; w++) {
                 const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
                 const memra_u32 n = len < top_k ? len : top_k;
-                const int in_play =
-                    n_group == 1u || ((allowed >> memra_rb_group_of(32u * w, G)) & 1u);
+                const int in_play = n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
                 if (in_play && w != wid) {
                     memra_u32 beat = 0; /* a count per list: no chain across them */
                     for (memra_u32 i = 0; i < top_k; i++)

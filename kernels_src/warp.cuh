@@ -49,6 +49,16 @@ MEMRA_DEVICE memra_u32 memra_atomic_add_acq_rel(memra_u32 *p, memra_u32 v)
 #define memra_atomic_add_u64(p, v) atomicAdd((p), (v))
 #endif
 
+/* x / d (d > 0) without an integer division, a long dependent chain on
+ * the GPU, where d is a power of two, as engines' block sizes and models'
+ * group counts and sizes are. The shift is d - 1's bit count, which the
+ * compiler folds where d is a constant (a spec module's counts); a shift
+ * by __ffs(d) it leaves to run time, and a division by it then too. */
+MEMRA_DEVICE memra_u32 memra_udiv(memra_u32 x, memra_u32 d)
+{
+    return (d & (d - 1u)) == 0u ? x >> memra_popc(d - 1u) : x / d;
+}
+
 #ifdef __CUDACC_RTC__
 #define MEMRA_NO_UNROLL _Pragma("unroll 1")
 #else
