@@ -191,8 +191,14 @@ class Layer:
         self.faults = alloc(20)  # abi.h: MEMRA_FAULT_WORDS x 4 bytes
         self.flags = (F_SIGMOID if sig else 0) | (F_RENORM if renorm else 0)
         self.n_group, self.topk_group, self.scale = G, TG, scale
+        # The fused layout's outputs (vLLM's sizes, block size 16) and its
+        # ticket (one block: never counted, but it must be there).
+        self.bs = 16
+        self.sorted_len = K * n_tokens + E * (self.bs - 1)
+        self.n_blocks = (self.sorted_len + self.bs - 1) // self.bs
+        self.lay = [alloc(4 * self.sorted_len), alloc(4 * self.n_blocks), alloc(4), alloc(4)]
 
-    def params(self, tables):
+    def params(self, tables, layout=False):
         flags = self.flags | (0 if tables else F_NO_TABLES)
         E4 = 4 * self.E
         # 18 addresses (the map and the real-token count 0), 8 counts and
@@ -202,6 +208,10 @@ class Layer:
                         self.sel, self.selw, self.ptrs, self.scl, self.faults, 0, 0)
         b += struct.pack("<8I2f", self.T, self.E, self.K, self.n_group, self.topk_group, flags, 0, 0,
                          self.scale, 0.0)
+        if layout:  # kernels_src/layout_params.h's memra_layout_params
+            sorted_ids, expert_ids, n_post_pad, ticket = self.lay
+            b += struct.pack("<10Q8I", sorted_ids, expert_ids, n_post_pad, 0, 0, 0, 0, 0, ticket, 0,
+                             self.E, self.bs, self.sorted_len, self.n_blocks, 0, 0, 0, 0)
         b += bytes(PARAM_BYTES - len(b))
         assert len(b) == PARAM_BYTES
         return ctypes.create_string_buffer(b, PARAM_BYTES)
@@ -261,17 +271,17 @@ def graph_node_us(stream, body, nodes=32, reps=15, per=10):
     return sorted(v)[len(v) // 2]
 
 
-def probe(mod, fn, layer, stream, tables, marks):
+def probe(mod, fn, layer, stream, tables, marks, layout=False):
     """Each mark's clock, from the earliest warp's entry: warp 0's and the
-    slowest warp's (a barrier's wait shows in the slowest arrival only)."""
+    slowest warp's (a barrier's wait shows in the slowest arrival only);
+    with the fused layout, its marks too."""
     clk = ctypes.c_uint64()
     size = ctypes.c_size_t()
     ck(cu.cuModuleGetGlobal_v2(ctypes.byref(clk), ctypes.byref(size), mod, b"memra_route_probe_clk"),
        "probe buffer")
-    buf = layer.params(tables)
+    buf = layer.params(tables, layout)
     names, row = marks
     nw = (layer.E + 31) // 32
-    last = len(names) - 1
     best = None
     for _ in range(20):  # the fastest of 20: a warm, uncontended run
         ck(cu.cuMemsetD8_v2(clk, ctypes.c_ubyte(0), size), "clear probe")
@@ -280,10 +290,13 @@ def probe(mod, fn, layer, stream, tables, marks):
         raw = (ctypes.c_uint64 * (size.value // 8))()
         ck(cu.cuMemcpyDtoH_v2(raw, clk, size.value), "read probe")
         rows = [list(raw[w * row:(w + 1) * row]) for w in range(nw)]
+        # warp 0's last mark reached (the layout's are past the routing's)
+        last = max(i for i in range(len(names)) if rows[0][i])
         t0 = min(r[0] for r in rows)
         if best is None or rows[0][last] - t0 < best[0][0][last] - best[1]:
             best = (rows, t0)
     rows, t0 = best
+    last = max(i for i in range(len(names)) if rows[0][i])
     # slots 14, 15 of warp 0: the global timer (ns) at the first and last mark
     ns_per_cycle = (rows[0][15] - rows[0][14]) / max(1, rows[0][last] - rows[0][0])
     out = []
@@ -417,21 +430,38 @@ def main():
                 launch_empty(empty, stream)
             alt = graph_node_us(stream, fused_then_empty) - e_us
             marks, npc = probe(pmod, pfn, layer, stream, True, marks_src)
+            # The fused layout (block size 16) after the same routing: its
+            # node and its phases, where the source marks them.
+            lbuf = layer.params(True, True)
+            with_layout = graph_node_us(stream, lambda: launch(fn, threads, stream, lbuf))
+            lmarks = []
+            if len(marks_src[0]) > 10:
+                lmarks, _ = probe(pmod, pfn, layer, stream, True, marks_src, True)
+                lmarks = [m for m in lmarks if marks_src[0].index(m[0]) >= 9]
             got = outputs(fn, layer, stream)
             same = reference.setdefault(cfg[0], got) == got
             if not same:
                 differ.append("%s: %s" % (tag, cfg[0]))
             res[cfg[0]] = {"router_us": router, "fused_us": fused, "fused_beside_empty_us": alt,
+                           "fused_layout_us": with_layout,
                            "ns_per_cycle": npc, "same_bits_as_shipped": same,
                            "marks": [{"mark": m, "warp0_cycles": c0, "slowest_cycles": c,
                                       "slowest_warp": w, "slowest_ns": n}
-                                     for m, c0, c, w, n in marks]}
+                                     for m, c0, c, w, n in marks],
+                           "layout_marks": [{"mark": m, "warp0_cycles": c0, "slowest_cycles": c,
+                                             "slowest_warp": w, "slowest_ns": n}
+                                            for m, c0, c, w, n in lmarks]}
             print("  %-12s router %.3f us, fused %.3f us per node, %.3f beside an empty kernel;"
                   " outputs %s; fused probe, cycles from the first warp's entry (warp 0 /"
                   " slowest warp):" % (cfg[0], router, fused, alt,
                                        "the shipped kernel's bits" if same else "DIFFER FROM THE"
                                        " SHIPPED KERNEL'S"))
             for m, c0, c, w, n in marks[1:]:
+                print("      %-32s %6s / %6d (warp %2d, %5.0f ns)"
+                      % (m, "-" if c0 is None else c0, c, w, n))
+            print("    + fused layout (block size 16): %.3f us per node%s"
+                  % (with_layout, "; its probe:" if lmarks else ""))
+            for m, c0, c, w, n in lmarks:
                 print("      %-32s %6s / %6d (warp %2d, %5.0f ns)"
                       % (m, "-" if c0 is None else c0, c, w, n))
     if a.json:

@@ -245,6 +245,7 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
     if (wid < lw)
         memra_layout_walk(lp, ids, lo, hi, first, scratch + wid * E, NULL, fresh);
     memra_block_sync();
+    MEMRA_PROBE(11, "layout: counted (barrier passed)");
     /* Each expert's count, and each range's start inside its run. */
     for (memra_u32 e = tid; e < E; e += nthreads) {
         memra_u32 run = 0;
@@ -258,9 +259,11 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
     memra_block_sync();
     memra_layout_scans(lp, count, cum, off);
     memra_block_sync();
+    MEMRA_PROBE(12, "layout: summed (barrier passed)");
     if (wid < lw)
         memra_layout_walk(lp, ids, lo, hi, first, scratch + wid * E, cum, fresh);
     memra_layout_finish(lp, count, cum, off, n_pairs, tid, nthreads);
+    MEMRA_PROBE(13, "layout: placed, padding written");
 }
 
 /* The routing modules take memra_layout_block alone (their last block lays

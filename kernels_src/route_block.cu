@@ -13,11 +13,12 @@
  *     gets the same answer);
  *  4. each listed expert of a segment in play counts the experts of the
  *     other segments' lists that beat it (sorted lists: their first ones):
- *     where each segment is a warp, in up to 12 warps, every list's first
- *     top_k at once (straight-line code with the spec's counts compiled
- *     in); otherwise in chunks of independent loads or, in the largest
- *     blocks, until the first that does not; rank < top_k is its output
- *     slot;
+ *     where each segment is a warp, every list's first top_k keys (32-bit:
+ *     a tie goes to the lower warp), the lists split among the warp's idle
+ *     lanes and the parts summed by shuffles (straight-line code with the
+ *     spec's counts compiled in); otherwise in chunks of independent loads
+ *     or, in the largest blocks, until the first that does not; rank <
+ *     top_k is its output slot;
  *  5. a second barrier, then the pairs: weights summed in rank order, the
  *     tables from the values read in step 1;
  *  6. with a fused layout, the last block to finish lays the whole batch
@@ -27,26 +28,34 @@
  * memory) when the experts span more than one warp. */
 
 #define MEMRA_ROUTE_MAX_WARPS (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)
-/* Step 5's count of a list (below): MEMRA_ROUTE_RANK_CHUNK entries loaded
- * at once in blocks of up to MEMRA_ROUTE_RANK_CHUNK_WARPS warps. Measured
+/* Step 5's count of a list where segments are not warps (below):
+ * MEMRA_ROUTE_RANK_CHUNK entries loaded at once in blocks of up to
+ * MEMRA_ROUTE_RANK_CHUNK_WARPS warps. Measured
  * on the H200, one token, fused node (BENCHMARKS.md): chunks against the
  * walk, Qwen3-MoE (4 warps) 4.50 vs 4.74 us, GLM-4.5 (5) 4.46 vs 4.78,
  * DeepSeek-V3 (8) 5.08 vs 5.38, Kimi-K2 (12) 7.03 vs 7.37; Qwen3-Next (16)
  * 13.48 vs 11.03. */
 #define MEMRA_ROUTE_RANK_CHUNK 8u
 #define MEMRA_ROUTE_RANK_CHUNK_WARPS 12u
+/* Where each segment is a warp, its list's keys also sit in a row of their
+ * own, MEMRA_ROUTE_KLIST_STRIDE words apart: 16-byte loads of four, and
+ * the final rank's parts (step 5), reading the same entry of different
+ * rows at once, land on different banks (36 = 4 mod 32). */
+#define MEMRA_ROUTE_KLIST_STRIDE 36u
 
 /* The per-expert arrays, one buffer: the fused layout reuses it once the
  * block's pairs are written (memra_route_layout). */
 typedef union memra_rb_shared {
     struct {
-        memra_u64 list[MEMRA_ABI_ROUTE_MAX_EXPERT];        /* the segments' best, in order */
+        memra_u64 list[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* the segments' best, in order */
+        memra_u32 klist[MEMRA_ROUTE_MAX_WARPS * MEMRA_ROUTE_KLIST_STRIDE]; /* their keys */
         float s[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* every expert's score */
         float e[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* softmax: the exps */
         int slot[MEMRA_ABI_ROUTE_MAX_EXPERT];              /* each expert's slot and */
         memra_vrows_macro mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values */
     } r;
     memra_u32 words[8 * MEMRA_ABI_ROUTE_MAX_EXPERT];
+    memra_u32x4 align16; /* the key rows' 16-byte loads */
 } memra_rb_shared;
 MEMRA_SHARED memra_rb_shared memra_rb_sh;
 MEMRA_SHARED int memra_rb_last;
@@ -59,6 +68,7 @@ MEMRA_STATIC_ASSERT(8u * MEMRA_ABI_ROUTE_MAX_EXPERT >=
 MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 {
     memra_u64 *const sh_list = memra_rb_sh.r.list;
+    memra_u32 *const sh_klist = memra_rb_sh.r.klist;
     float *const sh_s = memra_rb_sh.r.s, *const sh_e = memra_rb_sh.r.e;
     int *const sh_slot = memra_rb_sh.r.slot;
     memra_vrows_macro *const sh_mac = memra_rb_sh.r.mac;
@@ -157,7 +167,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     seg_hi = seg_hi < E ? seg_hi : E;
     const memra_u32 lo = seg_lo - wlo, hi = seg_hi - wlo;
     memra_u32 r = 0;
-    if (n_group == 1u || G % 32u == 0u) {
+    const int warp_segments = n_group == 1u || G % 32u == 0u;
+    if (warp_segments) {
         /* Each segment is its warp's experts: count the keys above this
          * one, and the equal ones of lower lanes (ties by index) at once.
          * Lanes past the experts hold key 0, below every expert's. */
@@ -177,8 +188,11 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     const memra_u32 listed = top_k > 2u ? top_k : 2u;
     const memra_u64 me = ((memra_u64)key << 32) | (memra_u64)(~tid);
-    if (valid && r < listed)
+    if (valid && r < listed) {
         sh_list[seg_lo + r] = me;
+        if (warp_segments)
+            sh_klist[MEMRA_ROUTE_KLIST_STRIDE * wid + r] = key;
+    }
     if (valid) {
         sh_s[tid] = s;
         if (o.tables)
@@ -226,43 +240,74 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     MEMRA_PROBE(5, "groups");
 
-    /* 5. The final rank: list entry tid, if its segment is in play, counts
+    /* 5. The final rank: a listed entry, if its segment is in play, counts
      *    the entries of the other segments in play that beat it. Below tau,
-     *    the best top_k-th entry of any one list, nothing can be chosen. */
-    const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
-    const int holds = valid && tid - seg_lo < lim_own && ((allowed >> my_group) & 1u);
+     *    the best top_k-th key of any one list, nothing can be chosen. */
     memra_u64 mine_e = 0; /* a holder's entry; its rank where it was counted */
     memra_u32 rank = 0;
     int counted = 0;
-    if (holds && (n_group == 1u || G % 32u == 0u) && nw <= MEMRA_ROUTE_RANK_CHUNK_WARPS) {
+    const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
+    const int holds = valid && tid - seg_lo < lim_own && ((allowed >> my_group) & 1u);
+    if (warp_segments) {
         /* Each segment is a warp: warp w's list is at sh_list[32 w], its
-         * first min(32, E - 32 w) entries, and the warp is in play when its
-         * group is. No loop here depends on a load, so with the spec's
-         * counts compiled in (MEMRA_ROUTE_SPECIALIZE) every load is
-         * independent and the phase is straight-line code. */
-        mine_e = sh_list[tid];
-        memra_u64 tau = 0;
-        for (memra_u32 w = 0; w < nw; w++) {
-            const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
-            const int in_play = n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
-            if (in_play && len >= top_k) {
-                const memra_u64 kth = sh_list[32u * w + top_k - 1u];
-                tau = kth > tau ? kth : tau;
-            }
-        }
-        if (mine_e >= tau) {
-            counted = 1, rank = lane;
+         * first min(32, E - 32 w) entries, their keys at
+         * sh_klist[MEMRA_ROUTE_KLIST_STRIDE w], and the warp is in play
+         * when its group is. Only top_k lanes hold an entry, so the warp
+         * splits the other lists among P = 32 / top_k parts of top_k lanes
+         * (lane = part * top_k + holder) and sums the parts' counts with
+         * shuffles: a P-th of the loads and compares on each warp's path.
+         * No loop here depends on a load: with the spec's counts compiled
+         * in (MEMRA_ROUTE_SPECIALIZE) the phase is straight-line code. */
+        const memra_u32 len_own = E - wlo < 32u ? E - wlo : 32u;
+        const memra_u32 lim = len_own < top_k ? len_own : top_k;
+        if (n_group == 1u || ((allowed >> memra_udiv(wlo, G)) & 1u)) { /* the whole warp */
+            const memra_u32 P = 32u / top_k, p = lane / top_k, h = lane - p * top_k;
+            memra_u32 tau = 0;
             for (memra_u32 w = 0; w < nw; w++) {
                 const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
-                const memra_u32 n = len < top_k ? len : top_k;
                 const int in_play = n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
-                if (in_play && w != wid) {
-                    memra_u32 beat = 0; /* a count per list: no chain across them */
-                    for (memra_u32 i = 0; i < top_k; i++)
-                        beat += i < n && sh_list[32u * w + i] > mine_e;
-                    rank += beat;
+                if (in_play && len >= top_k) {
+                    const memra_u32 kth = sh_klist[MEMRA_ROUTE_KLIST_STRIDE * w + top_k - 1u];
+                    tau = kth > tau ? kth : tau;
                 }
             }
+            const int part = p < P && h < lim;
+            const memra_u64 own = part ? sh_list[wlo + h] : 0u;
+            const memra_u32 mk = (memra_u32)(own >> 32);
+            const int live = part && mk >= tau;
+            memra_u32 beat = 0;
+            if (live) {
+                for (memra_u32 w0 = 0; w0 < nw; w0 += P) {
+                    const memra_u32 w = w0 + p;
+                    const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
+                    const memra_u32 n = len < top_k ? len : top_k;
+                    const int in_play = n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
+                    if (w < nw && w != wid && in_play) {
+                        /* Another warp's entry of the same key beats this
+                         * one when its index is lower, i.e. its warp is:
+                         * key > mk - 1 there. A listed key is never 0
+                         * (only a NaN's is, and a non-finite token left at
+                         * the barrier), so mk - 1 does not wrap. */
+                        const memra_u32 thr = mk - (w < wid ? 1u : 0u);
+                        const memra_u32 *const kl = sh_klist + MEMRA_ROUTE_KLIST_STRIDE * w;
+                        memra_u32 b4[4] = {0u, 0u, 0u, 0u};
+                        for (memra_u32 i0 = 0; i0 < top_k; i0 += 4u) {
+                            const memra_u32x4 q = *(const memra_u32x4 *)(kl + i0);
+                            b4[0] += i0 < n && q.x > thr;
+                            b4[1] += i0 + 1u < n && q.y > thr;
+                            b4[2] += i0 + 2u < n && q.z > thr;
+                            b4[3] += i0 + 3u < n && q.w > thr;
+                        }
+                        beat += (b4[0] + b4[1]) + (b4[2] + b4[3]);
+                    }
+                }
+            }
+            /* The parts' counts to the holders (every lane shuffles). */
+            memra_u32 sum = beat;
+            for (memra_u32 q = 1; q < P; q++)
+                sum += memra_shfl_u(beat, (int)(h + q * top_k));
+            if (live && p == 0u)
+                counted = 1, rank = h + sum, mine_e = own;
         }
     } else if (holds) {
         mine_e = sh_list[tid];

@@ -13,37 +13,6 @@
 #define MEMRA_ROUTE_CAT_(a, b) a##b
 #define MEMRA_ROUTE_CAT(a, b) MEMRA_ROUTE_CAT_(a, b)
 
-/* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
- * lane 0 of every warp of block 0 of the block kernel records the SM clock
- * at each mark, in row `warp` (and warp 0 the global timer at the first and
- * last, to turn cycles into ns); shipped, the marks are nothing. Every warp,
- * because a barrier's wait shows only in the slowest warp's arrival: a
- * clock read right after __syncthreads may issue before the barrier lets
- * the warp go (it blocks at the first instruction that needs it). Each mark
- * names its phase where it stands: the probe reads the names, this row's
- * size and the last mark from the source it compiles. The "memory" clobber
- * keeps each mark after the stores and loads the source puts before it. */
-#if defined(MEMRA_ROUTE_PROBE) && defined(__CUDACC_RTC__)
-#define MEMRA_PROBE_LAST 9
-#define MEMRA_PROBE_ROW 16
-__device__ memra_u64 memra_route_probe_clk[MEMRA_PROBE_ROW * (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)];
-#define MEMRA_PROBE(i, name)                                                                       \
-    do {                                                                                           \
-        if ((threadIdx.x & 31u) == 0 && blockIdx.x == 0) {                                         \
-            memra_u64 *const row_ = memra_route_probe_clk + MEMRA_PROBE_ROW * (threadIdx.x >> 5);  \
-            memra_u64 c_;                                                                          \
-            asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_)::"memory");                           \
-            row_[i] = c_;                                                                          \
-            if (threadIdx.x == 0 && ((i) == 0 || (i) == MEMRA_PROBE_LAST)) {                       \
-                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(c_)::"memory");                   \
-                row_[(i) == 0 ? 14 : 15] = c_;                                                     \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
-#else
-#define MEMRA_PROBE(i, name) ((void)0)
-#endif
-
 /* A module for one layer spec (src/route/route.c, with specialisation on;
  * benchmarks/route_probe.py --spec-src): built with -DMEMRA_SPEC_E=...
  * (and _NG, _TG, _K, _FLAGS), the routing kernels take the parts of their
@@ -264,5 +233,6 @@ MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, me
         if (threadIdx.x == 0)
             *(volatile memra_u32 *)lp->ticket = 0;
     }
+    MEMRA_PROBE(10, "layout: the last block in");
     memra_layout_block(lp, sel, n_pairs, scratch, words, 1);
 }

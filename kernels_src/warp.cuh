@@ -16,6 +16,7 @@
 #define memra_block_sync() __syncthreads()
 #define memra_block_or(p) __syncthreads_or(p)
 #define MEMRA_SHARED __shared__
+typedef uint4 memra_u32x4; /* a 16-byte shared-memory load */
 #if __CUDA_ARCH__ >= 800
 #define memra_warp_max_u32(x) __reduce_max_sync(0xffffffffu, (x))
 #define memra_warp_min_u32(x) __reduce_min_sync(0xffffffffu, (x))
@@ -63,4 +64,38 @@ MEMRA_DEVICE memra_u32 memra_udiv(memra_u32 x, memra_u32 d)
 #define MEMRA_NO_UNROLL _Pragma("unroll 1")
 #else
 #define MEMRA_NO_UNROLL
+#endif
+
+/* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
+ * lane 0 of every warp of block 0 of the block kernel records the SM clock
+ * at each mark, in row `warp` (and warp 0 the global timer at the first and
+ * at each later mark, so the last one reached, with or without a fused
+ * layout, turns cycles into ns); shipped, the marks are nothing. Here
+ * beside the other primitives because the fused layout (layout.cu) marks
+ * its own phases (10-13). Every warp, because a barrier's wait shows only
+ * in the slowest warp's arrival: a clock read right after __syncthreads may
+ * issue before the barrier lets the warp go (it blocks at the first
+ * instruction that needs it). Each mark
+ * names its phase where it stands: the probe reads the names, this row's
+ * size and the last mark from the source it compiles. The "memory" clobber
+ * keeps each mark after the stores and loads the source puts before it. */
+#if defined(MEMRA_ROUTE_PROBE) && defined(__CUDACC_RTC__)
+#define MEMRA_PROBE_LAST 13
+#define MEMRA_PROBE_ROW 16
+__device__ memra_u64 memra_route_probe_clk[MEMRA_PROBE_ROW * (MEMRA_ABI_ROUTE_MAX_EXPERT / 32)];
+#define MEMRA_PROBE(i, name)                                                                       \
+    do {                                                                                           \
+        if ((threadIdx.x & 31u) == 0 && blockIdx.x == 0) {                                         \
+            memra_u64 *const row_ = memra_route_probe_clk + MEMRA_PROBE_ROW * (threadIdx.x >> 5);  \
+            memra_u64 c_;                                                                          \
+            asm volatile("mov.u64 %0, %%clock64;" : "=l"(c_)::"memory");                           \
+            row_[i] = c_;                                                                          \
+            if (threadIdx.x == 0) {                                                                \
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(c_)::"memory");                   \
+                row_[(i) == 0 ? 14 : 15] = c_;                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+#else
+#define MEMRA_PROBE(i, name) ((void)0)
 #endif

@@ -222,6 +222,9 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
 #define MEMRA_RESTRICT restrict
 #define MEMRA_UNROLL
 #define MEMRA_SHARED static
+typedef struct memra_u32x4 {
+    memra_u32 x, y, z, w;
+} memra_u32x4;
 #define memra_as_bits(x) f2u(x)
 #define memra_from_bits(x) u2f(x)
 #define memra_mul_rn(a, b) host_mul_rn((a), (b))

@@ -1203,9 +1203,9 @@ static void test_device_groups_of_two(void **state)
 
 /* The block kernel meets ties across warps and groups, and a token where
  * every expert ties: the same choice as the host arm. */
-/* T tokens of f32 logits (uploaded in d) routed by kernel `variant` (top_k 8,
- * no shared experts), read back and held to the host arm bit for bit; the
- * host arm's outputs are left in h for the caller's own expectations. */
+/* T tokens of f32 logits (uploaded in d) routed by kernel `variant` (no
+ * shared experts), read back and held to the host arm bit for bit; the host
+ * arm's outputs are left in h for the caller's own expectations. */
 static void variant_matches_host(memra_engine *eng, dev_bufs *d, const memra_route_spec *s,
                                  const float *logits, uint32_t T, int variant, const char *what,
                                  outputs *h)
@@ -1217,9 +1217,9 @@ static void variant_matches_host(memra_engine *eng, dev_bufs *d, const memra_rou
     memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
     assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
     outputs dv;
-    dev_read(eng, d, (size_t)T * 8, &dv, NULL);
+    dev_read(eng, d, (size_t)T * s->top_k, &dv, NULL);
     host_route(s, NULL, logits, T, h);
-    expect_same(&dv, h, (size_t)T * 8, what);
+    expect_same(&dv, h, (size_t)T * s->top_k, what);
     outputs_free(&dv);
 }
 
@@ -1288,6 +1288,51 @@ static void test_device_block_ties_many_candidates(void **state)
         assert_int_equal(h.sel[15], 32 + 25);
         outputs_free(&h);
         dev_free(eng, &d);
+    }
+    memra_engine_destroy(eng);
+}
+
+/* The block kernel's final rank where each segment is a warp splits the
+ * other warps' lists among 32 / top_k parts of a warp: expert counts with a
+ * short last warp, a top_k that does not divide 32, one part (top-32), and
+ * ties across warps at the cut, which go to the lower warp without a
+ * 64-bit compare. */
+static void test_device_final_rank_parts(void **state)
+{
+    (void)state;
+    static const uint32_t cases[][2] = {{384, 8}, {512, 10}, {72, 6}, {160, 3}, {96, 32}, {40, 5}};
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const uint32_t E = cases[c][0], K = cases[c][1], T = 6;
+        float *logits = malloc((size_t)T * E * sizeof *logits);
+        assert_non_null(logits);
+        for (uint32_t t = 0; t < T; t++)
+            for (uint32_t e = 0; e < E; e++) {
+                const float d = (float)((e * 2654435761u) % 1009u) * 0.001f;
+                logits[t * E + e] =
+                    t == 0   ? 0.5f                                     /* all tied */
+                    : t == 1 ? (float)(e % 3)                           /* across warps */
+                    : t == 2 ? (e % 32 == 31 || e % 32 == 0 ? 2.0f : d) /* at the seams */
+                    : t == 3 ? (e + 8 >= E ? 2.0f : 1.0f)               /* the last warp */
+                    : t == 4 ? (e % 7 == 0 ? 1.5f : d)                  /* ties with others */
+                             : d;
+            }
+        for (int sc = MEMRA_ROUTE_SOFTMAX; sc <= MEMRA_ROUTE_SIGMOID; sc++) {
+            const memra_route_spec s = plain_spec(E, K, 1, 1, (memra_route_scoring)sc, 1, 1.0f);
+            dev_bufs d;
+            dev_alloc(eng, &d, (size_t)T * E * sizeof *logits, (size_t)T * K);
+            assert_int_equal(memra_upload(eng, d.logits, logits, (size_t)T * E * sizeof *logits),
+                             MEMRA_OK);
+            outputs h;
+            variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_BLOCK,
+                                 "final rank in parts, block kernel", &h);
+            for (uint32_t j = 0; j < K; j++)
+                assert_int_equal(h.sel[j], (int)j); /* all tied: the lowest indices */
+            outputs_free(&h);
+            dev_free(eng, &d);
+        }
+        free(logits);
     }
     memra_engine_destroy(eng);
 }
@@ -1609,8 +1654,8 @@ static void test_device_specialized_table_full(void **state)
     float *logits;
     memra_engine *eng = specialized_engine(&d, T, E, 2654435761u, &logits);
     for (int i = 0; i < MEMRA_SPECIAL_MODULES + 2; i++) {
-        /* top-8 throughout (variant_matches_host reads 8 pairs a token):
-         * the groups, the scoring and renormalising make the specs */
+        /* top-8 throughout: the groups, the scoring and renormalising
+         * make the specs */
         const uint32_t ng = i % 2 ? 8u : 4u;
         memra_route_spec s =
             plain_spec(E, 8, ng, (uint32_t)(i / 4 % 3 + 1) * ng / 4u + 1u,
@@ -1774,6 +1819,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_block_many_candidates, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_crafted_ties, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_final_rank_parts, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_nonfinite_bias_in_place, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_zero_tokens_launch_nothing, mock_setup,
