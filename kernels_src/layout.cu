@@ -214,6 +214,80 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
         eids[b] = -1;
 }
 
+/* The whole layout of up to 32 pairs (a decode step of a few tokens),
+ * with no barrier and no shared memory: every warp loads the ids, a pair a
+ * lane, and finds from registers alone what the general path counts and
+ * sums through shared memory: a pair's rank inside its expert (its match's
+ * lower lanes) and, over the experts present (each one's lowest lane), the
+ * padded and unpadded sums below its expert and in all. Warp 0 places the
+ * pairs and writes each present expert's padding and block labels; the
+ * block's threads share the fill past the last run and the per-expert
+ * outputs. The same numbers as memra_layout_block's, so the same bits. */
+MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *ids,
+                                     memra_u32 n_pairs, int fresh)
+{
+    const memra_u32 E = lp->n_expert, bs = lp->block_size, tid = threadIdx.x;
+    const memra_u32 nthreads = blockDim.x, lane = tid & 31u;
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    const memra_u32 e = lane < n_pairs ? memra_layout_expert(ids, lane, E, fresh) : E;
+    const memra_u32 same = memra_match_any(e), n_e = memra_popc(same);
+    const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
+    const memra_u32 leads = memra_warp_ballot(e < E && below == 0u);
+    memra_u32 cp = 0, tp = 0;                   /* padded: below this lane's expert, in all */
+    for (memra_u32 m = leads; m; m &= m - 1u) { /* the same for the whole warp */
+        const int j = memra_ffs(m) - 1;
+        const memra_u32 ej = memra_shfl_u(e, j),
+                        pj = memra_layout_round_up(memra_shfl_u(n_e, j), bs);
+        cp += ej < e ? pj : 0u;
+        tp += pj;
+    }
+    if (tid < 32u && e < E) {
+        sorted[cp + below] = (int)lane;
+        if (below == 0u) { /* the run's padding and its blocks' label */
+            for (memra_u32 q = cp + n_e; q < cp + memra_layout_round_up(n_e, bs); q++)
+                sorted[q] = (int)n_pairs;
+            const int label = memra_layout_label(lp, e);
+            const memra_u32 b1 = memra_udiv(cp + memra_layout_round_up(n_e, bs), bs);
+            for (memra_u32 b = memra_udiv(cp, bs); b < b1; b++)
+                eids[b] = label;
+        }
+    }
+    if (tid == 0)
+        *(int *)lp->n_post_pad = (int)tp;
+    for (memra_u32 q = tp + tid; q < lp->sorted_len; q += nthreads)
+        sorted[q] = (int)n_pairs;
+    for (memra_u32 b = memra_udiv(tp, bs) + tid; b < lp->n_blocks; b += nthreads)
+        eids[b] = -1;
+    if (!lp->offsets && !lp->padded_offsets && !lp->counts && !lp->load)
+        return;
+    /* Expert x's sums and count, x a thread's share of [0, E]. */
+    for (memra_u32 x0 = 0; x0 <= E; x0 += nthreads) { /* the same for the whole warp */
+        const memra_u32 x = x0 + tid;
+        memra_u32 off = 0, cum = 0, count = 0;
+        for (memra_u32 m = leads; m; m &= m - 1u) {
+            const int j = memra_ffs(m) - 1;
+            const memra_u32 ej = memra_shfl_u(e, j), nj = memra_shfl_u(n_e, j);
+            off += ej < x ? nj : 0u;
+            cum += ej < x ? memra_layout_round_up(nj, bs) : 0u;
+            count += ej == x ? nj : 0u;
+        }
+        if (x > E)
+            continue;
+        if (lp->offsets)
+            ((int *)lp->offsets)[x] = (int)off;
+        if (lp->padded_offsets)
+            ((int *)lp->padded_offsets)[x] = (int)cum;
+        if (x == E)
+            continue;
+        if (lp->counts)
+            ((int *)lp->counts)[x] = (int)count;
+        if (lp->load && count && (lp->flags & MEMRA_LAYOUT_FLAG_LOAD_I64))
+            memra_atomic_add_u64((memra_u64 *)lp->load + x, (memra_u64)count);
+        else if (lp->load && count)
+            atomicAdd((memra_u32 *)lp->load + x, count);
+    }
+}
+
 /* The scratch memra_layout_block needs for n_expert experts and `warps`
  * placing warps, in 32-bit words. */
 #define MEMRA_LAYOUT_BLOCK_WORDS(E, warps) ((warps) * (E) + (E) + 2u * ((E) + 1u))
@@ -227,6 +301,10 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
                                      memra_u32 n_pairs, memra_u32 *scratch, memra_u32 words,
                                      int fresh)
 {
+    if (n_pairs <= 32u) { /* the whole block */
+        memra_layout_small(lp, ids, n_pairs, fresh);
+        return;
+    }
     const memra_u32 E = lp->n_expert, tid = threadIdx.x, nthreads = blockDim.x;
     const memra_u32 wid = tid >> 5, nw = nthreads >> 5;
     memra_u32 lw = (words - (E + 2u * (E + 1u))) / E; /* walking warps */
