@@ -171,15 +171,24 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     if (warp_segments) {
         /* Each segment is its warp's experts: count the keys above this
          * one, and the equal ones of lower lanes (ties by index) at once.
-         * Lanes past the experts hold key 0, below every expert's. */
+         * Lanes past the experts hold key 0, below every expert's. The
+         * warp's keys pass through its own row of sh_klist (the list goes
+         * there after): eight 16-byte loads every lane reads alike, where
+         * 32 shuffles would queue on the SM's one shuffle pipe. */
+        memra_u32 *const row = sh_klist + MEMRA_ROUTE_KLIST_STRIDE * wid;
+        row[lane] = key;
+        memra_warp_sync();
         r = memra_popc(memra_match_any(key) & ((1u << lane) - 1u));
         /* Four counts side by side: one running count would chain its 32
          * compare-and-adds one after another. */
         memra_u32 r4[4] = {0u, 0u, 0u, 0u};
         MEMRA_UNROLL
-        for (int j = 0; j < 32; j++)
-            r4[j & 3] += memra_shfl_u(key, j) > key;
+        for (int c = 0; c < 8; c++) {
+            const memra_u32x4 q = ((const memra_u32x4 *)row)[c];
+            r4[0] += q.x > key, r4[1] += q.y > key, r4[2] += q.z > key, r4[3] += q.w > key;
+        }
         r += (r4[0] + r4[1]) + (r4[2] + r4[3]);
+        memra_warp_sync(); /* every lane has read the row before the list goes there */
     } else {
         for (memra_u32 j = 0; j < 32u; j++) {
             const memra_u32 kj = memra_shfl_u(key, (int)j);
