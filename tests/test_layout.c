@@ -368,13 +368,17 @@ static void test_device_layout_matches_host(void **state)
                  /* tiles past two of the scan's load batches, the last batch partial */
                  {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE + 11, 256, 16, 0, 1, 1, 0},
                  {0, 16, 16, 0, 0, 0, 0},
-                 /* up to 32 pairs: the barrier-free path (memra_layout_small),
-                  * and just past it */
+                 /* up to 64 pairs: warp 0 alone (memra_layout_small), one and
+                  * two pairs a lane, and just past it */
                  {7, 64, 1, 0, 1, 1, 1},
                  {32, 256, 24, 1, 0, 0, 2},
                  {31, 4, 16, 0, 1, 0, 3},
                  {32, 1056, 64, 1, 1, 1, 0},
-                 {33, 256, 16, 0, 0, 0, 0}};
+                 {33, 256, 16, 0, 0, 0, 0},
+                 {63, 8, 16, 0, 1, 1, 1},
+                 {64, 160, 24, 1, 0, 0, 2},
+                 {64, 1056, 1, 0, 1, 0, 3},
+                 {65, 256, 16, 0, 0, 1, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const uint32_t n = cases[c].n, E = cases[c].E;
         int32_t *ids = malloc(n * 4 + 4), *map = malloc(E * 4);
@@ -523,12 +527,14 @@ static void test_fused_layout_matches_host(void **state)
         fused_case(eng, sgl, 9, v, 3);
         fused_case(eng, v2, 12, v, 4);
     }
-    /* Up to 32 pairs (the barrier-free layout) and just past: one to three
-     * tokens of DeepSeek-V3 with its shared expert, Mixtral's 16 and 17. */
-    for (uint32_t T = 1; T <= 4; T++)
+    /* Up to 64 pairs (warp 0 lays them out) and just past: one to eight
+     * tokens of DeepSeek-V3 with its shared expert (9 to 72 pairs),
+     * Mixtral's 16, 17, 32 and 33. */
+    for (uint32_t T = 1; T <= 8; T++)
         fused_case(eng, ds3, T, MEMRA_ROUTE_VARIANT_AUTO, 10 + T);
     fused_case(eng, mix, 16, MEMRA_ROUTE_VARIANT_AUTO, 20);
     fused_case(eng, mix, 17, MEMRA_ROUTE_VARIANT_AUTO, 21);
+    fused_case(eng, mix, 32, MEMRA_ROUTE_VARIANT_AUTO, 22);
     /* Batches whose last block walks many chunks a warp: a decode batch on
      * the block kernel, near one launch's size on the team kernel. */
     fused_case(eng, ds3, 256, MEMRA_ROUTE_VARIANT_AUTO, 6);
