@@ -214,132 +214,71 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
         eids[b] = -1;
 }
 
-/* The most pairs memra_layout_small lays out: two a lane of one warp (a
- * decode step of up to 8 tokens of top-8). */
-#define MEMRA_LAYOUT_SMALL_SLOTS 2u
-#define MEMRA_LAYOUT_SMALL_MAX (32u * MEMRA_LAYOUT_SMALL_SLOTS)
-
-/* The pairs of expert x among one slot's (a slot: one pair a lane; its
- * experts' first lanes `leads`, each holding its expert ev and count nv). */
-MEMRA_DEVICE memra_u32 memra_layout_slot_count(memra_u32 leads, memra_u32 ev, memra_u32 nv,
-                                               memra_u32 x)
-{
-    memra_u32 c = 0;
-    for (memra_u32 m = leads; m; m &= m - 1u) { /* the same for the whole warp */
-        const int j = memra_ffs(m) - 1;
-        const memra_u32 ej = memra_shfl_u(ev, j), nj = memra_shfl_u(nv, j);
-        c += ej == x ? nj : 0u;
-    }
-    return c;
-}
-
-/* The whole layout of up to MEMRA_LAYOUT_SMALL_MAX pairs with one barrier:
- * warp 0 holds the ids, pair 32 s + lane in slot s, and finds from
- * registers what the general path counts and sums through shared memory:
- * a pair's rank inside its expert (its slot's match below it, and its
- * expert's pairs in earlier slots) and, over the experts present (each
- * one's first pair), the padded sums below its expert and in all. It
- * places the pairs and writes each present run's padding and block
- * labels; after the barrier, every thread takes a share of the fill past
- * the last run and of the per-expert outputs. The same numbers as the
- * general path's, so the same bits. */
+/* The whole layout of up to 32 pairs (a decode step of a few tokens),
+ * with no barrier and no shared memory: every warp loads the ids, a pair a
+ * lane, and finds from registers alone what the general path counts and
+ * sums through shared memory: a pair's rank inside its expert (its match's
+ * lower lanes) and, over the experts present (each one's lowest lane), the
+ * padded and unpadded sums below its expert and in all. Warp 0 places the
+ * pairs and writes each present expert's padding and block labels; the
+ * block's threads share the fill past the last run and the per-expert
+ * outputs. The same numbers as memra_layout_block's, so the same bits. */
 MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *ids,
                                      memra_u32 n_pairs, int fresh)
 {
-    MEMRA_SHARED memra_u32 sm_e[MEMRA_LAYOUT_SMALL_MAX], sm_n[MEMRA_LAYOUT_SMALL_MAX], sm_info[2];
     const memra_u32 E = lp->n_expert, bs = lp->block_size, tid = threadIdx.x;
     const memra_u32 nthreads = blockDim.x, lane = tid & 31u;
     int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
-    if (tid < 32u) {
-        memra_u32 e[MEMRA_LAYOUT_SMALL_SLOTS], n[MEMRA_LAYOUT_SMALL_SLOTS];
-        memra_u32 below[MEMRA_LAYOUT_SMALL_SLOTS], leads[MEMRA_LAYOUT_SMALL_SLOTS];
-        memra_u32 rank[MEMRA_LAYOUT_SMALL_SLOTS], tot[MEMRA_LAYOUT_SMALL_SLOTS];
-        memra_u32 firsts[MEMRA_LAYOUT_SMALL_SLOTS], cp[MEMRA_LAYOUT_SMALL_SLOTS];
-        MEMRA_UNROLL
-        for (memra_u32 s = 0; s < MEMRA_LAYOUT_SMALL_SLOTS; s++) {
-            const memra_u32 p = 32u * s + lane;
-            e[s] = p < n_pairs ? memra_layout_expert(ids, p, E, fresh) : E;
-        }
-        MEMRA_UNROLL
-        for (memra_u32 s = 0; s < MEMRA_LAYOUT_SMALL_SLOTS; s++) {
-            const memra_u32 same = memra_match_any(e[s]);
-            n[s] = memra_popc(same);
-            below[s] = memra_popc(same & ((1u << lane) - 1u));
-            leads[s] = memra_warp_ballot(e[s] < E && below[s] == 0u);
-        }
-        MEMRA_UNROLL
-        for (memra_u32 s = 0; s < MEMRA_LAYOUT_SMALL_SLOTS; s++) {
-            memra_u32 before = 0, after = 0;
-            MEMRA_UNROLL
-            for (memra_u32 s2 = 0; s2 < MEMRA_LAYOUT_SMALL_SLOTS; s2++) {
-                if (s2 == s)
-                    continue;
-                const memra_u32 c = memra_layout_slot_count(leads[s2], e[s2], n[s2], e[s]);
-                before += s2 < s ? c : 0u;
-                after += s2 > s ? c : 0u;
-            }
-            rank[s] = before + below[s];
-            tot[s] = before + n[s] + after;
-            firsts[s] = memra_warp_ballot(e[s] < E && below[s] == 0u && before == 0u);
-            cp[s] = 0;
-        }
-        memra_u32 tp = 0, nd = 0;
-        MEMRA_UNROLL
-        for (memra_u32 s2 = 0; s2 < MEMRA_LAYOUT_SMALL_SLOTS; s2++)
-            for (memra_u32 m = firsts[s2]; m; m &= m - 1u) { /* the same for the whole warp */
-                const int j = memra_ffs(m) - 1;
-                const memra_u32 ej = memra_shfl_u(e[s2], j), tj = memra_shfl_u(tot[s2], j);
-                const memra_u32 pj = memra_layout_round_up(tj, bs);
-                MEMRA_UNROLL
-                for (memra_u32 s = 0; s < MEMRA_LAYOUT_SMALL_SLOTS; s++)
-                    cp[s] += ej < e[s] ? pj : 0u;
-                tp += pj;
-                if (lane == 0)
-                    sm_e[nd] = ej, sm_n[nd] = tj;
-                nd++;
-            }
-        MEMRA_UNROLL
-        for (memra_u32 s = 0; s < MEMRA_LAYOUT_SMALL_SLOTS; s++) {
-            if (e[s] >= E)
-                continue;
-            sorted[cp[s] + rank[s]] = (int)(32u * s + lane);
-            if ((firsts[s] >> lane) & 1u) { /* the run's padding and its blocks' label */
-                const memra_u32 end = cp[s] + memra_layout_round_up(tot[s], bs);
-                for (memra_u32 q = cp[s] + tot[s]; q < end; q++)
-                    sorted[q] = (int)n_pairs;
-                const int label = memra_layout_label(lp, e[s]);
-                for (memra_u32 b = memra_udiv(cp[s], bs); b < memra_udiv(end, bs); b++)
-                    eids[b] = label;
-            }
-        }
-        if (lane == 0) {
-            sm_info[0] = tp, sm_info[1] = nd;
-            *(int *)lp->n_post_pad = (int)tp;
+    const memra_u32 e = lane < n_pairs ? memra_layout_expert(ids, lane, E, fresh) : E;
+    const memra_u32 same = memra_match_any(e), n_e = memra_popc(same);
+    const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
+    const memra_u32 leads = memra_warp_ballot(e < E && below == 0u);
+    memra_u32 cp = 0, tp = 0;                   /* padded: below this lane's expert, in all */
+    for (memra_u32 m = leads; m; m &= m - 1u) { /* the same for the whole warp */
+        const int j = memra_ffs(m) - 1;
+        const memra_u32 ej = memra_shfl_u(e, j),
+                        pj = memra_layout_round_up(memra_shfl_u(n_e, j), bs);
+        cp += ej < e ? pj : 0u;
+        tp += pj;
+    }
+    if (tid < 32u && e < E) {
+        sorted[cp + below] = (int)lane;
+        if (below == 0u) { /* the run's padding and its blocks' label */
+            for (memra_u32 q = cp + n_e; q < cp + memra_layout_round_up(n_e, bs); q++)
+                sorted[q] = (int)n_pairs;
+            const int label = memra_layout_label(lp, e);
+            const memra_u32 b1 = memra_udiv(cp + memra_layout_round_up(n_e, bs), bs);
+            for (memra_u32 b = memra_udiv(cp, bs); b < b1; b++)
+                eids[b] = label;
         }
     }
-    memra_block_sync();
-    const memra_u32 tp = sm_info[0], nd = sm_info[1];
+    if (tid == 0)
+        *(int *)lp->n_post_pad = (int)tp;
     for (memra_u32 q = tp + tid; q < lp->sorted_len; q += nthreads)
         sorted[q] = (int)n_pairs;
     for (memra_u32 b = memra_udiv(tp, bs) + tid; b < lp->n_blocks; b += nthreads)
         eids[b] = -1;
     if (!lp->offsets && !lp->padded_offsets && !lp->counts && !lp->load)
         return;
-    /* Expert x's sums and count from the experts present. */
-    for (memra_u32 x = tid; x <= E; x += nthreads) {
+    /* Expert x's sums and count, x a thread's share of [0, E]. */
+    for (memra_u32 x0 = 0; x0 <= E; x0 += nthreads) { /* the same for the whole warp */
+        const memra_u32 x = x0 + tid;
         memra_u32 off = 0, cum = 0, count = 0;
-        for (memra_u32 i = 0; i < nd; i++) {
-            const memra_u32 ei = sm_e[i], ni = sm_n[i];
-            off += ei < x ? ni : 0u;
-            cum += ei < x ? memra_layout_round_up(ni, bs) : 0u;
-            count += ei == x ? ni : 0u;
+        for (memra_u32 m = leads; m; m &= m - 1u) {
+            const int j = memra_ffs(m) - 1;
+            const memra_u32 ej = memra_shfl_u(e, j), nj = memra_shfl_u(n_e, j);
+            off += ej < x ? nj : 0u;
+            cum += ej < x ? memra_layout_round_up(nj, bs) : 0u;
+            count += ej == x ? nj : 0u;
         }
+        if (x > E)
+            continue;
         if (lp->offsets)
             ((int *)lp->offsets)[x] = (int)off;
         if (lp->padded_offsets)
             ((int *)lp->padded_offsets)[x] = (int)cum;
         if (x == E)
-            break;
+            continue;
         if (lp->counts)
             ((int *)lp->counts)[x] = (int)count;
         if (lp->load && count && (lp->flags & MEMRA_LAYOUT_FLAG_LOAD_I64))
@@ -362,7 +301,7 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
                                      memra_u32 n_pairs, memra_u32 *scratch, memra_u32 words,
                                      int fresh)
 {
-    if (n_pairs <= MEMRA_LAYOUT_SMALL_MAX) { /* the whole block */
+    if (n_pairs <= 32u) { /* the whole block */
         memra_layout_small(lp, ids, n_pairs, fresh);
         return;
     }

@@ -368,8 +368,8 @@ static void test_device_layout_matches_host(void **state)
                  /* tiles past two of the scan's load batches, the last batch partial */
                  {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE + 11, 256, 16, 0, 1, 1, 0},
                  {0, 16, 16, 0, 0, 0, 0},
-                 /* up to 64 pairs: warp 0 alone (memra_layout_small), one and
-                  * two pairs a lane, and just past it */
+                 /* up to 32 pairs: the barrier-free path (memra_layout_small),
+                  * and past it to 65 (the general path) */
                  {7, 64, 1, 0, 1, 1, 1},
                  {32, 256, 24, 1, 0, 0, 2},
                  {31, 4, 16, 0, 1, 0, 3},
@@ -527,9 +527,9 @@ static void test_fused_layout_matches_host(void **state)
         fused_case(eng, sgl, 9, v, 3);
         fused_case(eng, v2, 12, v, 4);
     }
-    /* Up to 64 pairs (warp 0 lays them out) and just past: one to eight
+    /* Up to 32 pairs (the barrier-free layout) and past: one to eight
      * tokens of DeepSeek-V3 with its shared expert (9 to 72 pairs),
-     * Mixtral's 16, 17, 32 and 33. */
+     * Mixtral's 16, 17 and 32. */
     for (uint32_t T = 1; T <= 8; T++)
         fused_case(eng, ds3, T, MEMRA_ROUTE_VARIANT_AUTO, 10 + T);
     fused_case(eng, mix, 16, MEMRA_ROUTE_VARIANT_AUTO, 20);
