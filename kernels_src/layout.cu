@@ -219,7 +219,7 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
  * lane, and finds from registers alone what the general path counts and
  * sums through shared memory: a pair's rank inside its expert (its match's
  * lower lanes) and, over the experts present (each one's lowest lane), the
- * padded and unpadded sums below its expert and in all. Warp 0 places the
+ * padded sums below its expert and in all. Warp 0 places the
  * pairs and writes each present expert's padding and block labels; the
  * block's threads share the fill past the last run and the per-expert
  * outputs. The same numbers as memra_layout_block's, so the same bits. */
@@ -258,6 +258,7 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
         sorted[q] = (int)n_pairs;
     for (memra_u32 b = memra_udiv(tp, bs) + tid; b < lp->n_blocks; b += nthreads)
         eids[b] = -1;
+    MEMRA_PROBE(13, "layout: placed, padding written");
     if (!lp->offsets && !lp->padded_offsets && !lp->counts && !lp->load)
         return;
     /* Expert x's sums and count, x a thread's share of [0, E]. */
