@@ -290,8 +290,11 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                     const memra_u32 w = w0 + p;
                     const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
                     const memra_u32 n = len < top_k ? len : top_k;
-                    const int in_play = n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
-                    if (w < nw && w != wid && in_play) {
+                    /* w past the block has no group: its shift would
+                     * pass 31 (undefined), so it is not taken. */
+                    const int in_play =
+                        w < nw && (n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u));
+                    if (w != wid && in_play) {
                         /* Another warp's entry of the same key beats this
                          * one when its index is lower, i.e. its warp is:
                          * key > mk - 1 there. A listed key is never 0
