@@ -25,7 +25,13 @@ pack() { tar czf "$dest/logs.tgz" -C "$out" . && { cp "$out"/*.json "$dest/" 2>/
 trap pack EXIT
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: ${MEMRA_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}"
+  # The device machine's copy of the tree may carry an older .git than the
+  # files (its `git rev-parse HEAD` named a commit sessions earlier): the
+  # commit is the caller's to state, and the files' own digest (the same
+  # command here gives the same line for a clean checkout) says what ran.
+  echo "commit: ${MEMRA_COMMIT:-not given (set MEMRA_COMMIT)}"
+  echo "sources: $(find kernels_src src include benchmarks tools cli -type f ! -name '*.pyc' -print0 \
+    | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
   nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   echo "kernel: $(uname -r)"
   echo "stages:$stages"
