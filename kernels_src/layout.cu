@@ -175,43 +175,71 @@ MEMRA_DEVICE void memra_layout_scans(const memra_layout_params *lp, const memra_
     }
 }
 
+/* Expert e's run from `start`: the sentinel in its padding and its
+ * blocks' label. */
+MEMRA_DEVICE void memra_layout_run(const memra_layout_params *lp, memra_u32 e, memra_u32 start,
+                                   memra_u32 count, memra_u32 n_pairs)
+{
+    const memra_u32 bs = lp->block_size, end = start + memra_layout_round_up(count, bs);
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    for (memra_u32 q = start + count; q < end; q++)
+        sorted[q] = (int)n_pairs;
+    const int label = memra_layout_label(lp, e);
+    for (memra_u32 b = memra_udiv(start, bs); b < memra_udiv(end, bs); b++)
+        eids[b] = label;
+}
+
+/* The optional per-expert outputs of expert x (x = n_expert: the totals'
+ * entries of the offsets): its unpadded and padded offsets, its count, and
+ * its count added into the load (nothing added for none). */
+MEMRA_DEVICE void memra_layout_expert_outputs(const memra_layout_params *lp, memra_u32 x,
+                                              memra_u32 off, memra_u32 cum, memra_u32 count)
+{
+    if (lp->offsets)
+        ((int *)lp->offsets)[x] = (int)off;
+    if (lp->padded_offsets)
+        ((int *)lp->padded_offsets)[x] = (int)cum;
+    if (x == lp->n_expert)
+        return;
+    if (lp->counts)
+        ((int *)lp->counts)[x] = (int)count;
+    if (lp->load && count && (lp->flags & MEMRA_LAYOUT_FLAG_LOAD_I64))
+        memra_atomic_add_u64((memra_u64 *)lp->load + x, (memra_u64)count);
+    else if (lp->load && count)
+        atomicAdd((memra_u32 *)lp->load + x, count);
+}
+
+/* Past the last run (`total` the padded sum of all): the sentinel in every
+ * slot, -1 as every block's label, and n_post_pad. The thread `tid` of
+ * `nthreads` takes every nthreads-th slot and block. */
+MEMRA_DEVICE void memra_layout_tail(const memra_layout_params *lp, memra_u32 total,
+                                    memra_u32 n_pairs, memra_u32 tid, memra_u32 nthreads)
+{
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    if (tid == 0)
+        *(int *)lp->n_post_pad = (int)total;
+    for (memra_u32 q = total + tid; q < lp->sorted_len; q += nthreads)
+        sorted[q] = (int)n_pairs;
+    for (memra_u32 b = memra_udiv(total, lp->block_size) + tid; b < lp->n_blocks; b += nthreads)
+        eids[b] = -1;
+}
+
 /* Everything but the pairs' own places, from each expert's count and the
- * two prefix sums: the sentinel in each run's padding and after the last
- * run, each block's label (-1 past the last run), n_post_pad, and the
- * optional offsets, padded offsets, counts and load. The thread `tid` of
- * `nthreads` takes every nthreads-th expert, slot and block. */
+ * two prefix sums (off only where the call asks for the offsets). The
+ * thread `tid` of `nthreads` takes every nthreads-th expert, slot and
+ * block. */
 MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra_u32 *count,
                                       const memra_u32 *cum, const memra_u32 *off, memra_u32 n_pairs,
                                       memra_u32 tid, memra_u32 nthreads)
 {
-    const memra_u32 E = lp->n_expert, bs = lp->block_size, total = cum[E];
-    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
-    if (tid == 0)
-        *(int *)lp->n_post_pad = (int)total;
+    const memra_u32 E = lp->n_expert;
     for (memra_u32 e = tid; e <= E; e += nthreads) {
-        if (lp->offsets)
-            ((int *)lp->offsets)[e] = (int)off[e];
-        if (lp->padded_offsets)
-            ((int *)lp->padded_offsets)[e] = (int)cum[e];
-        if (e == E)
-            break;
-        for (memra_u32 q = cum[e] + count[e]; q < cum[e + 1]; q++)
-            sorted[q] = (int)n_pairs;
-        const int label = memra_layout_label(lp, e);
-        const memra_u32 b1 = memra_udiv(cum[e + 1], bs);
-        for (memra_u32 b = memra_udiv(cum[e], bs); b < b1; b++)
-            eids[b] = label;
-        if (lp->counts)
-            ((int *)lp->counts)[e] = (int)count[e];
-        if (lp->load && (lp->flags & MEMRA_LAYOUT_FLAG_LOAD_I64))
-            memra_atomic_add_u64((memra_u64 *)lp->load + e, (memra_u64)count[e]);
-        else if (lp->load)
-            atomicAdd((memra_u32 *)lp->load + e, count[e]);
+        memra_layout_expert_outputs(lp, e, lp->offsets ? off[e] : 0u, cum[e],
+                                    e < E ? count[e] : 0u);
+        if (e < E)
+            memra_layout_run(lp, e, cum[e], count[e], n_pairs);
     }
-    for (memra_u32 q = total + tid; q < lp->sorted_len; q += nthreads)
-        sorted[q] = (int)n_pairs;
-    for (memra_u32 b = memra_udiv(total, bs) + tid; b < lp->n_blocks; b += nthreads)
-        eids[b] = -1;
+    memra_layout_tail(lp, cum[E], n_pairs, tid, nthreads);
 }
 
 /* The whole layout of up to 32 pairs (a decode step of a few tokens),
@@ -228,7 +256,7 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
 {
     const memra_u32 E = lp->n_expert, bs = lp->block_size, tid = threadIdx.x;
     const memra_u32 nthreads = blockDim.x, lane = tid & 31u;
-    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    int *sorted = (int *)lp->sorted_ids;
     const memra_u32 e = lane < n_pairs ? memra_layout_expert(ids, lane, E, fresh) : E;
     const memra_u32 same = memra_match_any(e), n_e = memra_popc(same);
     const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
@@ -243,21 +271,10 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
     }
     if (tid < 32u && e < E) {
         sorted[cp + below] = (int)lane;
-        if (below == 0u) { /* the run's padding and its blocks' label */
-            for (memra_u32 q = cp + n_e; q < cp + memra_layout_round_up(n_e, bs); q++)
-                sorted[q] = (int)n_pairs;
-            const int label = memra_layout_label(lp, e);
-            const memra_u32 b1 = memra_udiv(cp + memra_layout_round_up(n_e, bs), bs);
-            for (memra_u32 b = memra_udiv(cp, bs); b < b1; b++)
-                eids[b] = label;
-        }
+        if (below == 0u)
+            memra_layout_run(lp, e, cp, n_e, n_pairs);
     }
-    if (tid == 0)
-        *(int *)lp->n_post_pad = (int)tp;
-    for (memra_u32 q = tp + tid; q < lp->sorted_len; q += nthreads)
-        sorted[q] = (int)n_pairs;
-    for (memra_u32 b = memra_udiv(tp, bs) + tid; b < lp->n_blocks; b += nthreads)
-        eids[b] = -1;
+    memra_layout_tail(lp, tp, n_pairs, tid, nthreads);
     MEMRA_PROBE(13, "layout: placed, padding written");
     if (!lp->offsets && !lp->padded_offsets && !lp->counts && !lp->load)
         return;
@@ -272,20 +289,8 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
             cum += ej < x ? memra_layout_round_up(nj, bs) : 0u;
             count += ej == x ? nj : 0u;
         }
-        if (x > E)
-            continue;
-        if (lp->offsets)
-            ((int *)lp->offsets)[x] = (int)off;
-        if (lp->padded_offsets)
-            ((int *)lp->padded_offsets)[x] = (int)cum;
-        if (x == E)
-            continue;
-        if (lp->counts)
-            ((int *)lp->counts)[x] = (int)count;
-        if (lp->load && count && (lp->flags & MEMRA_LAYOUT_FLAG_LOAD_I64))
-            memra_atomic_add_u64((memra_u64 *)lp->load + x, (memra_u64)count);
-        else if (lp->load && count)
-            atomicAdd((memra_u32 *)lp->load + x, count);
+        if (x <= E)
+            memra_layout_expert_outputs(lp, x, off, cum, count);
     }
 }
 

@@ -65,6 +65,17 @@ MEMRA_STATIC_ASSERT(8u * MEMRA_ABI_ROUTE_MAX_EXPERT >=
                         MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 1u),
                     "the block kernel's shared buffer holds the fused layout's counts");
 
+/* Where each segment is a warp: warp w's list length (its experts, up to
+ * 32) and whether its group is in play (`allowed`, a bit a group). */
+MEMRA_DEVICE memra_u32 memra_rb_warp_len(memra_u32 E, memra_u32 w)
+{
+    return E - 32u * w < 32u ? E - 32u * w : 32u;
+}
+MEMRA_DEVICE int memra_rb_warp_plays(memra_u32 w, memra_u32 n_group, memra_u32 G, memra_u32 allowed)
+{
+    return n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
+}
+
 MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
 {
     memra_u64 *const sh_list = memra_rb_sh.r.list;
@@ -267,15 +278,14 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
          * shuffles: a P-th of the loads and compares on each warp's path.
          * No loop here depends on a load: with the spec's counts compiled
          * in (MEMRA_ROUTE_SPECIALIZE) the phase is straight-line code. */
-        const memra_u32 len_own = E - wlo < 32u ? E - wlo : 32u;
+        const memra_u32 len_own = memra_rb_warp_len(E, wid);
         const memra_u32 lim = len_own < top_k ? len_own : top_k;
-        if (n_group == 1u || ((allowed >> memra_udiv(wlo, G)) & 1u)) { /* the whole warp */
+        if (memra_rb_warp_plays(wid, n_group, G, allowed)) { /* the whole warp */
             const memra_u32 P = 32u / top_k, p = lane / top_k, h = lane - p * top_k;
             memra_u32 tau = 0;
             for (memra_u32 w = 0; w < nw; w++) {
-                const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
-                const int in_play = n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
-                if (in_play && len >= top_k) {
+                if (memra_rb_warp_plays(w, n_group, G, allowed) &&
+                    memra_rb_warp_len(E, w) >= top_k) {
                     const memra_u32 kth = sh_klist[MEMRA_ROUTE_KLIST_STRIDE * w + top_k - 1u];
                     tau = kth > tau ? kth : tau;
                 }
@@ -288,13 +298,11 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             if (live) {
                 for (memra_u32 w0 = 0; w0 < nw; w0 += P) {
                     const memra_u32 w = w0 + p;
-                    const memra_u32 len = E - 32u * w < 32u ? E - 32u * w : 32u;
+                    const memra_u32 len = memra_rb_warp_len(E, w);
                     const memra_u32 n = len < top_k ? len : top_k;
-                    /* w past the block has no group: its shift would
-                     * pass 31 (undefined), so it is not taken. */
-                    const int in_play =
-                        w < nw && (n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u));
-                    if (w != wid && in_play) {
+                    /* w past the block has no group (its shift would pass
+                     * 31, undefined): the bound is tested first. */
+                    if (w < nw && w != wid && memra_rb_warp_plays(w, n_group, G, allowed)) {
                         /* Another warp's entry of the same key beats this
                          * one when its index is lower, i.e. its warp is:
                          * key > mk - 1 there. A listed key is never 0

@@ -75,10 +75,10 @@ MEMRA_DEVICE memra_u32 memra_udiv(memra_u32 x, memra_u32 d)
  * its own phases (10-13). Every warp, because a barrier's wait shows only
  * in the slowest warp's arrival: a clock read right after __syncthreads may
  * issue before the barrier lets the warp go (it blocks at the first
- * instruction that needs it). Each mark
- * names its phase where it stands: the probe reads the names, this row's
- * size and the last mark from the source it compiles. The "memory" clobber
- * keeps each mark after the stores and loads the source puts before it. */
+ * instruction that needs it). Each mark names its phase where it stands:
+ * the probe reads the names, this row's size and the last mark from the
+ * source it compiles. The "memory" clobber keeps each mark after the
+ * stores and loads the source puts before it. */
 #if defined(MEMRA_ROUTE_PROBE) && defined(__CUDACC_RTC__)
 #define MEMRA_PROBE_LAST 13
 #define MEMRA_PROBE_ROW 16
