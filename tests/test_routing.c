@@ -1105,6 +1105,7 @@ static void device_case(memra_engine *eng, const route_case *c, int variant, uin
     snprintf(what, sizeof what, "%s (%s kernel)", c->name,
              variant == MEMRA_ROUTE_VARIANT_BLOCK        ? "block"
              : variant == MEMRA_ROUTE_VARIANT_WARP_EXACT ? "team, unscreened"
+             : variant == MEMRA_ROUTE_VARIANT_SOLO       ? "lane per token"
                                                          : "team");
     expect_same(&dv, &h, np, what);
     assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
@@ -1139,6 +1140,9 @@ static void test_device_matches_host_every_config(void **state)
             if (route_cases[ci].spec.scoring == MEMRA_ROUTE_SIGMOID)
                 device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci,
                             (int)ci);
+            /* A lane per token (AUTO's choice where it serves). */
+            if (memra_route_solo_serves(&route_cases[ci].spec))
+                device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_SOLO, T, 5 + ci, (int)ci);
         }
     memra_engine_destroy(eng);
 }

@@ -143,6 +143,29 @@ static const route_case route_cases[] = {
      1,
      0,
      1},
+    /* The lane-per-token kernel's shapes (up to 16 experts in one group):
+     * every option it passes on, an expert count that is not a power of two
+     * (its softmax sum's tree has +0 leaves), and one expert. */
+    {"16 experts, sigmoid top-4, bias, 1 shared expert, rank 1 of 2 (expert map), padded batch "
+     "(int32 count), bf16",
+     {ROUTE_SPEC(16, 4, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 1, 2.5f), .n_shared = 1,
+      .shared_weight = 1.0f},
+     ROUTE_BIAS_HOST,
+     1,
+     2,
+     1},
+    {"5 experts, softmax top-3, x16 without renormalizing",
+     {ROUTE_SPEC(5, 3, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 16.0f)},
+     ROUTE_BIAS_NONE,
+     1,
+     0,
+     0},
+    {"1 expert, softmax top-1",
+     {ROUTE_SPEC(1, 1, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
+     ROUTE_BIAS_NONE,
+     0,
+     0,
+     0},
 };
 #define N_ROUTE_CASES (sizeof route_cases / sizeof route_cases[0])
 
