@@ -47,9 +47,42 @@ MEMRA_DEVICE void memra_route_solo_body(MEMRA_ROUTE_PARAMS)
     float x[N], b[N];
     MEMRA_UNROLL
     for (int i = 0; i < N; i++) {
-        x[i] =
-            (memra_u32)i < E ? memra_route_load(logits, dt, (memra_u64)t * E + (memra_u32)i) : 0.0f;
+        x[i] = 0.0f;
         b[i] = has_bias && (memra_u32)i < E ? memra_route_load(bias, bias_dt, (memra_u32)i) : 0.0f;
+    }
+    /* A row of whole 16-byte words on a 16-byte boundary (f32 rows of a
+     * multiple of 4 experts, 16-bit rows of 8) comes in 16-byte loads: a
+     * quarter or an eighth of the load instructions. */
+    const memra_u32 row_bytes = E * (dt == MEMRA_DT_F32 ? 4u : 2u);
+    if (((memra_u64)logits & 15u) == 0 && row_bytes % 16u == 0) {
+        const memra_u32x4 *row =
+            (const memra_u32x4 *)((const char *)logits + (memra_u64)t * row_bytes);
+        if (dt == MEMRA_DT_F32) {
+            MEMRA_UNROLL
+            for (int q = 0; q < N / 4; q++)
+                if ((memra_u32)q * 16u < row_bytes) {
+                    const memra_u32x4 v = row[q];
+                    x[4 * q] = memra_from_bits(v.x), x[4 * q + 1] = memra_from_bits(v.y);
+                    x[4 * q + 2] = memra_from_bits(v.z), x[4 * q + 3] = memra_from_bits(v.w);
+                }
+        } else {
+            MEMRA_UNROLL
+            for (int q = 0; q < N / 8; q++)
+                if ((memra_u32)q * 16u < row_bytes) {
+                    const memra_u32x4 v = row[q];
+                    const memra_u32 w[4] = {v.x, v.y, v.z, v.w};
+                    MEMRA_UNROLL
+                    for (int c = 0; c < 4; c++) { /* little-endian: the lower half first */
+                        x[8 * q + 2 * c] = memra_route_from_16(w[c] & 0xffffu, dt);
+                        x[8 * q + 2 * c + 1] = memra_route_from_16(w[c] >> 16, dt);
+                    }
+                }
+        }
+    } else {
+        MEMRA_UNROLL
+        for (int i = 0; i < N; i++)
+            if ((memra_u32)i < E)
+                x[i] = memra_route_load(logits, dt, (memra_u64)t * E + (memra_u32)i);
     }
     if (t >= memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens)) {
         for (memra_u32 j = 0; j < K; j++)
