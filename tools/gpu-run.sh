@@ -11,6 +11,7 @@
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
 #   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
+#   MEMRA_PEERS_CONFIGS=Mixtral,DeepSeek-V3  bench_peers' --configs (default all)
 # The logs are packed after every stage as well as at exit, so a command killed at the
 # device tool's limit (SIGKILL: no trap runs) still brings back what was done.
 set -uo pipefail
@@ -108,7 +109,8 @@ if has bench || has peers; then
   nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   if [ -x "$nv" ] && NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers >"$out/bench-peers-build.log" 2>&1; then
     /tmp/bench_peers --json "$out/bench-peers.json" --budget-s "${MEMRA_PEERS_BUDGET_S:-300}" \
-      ${MEMRA_PEERS_SECTIONS:+--sections "$MEMRA_PEERS_SECTIONS"} 2>&1 | tee "$out/bench-peers.log"
+      ${MEMRA_PEERS_SECTIONS:+--sections "$MEMRA_PEERS_SECTIONS"} \
+      ${MEMRA_PEERS_CONFIGS:+--configs "$MEMRA_PEERS_CONFIGS"} 2>&1 | tee "$out/bench-peers.log"
   else
     echo "bench_peers: not built (no nvcc at $nv, or the build failed: bench-peers-build.log)" | tee "$out/bench-peers.log"
     tail -30 "$out/bench-peers-build.log" 2>/dev/null
