@@ -15,6 +15,7 @@
  * Prefill (4k, 16k, 64k tokens): one routing launch, back to back over
  * buffer sets larger than L2 together, as microseconds and as the rate of
  * reading the logits against the H200's 4.8 TB/s and a measured copy. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench_util.h"
@@ -275,6 +276,24 @@ static void setup_free(setup *su)
     d->cuMemFree(su->out);
 }
 
+/* Whether a configuration is measured: MEMRA_BENCH_ROUTE_CONFIGS, a comma
+ * list of names (route_configs.h), picks some; unset or empty, all. */
+static int cfg_selected(const bench_cfg *c)
+{
+    const char *only = getenv("MEMRA_BENCH_ROUTE_CONFIGS");
+    if (!only || !*only)
+        return 1;
+    const size_t n = strlen(c->name);
+    for (const char *p = only; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, c->name, n) == 0)
+            return 1;
+        p += len + (end ? 1 : 0);
+    }
+    return 0;
+}
+
 static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUfunction consume_fn,
                           CUstream s, int pdl_ok)
 {
@@ -294,6 +313,9 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         const double fblock = graph_layer_us(&su, A_FUSED, pdl);
         memra_route_variant = MEMRA_ROUTE_VARIANT_WARP;
         const double fwarp = graph_layer_us(&su, A_FUSED, pdl);
+        const int solo = memra_route_solo_serves(&su.spec);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_SOLO;
+        const double fsolo = solo ? graph_layer_us(&su, A_FUSED, pdl) : 0.0;
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
         const double two = graph_layer_us(&su, A_TWO_STEP, pdl);
         const double flay = graph_layer_us(&su, A_FUSED_LAYOUT, pdl);
@@ -316,6 +338,11 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         row("route", what, fblock, "us/layer", rout, "router alone");
         snprintf(what, sizeof what, "%s, %u tok%s: fused, team kernel + consumer", c->name, T, p);
         row("route", what, fwarp, "us/layer", rout, "router alone");
+        if (solo) {
+            snprintf(what, sizeof what, "%s, %u tok%s: fused, lane-per-token kernel + consumer",
+                     c->name, T, p);
+            row("route", what, fsolo, "us/layer", fwarp, "team kernel");
+        }
         snprintf(what, sizeof what, "%s, %u tok%s: two-step (router, tables) + consumer", c->name,
                  T, p);
         row("route", what, two, "us/layer", fused, "fused");
@@ -556,7 +583,8 @@ void memra_bench_route(memra_engine *eng, int sm, CUstream s)
     static const uint32_t tokens[] = {1, 8, 64, 256};
     for (size_t c = 0; c < N_CFGS; c++)
         for (size_t t = 0; t < sizeof tokens / sizeof tokens[0]; t++)
-            decode_config(eng, &cfgs[c], tokens[t], consume_fn, s, pdl_ok);
+            if (cfg_selected(&cfgs[c]))
+                decode_config(eng, &cfgs[c], tokens[t], consume_fn, s, pdl_ok);
 
     /* The ceiling for prefill: a device-to-device copy's read rate. */
     const double copy = copy_gbs(s, 10);
@@ -566,7 +594,8 @@ void memra_bench_route(memra_engine *eng, int sm, CUstream s)
     static const uint32_t big[] = {512, 1024, 2048, 4096, 16384, 65536};
     for (size_t c = 0; c < N_CFGS; c++)
         for (size_t t = 0; t < sizeof big / sizeof big[0]; t++)
-            prefill_config(eng, &cfgs[c], big[t], s, copy);
+            if (cfg_selected(&cfgs[c]))
+                prefill_config(eng, &cfgs[c], big[t], s, copy);
     d->cuModuleUnload(mod);
     eng->route_specialize = specialize;
 }

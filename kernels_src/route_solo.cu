@@ -106,7 +106,10 @@ MEMRA_DEVICE void memra_route_solo_body(MEMRA_ROUTE_PARAMS)
         return;
     }
 
-    /* 2. Scores, and the choice scores' keys. */
+    /* 2. Scores, and the choice scores' keys. exp by selects, not branches
+     *    (memra_expf_flat, the same bits): a lane's exps are independent,
+     *    and branches would run them one after another (each its own
+     *    region), and a warp's lanes (tokens) down different paths. */
     float s[N];
     if (sigmoid) {
         MEMRA_UNROLL
@@ -124,7 +127,7 @@ MEMRA_DEVICE void memra_route_solo_body(MEMRA_ROUTE_PARAMS)
         float v[N];
         MEMRA_UNROLL
         for (int i = 0; i < N; i++) {
-            s[i] = (memra_u32)i < E ? memra_expf(memra_sub_rn(x[i], mx)) : 0.0f;
+            s[i] = (memra_u32)i < E ? memra_expf_flat(memra_sub_rn(x[i], mx)) : 0.0f;
             v[i] = (memra_u32)i < E ? memra_add_rn(0.0f, s[i]) : 0.0f;
         }
         MEMRA_UNROLL

@@ -11,7 +11,8 @@
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
 #   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
-#   MEMRA_PEERS_CONFIGS=Mixtral,DeepSeek-V3  bench_peers' --configs (default all)
+#   MEMRA_PEERS_CONFIGS=Mixtral,DeepSeek-V3  bench_peers' --configs (default all);
+#                 memra-bench --route takes the same list (MEMRA_BENCH_ROUTE_CONFIGS)
 # The logs are packed after every stage as well as at exit, so a command killed at the
 # device tool's limit (SIGKILL: no trap runs) still brings back what was done.
 set -uo pipefail
@@ -88,7 +89,7 @@ fi
 pack
 if has route; then
   # The routing section and first use alone (the full `memra bench` holds them too).
-  "$b/cli/memra-bench" --route --json "$out/bench-route.json" 2>&1 | tee "$out/bench-route.log"
+  MEMRA_BENCH_ROUTE_CONFIGS="${MEMRA_PEERS_CONFIGS:-}" "$b/cli/memra-bench" --route --json "$out/bench-route.json" 2>&1 | tee "$out/bench-route.log"
 fi
 pack
 if has bench || has torch-bench; then

@@ -20,6 +20,11 @@
  * serves (BENCHMARKS.md has the sweeps behind both choices). The tests and
  * the benchmark force each (memra_route_variant). */
 #define ROUTE_BLOCK_MAX_TOKENS 1024u
+/* ... and the lane-per-token kernel above this many tokens: a lane's chain
+ * is all of its token's experts one after another (each exact exp and
+ * division a region of its own), where a team's lane has one, so below it
+ * the team kernel's shorter chain is the faster (BENCHMARKS.md). */
+#define ROUTE_SOLO_MIN_TOKENS 1024u
 int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
 
 /* The team kernel for a spec (route_abi.h's memra_route_team_m): screened
@@ -136,20 +141,23 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    /* Both kernels a call may take for this spec: the block kernel for
-     * decode batches, and the kernel for its expert count at every other
-     * size (a lane per token, or a team); with specialisation, their builds
-     * for this spec and the generic ones too, which a spec first met under
-     * capture takes. */
-    const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_AUTO, UINT32_MAX, spec);
+    /* The kernels a call may take for this spec: the block kernel for
+     * decode batches, the team kernel for its expert count, and for a few
+     * experts the lane-per-token kernel for large batches; with
+     * specialisation, their builds for this spec and the generic ones too,
+     * which a spec first met under capture takes. */
+    const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
+    const memra_kernel_id big = memra_route_kernel(MEMRA_ROUTE_VARIANT_AUTO, UINT32_MAX, spec);
     if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, &c, &cap,
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
         !(st = route_function(&c, cap, team, spec, 0, &f)) &&
+        (big == team || !(st = route_function(&c, cap, big, spec, 0, &f))) &&
         (!eng->route_specialize ||
          (!(st = memra_engine_kernel(&c, cap, MEMRA_KERNEL_ROUTE_BLOCK, &f)) &&
-          !(st = memra_engine_kernel(&c, cap, team, &f)))))
+          !(st = memra_engine_kernel(&c, cap, team, &f)) &&
+          (big == team || !(st = memra_engine_kernel(&c, cap, big, &f))))))
         st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
     memra_call_leave(&c);
     return st;
@@ -193,8 +201,9 @@ memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_r
 {
     if (use_block(variant, n_tokens, spec->n_expert))
         return MEMRA_KERNEL_ROUTE_BLOCK;
-    if ((variant == MEMRA_ROUTE_VARIANT_AUTO || variant == MEMRA_ROUTE_VARIANT_SOLO) &&
-        memra_route_solo_serves(spec))
+    if (memra_route_solo_serves(spec) &&
+        (variant == MEMRA_ROUTE_VARIANT_SOLO ||
+         (variant == MEMRA_ROUTE_VARIANT_AUTO && n_tokens > ROUTE_SOLO_MIN_TOKENS)))
         return MEMRA_KERNEL_ROUTE_SOLO;
     return team_kernel(spec->n_expert, spec->scoring == MEMRA_ROUTE_SIGMOID,
                        variant == MEMRA_ROUTE_VARIANT_WARP_EXACT);

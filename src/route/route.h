@@ -18,7 +18,7 @@ enum {
     MEMRA_ROUTE_VARIANT_BLOCK = 1,
     MEMRA_ROUTE_VARIANT_WARP = 2,
     MEMRA_ROUTE_VARIANT_WARP_EXACT = 3, /* the team kernel without screening sigmoid scores */
-    MEMRA_ROUTE_VARIANT_SOLO = 4 /* a lane per token where it serves (AUTO's choice), else AUTO */
+    MEMRA_ROUTE_VARIANT_SOLO = 4 /* a lane per token where it serves (AUTO: above 1,024 tokens) */
 };
 extern int memra_route_variant;
 
