@@ -123,11 +123,14 @@ static void consume(setup *su, layer *l, int pdl)
 /* The router without tables: the kernel memra would pick, or the forced one. */
 static void router(setup *su, layer *l)
 {
-    const memra_kernel_id k = memra_route_kernel(memra_route_variant, su->T, &su->spec);
-    unsigned grid, threads;
-    memra_route_shape(k, su->T, su->spec.n_expert, &grid, &threads);
-    MK(memra_launch(su->eng, "bench", atomic_load(&su->eng->kernel[k]), grid, threads, &l->router,
-                    MEMRA_ROUTE_PARAM_BYTES, su->s));
+    const uint32_t E = su->spec.n_expert;
+    const int block = memra_route_use_block(su->T, E);
+    MK(memra_launch(
+        su->eng, "bench",
+        atomic_load(&su->eng->kernel[memra_route_kernel(memra_route_variant, su->T, &su->spec)]),
+        block ? su->T : memra_route_team_grid(su->T, E),
+        block ? memra_route_block_threads(E) : MEMRA_ROUTE_TEAM_THREADS, &l->router,
+        MEMRA_ROUTE_PARAM_BYTES, su->s));
 }
 
 static void step(setup *su, int arm, int pdl)
@@ -159,10 +162,6 @@ static double graph_layer_us(setup *su, int arm, int pdl)
     CUgraph g;
     CUgraphExec ge;
     MK(memra_engine_set_pdl(su->eng, pdl, NULL));
-    /* One step outside the capture first: it loads the kernel a forced
-     * variant takes (memra_route_prepare_layer loads only memra's choices). */
-    step(su, arm, pdl);
-    CK(d->cuStreamSynchronize(su->s));
     CK(d->cuStreamBeginCapture(su->s, CU_STREAM_CAPTURE_MODE_GLOBAL));
     step(su, arm, pdl);
     CK(d->cuStreamEndCapture(su->s, &g));
@@ -277,7 +276,8 @@ static void setup_free(setup *su)
 }
 
 /* Whether a configuration is measured: MEMRA_BENCH_ROUTE_CONFIGS, a comma
- * list of names (route_configs.h), picks some; unset or empty, all. */
+ * list of names (route_configs.h), picks some (a short device call measures
+ * the families a change touches); unset or empty, all. */
 static int cfg_selected(const bench_cfg *c)
 {
     const char *only = getenv("MEMRA_BENCH_ROUTE_CONFIGS");
@@ -299,10 +299,7 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
 {
     static setup su;
     setup_init(&su, eng, c, T, consume_fn, s);
-    const memra_kernel_id k = memra_route_kernel(MEMRA_ROUTE_VARIANT_AUTO, T, &c->spec);
-    const char *kname = k == MEMRA_KERNEL_ROUTE_BLOCK  ? "block"
-                        : k == MEMRA_KERNEL_ROUTE_SOLO ? "lane-per-token"
-                                                       : "team";
+    const char *kname = memra_route_use_block(T, c->spec.n_expert) ? "block" : "team";
     for (int pdl = 0; pdl <= pdl_ok; pdl++) {
         const char *p = pdl ? ", PDL" : "";
         char what[240];
@@ -313,9 +310,6 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         const double fblock = graph_layer_us(&su, A_FUSED, pdl);
         memra_route_variant = MEMRA_ROUTE_VARIANT_WARP;
         const double fwarp = graph_layer_us(&su, A_FUSED, pdl);
-        const int solo = memra_route_solo_serves(&su.spec);
-        memra_route_variant = MEMRA_ROUTE_VARIANT_SOLO;
-        const double fsolo = solo ? graph_layer_us(&su, A_FUSED, pdl) : 0.0;
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
         const double two = graph_layer_us(&su, A_TWO_STEP, pdl);
         const double flay = graph_layer_us(&su, A_FUSED_LAYOUT, pdl);
@@ -338,11 +332,6 @@ static void decode_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CUf
         row("route", what, fblock, "us/layer", rout, "router alone");
         snprintf(what, sizeof what, "%s, %u tok%s: fused, team kernel + consumer", c->name, T, p);
         row("route", what, fwarp, "us/layer", rout, "router alone");
-        if (solo) {
-            snprintf(what, sizeof what, "%s, %u tok%s: fused, lane-per-token kernel + consumer",
-                     c->name, T, p);
-            row("route", what, fsolo, "us/layer", fwarp, "team kernel");
-        }
         snprintf(what, sizeof what, "%s, %u tok%s: two-step (router, tables) + consumer", c->name,
                  T, p);
         row("route", what, two, "us/layer", fused, "fused");
@@ -430,11 +419,9 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
     CUevent e0, e1;
     CK(d->cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CK(d->cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_SOLO; v++) {
+    for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
         if (v == MEMRA_ROUTE_VARIANT_WARP_EXACT && spec.scoring != MEMRA_ROUTE_SIGMOID)
             continue; /* the same kernel as the team's */
-        if (v == MEMRA_ROUTE_VARIANT_SOLO && !memra_route_solo_serves(&spec))
-            continue;
         memra_route_variant = v;
         const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
@@ -444,10 +431,9 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
                  "prefill %s, %u tokens, fused, %s kernel: %.1f us, logits at %.0f GB/s = %.0f%% "
                  "of 4.8 TB/s",
                  c->name, T,
-                 v == MEMRA_ROUTE_VARIANT_BLOCK        ? "block"
-                 : v == MEMRA_ROUTE_VARIANT_WARP       ? "team"
-                 : v == MEMRA_ROUTE_VARIANT_WARP_EXACT ? "team unscreened"
-                                                       : "lane-per-token",
+                 v == MEMRA_ROUTE_VARIANT_BLOCK  ? "block"
+                 : v == MEMRA_ROUTE_VARIANT_WARP ? "team"
+                                                 : "team unscreened",
                  us, gbs, 100.0 * gbs / H200_SPEC_GBS);
         row("route_prefill", what, gbs, "GB/s", copy_gbs, "copy");
     }

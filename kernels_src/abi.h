@@ -46,9 +46,6 @@
  * are in layout_params.h). */
 #define MEMRA_VROWS_BLOCK 256u
 #define MEMRA_ROUTE_TEAM_THREADS 128u
-/* The most experts the lane-per-token kernel (route_solo.cu) holds: a lane
- * keeps them all in registers. Its blocks are MEMRA_ROUTE_TEAM_THREADS. */
-#define MEMRA_ROUTE_SOLO_MAX_EXPERT 16u
 
 /* The most experts a layout holds: routing's, and its shared experts
  * (memra.h's MEMRA_LAYOUT_MAX_EXPERT is held to it in src/layout/layout_spec.c). */

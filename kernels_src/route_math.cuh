@@ -172,18 +172,14 @@ MEMRA_DEVICE float memra_half_to_float(memra_u32 h)
 #define MEMRA_DT_BF16 1
 #define MEMRA_DT_F16 2
 
-/* A 16-bit element's bits h as binary32: bfloat16 is the top half of a
- * binary32, float16 converts exactly. */
-MEMRA_DEVICE float memra_route_from_16(memra_u32 h, int dtype)
-{
-    return dtype == MEMRA_DT_BF16 ? memra_from_bits(h << 16) : memra_half_to_float(h);
-}
-
-/* Element i as binary32. */
+/* Element i as binary32: bfloat16 is the top half of a binary32, float16
+ * converts exactly. */
 MEMRA_DEVICE float memra_route_load(const void *p, int dtype, memra_u64 i)
 {
-    if (dtype != MEMRA_DT_F32)
-        return memra_route_from_16((memra_u32)((const unsigned short *)p)[i], dtype);
+    if (dtype == MEMRA_DT_BF16)
+        return memra_from_bits((memra_u32)((const unsigned short *)p)[i] << 16);
+    if (dtype == MEMRA_DT_F16)
+        return memra_half_to_float((memra_u32)((const unsigned short *)p)[i]);
     return ((const float *)p)[i];
 }
 

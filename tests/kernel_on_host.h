@@ -241,7 +241,6 @@ typedef struct memra_u32x4 {
 #include "layout.cu"
 #include "route_common.cuh"
 #include "route_block.cu"
-#include "route_solo.cu"
 /* Every team kernel, as NVRTC compiles each in its own module. */
 #define MEMRA_ROUTE_M 1
 #include "route_warp.cu"
@@ -275,8 +274,6 @@ static inline host_route_fn host_route_kernel(memra_kernel_id k)
     switch (k) {
     case MEMRA_KERNEL_ROUTE_BLOCK:
         return memra_route_block_kernel;
-    case MEMRA_KERNEL_ROUTE_SOLO:
-        return memra_route_solo_kernel;
     case MEMRA_KERNEL_ROUTE_WARP1:
         return memra_route_warp1_kernel;
     case MEMRA_KERNEL_ROUTE_WARP4:

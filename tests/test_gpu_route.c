@@ -50,10 +50,10 @@ static void test_route_param_layout(void **state)
         skip(); /* an older driver, or the fake one (no compiled layout to report) */
     /* Each routing kernel is in a module of its own, loaded at first use:
      * load every one now. */
-    static const memra_kernel_id ids[] = {
-        MEMRA_KERNEL_ROUTE_BLOCK, MEMRA_KERNEL_ROUTE_SOLO,  MEMRA_KERNEL_ROUTE_WARP1,
-        MEMRA_KERNEL_ROUTE_WARP4, MEMRA_KERNEL_ROUTE_WARP8, MEMRA_KERNEL_ROUTE_WARP16,
-        MEMRA_KERNEL_ROUTE_SIG4,  MEMRA_KERNEL_ROUTE_SIG8,  MEMRA_KERNEL_ROUTE_SIG16};
+    static const memra_kernel_id ids[] = {MEMRA_KERNEL_ROUTE_BLOCK,  MEMRA_KERNEL_ROUTE_WARP1,
+                                          MEMRA_KERNEL_ROUTE_WARP4,  MEMRA_KERNEL_ROUTE_WARP8,
+                                          MEMRA_KERNEL_ROUTE_WARP16, MEMRA_KERNEL_ROUTE_SIG4,
+                                          MEMRA_KERNEL_ROUTE_SIG8,   MEMRA_KERNEL_ROUTE_SIG16};
     enum { N_IDS = sizeof ids / sizeof ids[0] };
     CUfunction fns[N_IDS];
     memra_call c;

@@ -30,7 +30,7 @@ static const memra_nvrtc *nv;
 static int every_arch(int m)
 {
     return m == MEMRA_MODULE_VROWS || m == MEMRA_MODULE_LAYOUT || m == MEMRA_MODULE_ROUTE_BLOCK ||
-           m == MEMRA_MODULE_ROUTE_WARP1 || m == MEMRA_MODULE_ROUTE_SOLO;
+           m == MEMRA_MODULE_ROUTE_WARP1;
 }
 static int representative(int arch)
 {

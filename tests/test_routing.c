@@ -1105,7 +1105,6 @@ static void device_case(memra_engine *eng, const route_case *c, int variant, uin
     snprintf(what, sizeof what, "%s (%s kernel)", c->name,
              variant == MEMRA_ROUTE_VARIANT_BLOCK        ? "block"
              : variant == MEMRA_ROUTE_VARIANT_WARP_EXACT ? "team, unscreened"
-             : variant == MEMRA_ROUTE_VARIANT_SOLO       ? "lane per token"
                                                          : "team");
     expect_same(&dv, &h, np, what);
     assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
@@ -1140,9 +1139,6 @@ static void test_device_matches_host_every_config(void **state)
             if (route_cases[ci].spec.scoring == MEMRA_ROUTE_SIGMOID)
                 device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci,
                             (int)ci);
-            /* A lane per token (AUTO's choice where it serves). */
-            if (memra_route_solo_serves(&route_cases[ci].spec))
-                device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_SOLO, T, 5 + ci, (int)ci);
         }
     memra_engine_destroy(eng);
 }
@@ -1225,45 +1221,6 @@ static void variant_matches_host(memra_engine *eng, dev_bufs *d, const memra_rou
     host_route(s, NULL, logits, T, h);
     expect_same(&dv, h, (size_t)T * s->top_k, what);
     outputs_free(&dv);
-}
-
-/* The lane-per-token kernel reads a row in 16-byte loads where the row is
- * whole 16-byte words on a 16-byte boundary, element by element otherwise:
- * every small case in every logit type (Mixtral's 8 experts: two f32 words
- * or one 16-bit word; 16 experts: four or two; 5 and 1: element loads), and
- * f32 logits 4 bytes off the boundary. All equal the host arm. */
-static void test_device_solo_loads(void **state)
-{
-    (void)state;
-    memra_engine *eng;
-    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    int n = 0;
-    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
-        if (!memra_route_solo_serves(&route_cases[ci].spec))
-            continue;
-        n++;
-        for (int dt = MEMRA_LOGITS_F32; dt <= MEMRA_LOGITS_F16; dt++) {
-            route_case c = route_cases[ci];
-            c.spec.logits_dtype = (memra_logits_dtype)dt;
-            device_case(eng, &c, MEMRA_ROUTE_VARIANT_SOLO, 37, 90 + ci, (int)ci);
-        }
-    }
-    assert_true(n >= 4);
-    const memra_route_spec s = plain_spec(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, 1, 1.0f);
-    const uint32_t T = 37;
-    float *logits = route_case_logits(&s, T, 93, 1);
-    dev_bufs d;
-    dev_alloc(eng, &d, (size_t)T * 8 * 4 + 16, (size_t)T * 2);
-    d.logits += 4;
-    assert_int_equal(memra_upload(eng, d.logits, logits, (size_t)T * 8 * 4), MEMRA_OK);
-    outputs h;
-    variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_SOLO,
-                         "f32 rows off the 16-byte boundary, lane per token", &h);
-    outputs_free(&h);
-    d.logits -= 4;
-    dev_free(eng, &d);
-    free(logits);
-    memra_engine_destroy(eng);
 }
 
 static void test_device_crafted_ties(void **state)
@@ -1857,7 +1814,6 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_matches_host_every_config, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_groups_of_two, mock_setup, mock_teardown),
-        cmocka_unit_test_setup_teardown(test_device_solo_loads, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_block_ties_many_candidates, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_block_many_candidates, mock_setup,

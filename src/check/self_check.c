@@ -162,12 +162,12 @@ void memra_random_case_free(memra_random_case *r)
     free(r->sel), free(r->selw), free(r->pl);
 }
 
-static const char *variant_name(int variant, uint32_t n_tokens, const memra_route_spec *spec)
+static const char *variant_name(int variant, uint32_t n_tokens, uint32_t n_expert)
 {
-    const memra_kernel_id k = memra_route_kernel(variant, n_tokens, spec);
-    return k == MEMRA_KERNEL_ROUTE_BLOCK  ? "block"
-           : k == MEMRA_KERNEL_ROUTE_SOLO ? "lane per token"
-                                          : "team";
+    if (variant == MEMRA_ROUTE_VARIANT_AUTO)
+        variant = memra_route_use_block(n_tokens, n_expert) ? MEMRA_ROUTE_VARIANT_BLOCK
+                                                            : MEMRA_ROUTE_VARIANT_WARP;
+    return variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "team";
 }
 
 /* A layout's outputs back to back in one buffer at `base`: sorted_ids,
@@ -284,13 +284,13 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
             memcpy(&a, &gselw[p], 4), memcpy(&b, &hselw[p], 4);
             snprintf(why, why_len,
                      "%s (%s kernel): token %zu pair %zu: device (%d, 0x%08x), host (%d, 0x%08x)",
-                     rc->name, variant_name(variant, T, &rc->spec), p / K, p % K, gsel[p], a,
-                     hsel[p], b);
+                     rc->name, variant_name(variant, T, rc->spec.n_expert), p / K, p % K, gsel[p],
+                     a, hsel[p], b);
             goto out;
         }
     if (memcmp(gptrs, hptrs, 3 * np * 8) || memcmp(gscl, hscl, 3 * np * 4)) {
         snprintf(why, why_len, "%s (%s kernel): the tables differ", rc->name,
-                 variant_name(variant, T, &rc->spec));
+                 variant_name(variant, T, rc->spec.n_expert));
         goto out;
     }
     if (faults_differ(fw, &hf, rc->name, why, why_len))
@@ -300,7 +300,8 @@ int memra_route_case_check(memra_engine *eng, size_t ci, uint32_t T, uint64_t se
             snprintf(why, why_len,
                      "%s (%s kernel): the expert-sorted layout differs at word %zu of %zu: device "
                      "%d, host %d",
-                     rc->name, variant_name(variant, T, &rc->spec), i, lay_words, glay[i], hlay[i]);
+                     rc->name, variant_name(variant, T, rc->spec.n_expert), i, lay_words, glay[i],
+                     hlay[i]);
             goto out;
         }
     bad = 0;

@@ -15,7 +15,6 @@
     X(VROWS, vrows)                                                                                \
     X(LAYOUT, layout)                                                                              \
     X(ROUTE_BLOCK, route_block)                                                                    \
-    X(ROUTE_SOLO, route_solo)                                                                      \
     X(ROUTE_WARP1, route_warp1)                                                                    \
     X(ROUTE_WARP4, route_warp4)                                                                    \
     X(ROUTE_WARP8, route_warp8)                                                                    \
@@ -35,7 +34,6 @@
     X(LAYOUT_SCAN, "memra_layout_scan_kernel", LAYOUT, "memra_layout_prepare()")                   \
     X(LAYOUT_PLACE, "memra_layout_place_kernel", LAYOUT, "memra_layout_prepare()")                 \
     X(ROUTE_BLOCK, "memra_route_block_kernel", ROUTE_BLOCK, "memra_route_prepare_layer()")         \
-    X(ROUTE_SOLO, "memra_route_solo_kernel", ROUTE_SOLO, "memra_route_prepare_layer()")            \
     X(ROUTE_WARP1, "memra_route_warp1_kernel", ROUTE_WARP1, "memra_route_prepare_layer()")         \
     X(ROUTE_WARP4, "memra_route_warp4_kernel", ROUTE_WARP4, "memra_route_prepare_layer()")         \
     X(ROUTE_WARP8, "memra_route_warp8_kernel", ROUTE_WARP8, "memra_route_prepare_layer()")         \

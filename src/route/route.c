@@ -15,16 +15,10 @@
 
 /* memra_route_tables takes the block kernel (a block per token, latency
  * first) up to this many tokens and the team kernel (throughput first)
- * above, and for 32 experts or fewer, where a token is a few lanes' work,
- * the team kernel at every size, or the lane-per-token kernel where it
- * serves (BENCHMARKS.md has the sweeps behind both choices). The tests and
- * the benchmark force each (memra_route_variant). */
+ * above, and the team kernel at every size for 32 experts or fewer, where a
+ * token is a few lanes' work (BENCHMARKS.md has the sweep behind the
+ * number). The tests and the benchmark force either (memra_route_variant). */
 #define ROUTE_BLOCK_MAX_TOKENS 1024u
-/* ... and the lane-per-token kernel above this many tokens: a lane's chain
- * is all of its token's experts one after another (each exact exp and
- * division a region of its own), where a team's lane has one, so below it
- * the team kernel's shorter chain is the faster (BENCHMARKS.md). */
-#define ROUTE_SOLO_MIN_TOKENS 1024u
 int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
 
 /* The team kernel for a spec (route_abi.h's memra_route_team_m): screened
@@ -141,23 +135,19 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
     memra_call c;
     memra_capture cap;
     CUfunction f;
-    /* The kernels a call may take for this spec: the block kernel for
-     * decode batches, the team kernel for its expert count, and for a few
-     * experts the lane-per-token kernel for large batches; with
+    /* Both kernels a call may take for this spec: the block kernel for
+     * decode batches, the team kernel for its expert count; with
      * specialisation, their builds for this spec and the generic ones too,
      * which a spec first met under capture takes. */
     const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
-    const memra_kernel_id big = memra_route_kernel(MEMRA_ROUTE_VARIANT_AUTO, UINT32_MAX, spec);
     if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, &c, &cap,
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
         !(st = route_function(&c, cap, team, spec, 0, &f)) &&
-        (big == team || !(st = route_function(&c, cap, big, spec, 0, &f))) &&
         (!eng->route_specialize ||
          (!(st = memra_engine_kernel(&c, cap, MEMRA_KERNEL_ROUTE_BLOCK, &f)) &&
-          !(st = memra_engine_kernel(&c, cap, team, &f)) &&
-          (big == team || !(st = memra_engine_kernel(&c, cap, big, &f))))))
+          !(st = memra_engine_kernel(&c, cap, team, &f)))))
         st = route_mirror(&c, cap, il, 0, spec, macros, have_macros, s, NULL);
     memra_call_leave(&c);
     return st;
@@ -183,8 +173,8 @@ static int use_block(int variant, uint32_t n_tokens, uint32_t n_expert)
     if (n_expert > MEMRA_ROUTE_TEAM_MAX_EXPERT) /* no team kernel holds them */
         return 1;
     return variant == MEMRA_ROUTE_VARIANT_BLOCK ||
-           ((variant == MEMRA_ROUTE_VARIANT_AUTO || variant == MEMRA_ROUTE_VARIANT_SOLO) &&
-            n_expert > 32u && n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
+           (variant == MEMRA_ROUTE_VARIANT_AUTO && n_expert > 32u &&
+            n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
 }
 
 int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
@@ -192,35 +182,12 @@ int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
     return use_block(memra_route_variant, n_tokens, n_expert);
 }
 
-int memra_route_solo_serves(const memra_route_spec *spec)
-{
-    return spec->n_expert <= MEMRA_ROUTE_SOLO_MAX_EXPERT && spec->n_group == 1;
-}
-
 memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec)
 {
     if (use_block(variant, n_tokens, spec->n_expert))
         return MEMRA_KERNEL_ROUTE_BLOCK;
-    if (memra_route_solo_serves(spec) &&
-        (variant == MEMRA_ROUTE_VARIANT_SOLO ||
-         (variant == MEMRA_ROUTE_VARIANT_AUTO && n_tokens > ROUTE_SOLO_MIN_TOKENS)))
-        return MEMRA_KERNEL_ROUTE_SOLO;
     return team_kernel(spec->n_expert, spec->scoring == MEMRA_ROUTE_SIGMOID,
                        variant == MEMRA_ROUTE_VARIANT_WARP_EXACT);
-}
-
-void memra_route_shape(memra_kernel_id k, uint32_t n_tokens, uint32_t n_expert, unsigned *grid,
-                       unsigned *threads)
-{
-    if (k == MEMRA_KERNEL_ROUTE_BLOCK) {
-        *grid = n_tokens, *threads = memra_route_block_threads(n_expert);
-    } else {
-        *threads = MEMRA_ROUTE_TEAM_THREADS;
-        *grid = k == MEMRA_KERNEL_ROUTE_SOLO
-                    ? (unsigned)(((uint64_t)n_tokens + MEMRA_ROUTE_TEAM_THREADS - 1) /
-                                 MEMRA_ROUTE_TEAM_THREADS)
-                    : memra_route_team_grid(n_tokens, n_expert);
-    }
 }
 
 memra_status memra_route_tables(memra_engine *eng, memra_devptr logits, uint32_t n_tokens,
@@ -271,7 +238,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     if (st || (n_tokens == 0 && !laid))
         return st;
     CUstream s = (CUstream)stream;
-    const memra_kernel_id kernel = memra_route_kernel(variant, n_tokens, spec);
+    const int block = use_block(variant, n_tokens, spec->n_expert);
     memra_call c;
     memra_capture cap;
     CUfunction f;
@@ -281,7 +248,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                                             : memra_layout_launch(&c, cap, sel, 0, &lp, s);
         goto done;
     }
-    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s, kernel, &c, &cap, &f)))
+    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
+                    memra_route_kernel(variant, n_tokens, spec), &c, &cap, &f)))
         goto done;
     /* Decode-sized batches are laid out by the routing launch's last block
      * (the layer's count); larger ones by the layout's own launches after
@@ -323,9 +291,12 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     if (one_launch)
         a.lp = lp;
     if (!(st = route_mirror(&c, cap, il, scratch, spec, macros, have_macros, s, &a))) {
-        unsigned grid, threads;
-        memra_route_shape(kernel, n_tokens, spec->n_expert, &grid, &threads);
-        st = memra_launch(eng, fn, f, grid, threads, &a, MEMRA_ROUTE_PARAM_BYTES, s);
+        if (block)
+            st = memra_launch(eng, fn, f, n_tokens, memra_route_block_threads(spec->n_expert), &a,
+                              MEMRA_ROUTE_PARAM_BYTES, s);
+        else
+            st = memra_launch(eng, fn, f, memra_route_team_grid(n_tokens, spec->n_expert),
+                              MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
     }
     if (!st && laid && !one_launch)
         st = memra_layout_launch(&c, cap, sel, n_pairs, &lp, s);

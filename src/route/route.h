@@ -17,8 +17,7 @@ enum {
     MEMRA_ROUTE_VARIANT_AUTO = 0,
     MEMRA_ROUTE_VARIANT_BLOCK = 1,
     MEMRA_ROUTE_VARIANT_WARP = 2,
-    MEMRA_ROUTE_VARIANT_WARP_EXACT = 3, /* the team kernel without screening sigmoid scores */
-    MEMRA_ROUTE_VARIANT_SOLO = 4 /* a lane per token where it serves (AUTO: above 1,024 tokens) */
+    MEMRA_ROUTE_VARIANT_WARP_EXACT = 3 /* the team kernel without screening sigmoid scores */
 };
 extern int memra_route_variant;
 
@@ -39,16 +38,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
  * (memra_route_variant honoured), and the kernel a launch of n_tokens takes
  * under `variant`. */
 int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
-/* Whether the lane-per-token kernel (kernels_src/route_solo.cu) serves a
- * checked spec: few enough experts for a lane's registers, in one group. */
-int memra_route_solo_serves(const memra_route_spec *spec);
 memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec);
-/* Routing kernel k's grid and block for n_tokens over n_expert: a block per
- * token of a thread per expert (the block kernel), or blocks of
- * MEMRA_ROUTE_TEAM_THREADS lanes, a lane (route_solo) or a team (the team
- * kernels) per token. */
-void memra_route_shape(memra_kernel_id k, uint32_t n_tokens, uint32_t n_expert, unsigned *grid,
-                       unsigned *threads);
 /* The key of kernel k's build for a checked spec (MEMRA_ROUTE_SPECIALIZE):
  * the spec's counts and the flags a layer fixes, as defines. */
 memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec);

@@ -143,9 +143,10 @@ static const route_case route_cases[] = {
      1,
      0,
      1},
-    /* The lane-per-token kernel's shapes (up to 16 experts in one group):
-     * every option it passes on, an expert count that is not a power of two
-     * (its softmax sum's tree has +0 leaves), and one expert. */
+    /* Small expert counts (the team kernel's teams of 16, 8 and 1 lanes):
+     * every option a call passes on, an expert count that is not a power of
+     * two (the butterfly's lanes past the experts hold +0), and one
+     * expert. */
     {"16 experts, sigmoid top-4, bias, 1 shared expert, rank 1 of 2 (expert map), padded batch "
      "(int32 count), bf16",
      {ROUTE_SPEC(16, 4, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 1, 2.5f), .n_shared = 1,

@@ -264,13 +264,7 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
             assert_int_equal(a.top_k, sm->spec[3]);
             assert_int_equal(a.flags & ~MEMRA_ROUTE_FLAGS_OF_CALL, sm->spec[4]);
         }
-        if (f == MOCK_FN(ROUTE_SOLO)) { /* a lane per token, in one group */
-            assert_true(a.n_expert <= MEMRA_ROUTE_SOLO_MAX_EXPERT);
-            assert_int_equal(a.n_group, 1);
-            assert_int_equal(bx, MEMRA_ROUTE_TEAM_THREADS);
-            assert_int_equal(gx, (a.n_tokens + MEMRA_ROUTE_TEAM_THREADS - 1) /
-                                     MEMRA_ROUTE_TEAM_THREADS);
-        } else if (f != MOCK_FN(ROUTE_BLOCK)) { /* the team kernel for the expert count */
+        if (f != MOCK_FN(ROUTE_BLOCK)) { /* the team kernel for the expert count */
             const uint32_t m = memra_route_team_m(a.n_expert);
             const int sig = (a.flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0;
             const memra_kernel_id plain = m == 1   ? MEMRA_KERNEL_ROUTE_WARP1
