@@ -2,13 +2,15 @@
 # Compare kernel variants made from patch files in one process of the phase
 # probe (route_probe.py), on the GPU machine:
 #
-#   benchmarks/probe_variants.sh BUILD JSON VARIANT...
+#   benchmarks/probe_variants.sh BUILD JSON [--prefill N] [--configs LIST] VARIANT...
 #
 # VARIANT is NAME=PATCH[+PATCH...] (a copy of kernels_src/ with the patches
 # applied in order, `patch -p1` from the repository root, measured beside the
 # shipped kernel), spec:NAME=PATCH[+PATCH...] (the same, compiled once per
 # configuration with its spec as constants), or spec:shipped. The copies go
-# to BUILD/probe-variants/NAME, made afresh.
+# to BUILD/probe-variants/NAME, made afresh. --prefill N measures the team
+# kernel (prefill) over N tokens instead of the block kernel's decode
+# probe; --configs names the families (route_configs.h) to measure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -16,6 +18,12 @@ root=$(dirname "$here")
 build=$1 json=$2
 shift 2
 args=()
+while [ $# -ge 2 ]; do
+    case $1 in
+    --prefill | --configs) args+=("$1" "$2") && shift 2 ;;
+    *) break ;;
+    esac
+done
 root_v=$build/probe-variants
 [ -L "$root_v" ] && { echo "$root_v is a symbolic link: not following it" >&2; exit 2; }
 for v in "$@"; do

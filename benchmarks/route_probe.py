@@ -217,13 +217,15 @@ class Layer:
         return ctypes.create_string_buffer(b, PARAM_BYTES)
 
 
-def outputs(fn, layer, stream):
-    """One fused launch's bytes (sel, selw, the pointer and scale tables), from
-    outputs cleared first: every variant is held to the shipped kernel's."""
+def clear_outputs(layer):
     for p, n in layer.outs:
         ck(cu.cuMemsetD8_v2(ctypes.c_uint64(p), ctypes.c_ubyte(0xA5), ctypes.c_size_t(n)),
            "clear outputs")
-    launch(fn, (layer.E + 31) // 32 * 32, stream, layer.params(True))
+
+
+def read_outputs(layer, stream):
+    """The outputs' bytes (sel, selw, the pointer and scale tables) once the
+    stream is done."""
     ck(cu.cuStreamSynchronize(stream), "sync")
     got = b""
     for p, n in layer.outs:
@@ -231,6 +233,14 @@ def outputs(fn, layer, stream):
         ck(cu.cuMemcpyDtoH_v2(buf, ctypes.c_uint64(p), ctypes.c_size_t(len(buf))), "read outputs")
         got += buf.raw
     return got
+
+
+def outputs(fn, layer, stream):
+    """One fused launch's bytes, from outputs cleared first: every variant is
+    held to the shipped kernel's."""
+    clear_outputs(layer)
+    launch(fn, (layer.E + 31) // 32 * 32, stream, layer.params(True))
+    return read_outputs(layer, stream)
 
 
 def launch(fn, threads, stream, param_buf):
@@ -319,35 +329,82 @@ def team_module(E, sigmoid):
     return "route_%s%d" % (kind, m), "memra_route_%s%d_kernel" % (kind, m), m
 
 
-def prefill(build, arch, stream, n_tokens, results):
-    """The team kernel (memra's prefill choice) over n_tokens, one launch
-    per configuration, timed with events: the launches an `ncu
-    --kernel-name regex:memra_route_` run reads its counters from."""
+def spec_defines(layer):
+    """The defines that compile a layer's spec in as constants
+    (route_common.cuh's MEMRA_ROUTE_SPEC_CONSTANTS)."""
+    return ["MEMRA_SPEC_E %d" % layer.E, "MEMRA_SPEC_NG %d" % layer.n_group,
+            "MEMRA_SPEC_TG %d" % layer.topk_group, "MEMRA_SPEC_K %d" % layer.K,
+            "MEMRA_SPEC_FLAGS %du" % layer.flags]
+
+
+def team_launch(fn, grid, stream, buf):
+    size = ctypes.c_size_t(PARAM_BYTES)
+    extra = (ctypes.c_void_p * 5)(1, ctypes.cast(buf, ctypes.c_void_p),
+                                  2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
+    ck(cu.cuLaunchKernel(fn, grid, 1, 1, 128, 1, 1, 0, stream, None, extra), "launch")
+
+
+def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
+    """The team kernel (memra's prefill choice) over n_tokens, for each
+    configuration, as shipped and as each variant of srcs ((dir, spec)
+    pairs, as main's): the median of `reps` launches timed with events (the
+    logits stay in L2 after the first, unlike bench_peers' flushed ones: an
+    A/B, not the benchmark of record), and every variant's output bytes
+    held to the shipped kernel's. The launches are the ones an `ncu
+    --kernel-name regex:memra_route_` run reads its counters from. Returns
+    the variants whose outputs differ."""
     e0, e1 = ctypes.c_void_p(), ctypes.c_void_p()
     ck(cu.cuEventCreate(ctypes.byref(e0), 0), "event")
     ck(cu.cuEventCreate(ctypes.byref(e1), 0), "event")
-    for i, cfg in enumerate(CONFIGS):
-        module, kernel, m = team_module(cfg[1], cfg[5])
-        _, fn, _ = compile_block(build, None, arch, [], module, kernel)
-        layer = Layer(cfg, 7 + i, n_tokens)
-        buf = layer.params(True)
-        lanes = 32
-        while m == 1 and lanes // 2 >= cfg[1] and lanes > 1:
-            lanes //= 2
-        grid = (n_tokens * lanes + 127) // 128
-        size = ctypes.c_size_t(PARAM_BYTES)
-        extra = (ctypes.c_void_p * 5)(1, ctypes.cast(buf, ctypes.c_void_p),
-                                      2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
-        ck(cu.cuEventRecord(e0, stream), "record")
-        ck(cu.cuLaunchKernel(fn, grid, 1, 1, 128, 1, 1, 0, stream, None, extra), "launch")
-        ck(cu.cuEventRecord(e1, stream), "record")
-        ck(cu.cuEventSynchronize(e1), "sync")
-        ms = ctypes.c_float()
-        ck(cu.cuEventElapsedTime_v2(ctypes.byref(ms), e0, e1), "elapsed")
-        gbs = n_tokens * layer.E * 4 / (ms.value * 1e-3) / 1e9
-        results[cfg[0]] = {"us": ms.value * 1e3, "logits_GBps": gbs}
-        print("  prefill %-12s %d tokens, %s: %.1f us, logits at %.0f GB/s"
-              % (cfg[0], n_tokens, kernel, ms.value * 1e3, gbs))
+    layers = {cfg[0]: Layer(cfg, 7 + i, n_tokens) for i, cfg in enumerate(CONFIGS) if cfg in configs}
+    reference, differ = {}, []
+    for src, spec in srcs:
+        tag = variant_tag(src, spec)
+        res = results[tag] = {}
+        print("\n== %s: the team kernel over %d tokens, median of %d launches" % (tag, n_tokens, reps))
+        for cfg in configs:
+            layer = layers[cfg[0]]
+            module, kernel, m = team_module(cfg[1], cfg[5])
+            _, fn, _ = compile_block(build, None if src == "shipped" else src, arch,
+                                     spec_defines(layer) if spec else [], module, kernel)
+            buf = layer.params(True)
+            lanes = 32
+            while m == 1 and lanes // 2 >= cfg[1] and lanes > 1:
+                lanes //= 2
+            grid = (n_tokens * lanes + 127) // 128
+            times = []
+            for _ in range(reps):
+                ck(cu.cuEventRecord(e0, stream), "record")
+                team_launch(fn, grid, stream, buf)
+                ck(cu.cuEventRecord(e1, stream), "record")
+                ck(cu.cuEventSynchronize(e1), "sync")
+                ms = ctypes.c_float()
+                ck(cu.cuEventElapsedTime_v2(ctypes.byref(ms), e0, e1), "elapsed")
+                times.append(ms.value * 1e3)
+            times.sort()
+            us = times[len(times) // 2]
+            clear_outputs(layer)
+            team_launch(fn, grid, stream, buf)
+            got = read_outputs(layer, stream)
+            same = reference.setdefault(cfg[0], got) == got
+            if not same:
+                differ.append("%s: %s" % (tag, cfg[0]))
+            gbs = n_tokens * layer.E * 4 / (us * 1e-6) / 1e9
+            res[cfg[0]] = {"us": us, "logits_GBps": gbs, "same_bits_as_shipped": same}
+            print("  prefill %-12s %d tokens, %s: %.2f us, logits at %.0f GB/s; outputs %s"
+                  % (cfg[0], n_tokens, kernel, us, gbs,
+                     "the shipped kernel's bits" if same else "DIFFER FROM THE SHIPPED KERNEL'S"))
+    return differ
+
+
+def variant_tag(src, spec):
+    """A source's name in the results: "shipped", or the variant's folder
+    (probe_variants.sh's NAME/kernels_src gives NAME)."""
+    src = None if src == "shipped" else src
+    name = os.path.normpath(src) if src else "shipped"
+    if os.path.basename(name) == "kernels_src":
+        name = os.path.dirname(name)
+    return os.path.basename(name) + (" (spec as constants)" if spec else "")
 
 
 def open_device():
@@ -381,27 +438,36 @@ def main():
                          " MEMRA_ROUTE_SPEC_CONSTANTS): what a kernel specialised per model saves")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--prefill", type=int, metavar="N",
-                    help="instead: one launch of the team kernel over N tokens per configuration")
+                    help="instead: the team kernel (memra's prefill choice) over N tokens per"
+                         " configuration, shipped and each variant")
+    ap.add_argument("--reps", type=int, default=21, help="--prefill: launches timed (median)")
+    ap.add_argument("--configs", default="",
+                    help="a comma list of route_configs.h's names to measure (default: all)")
     a = ap.parse_args()
+    want = [c for c in a.configs.split(",") if c]
+    unknown = [c for c in want if c not in [cfg[0] for cfg in CONFIGS]]
+    if unknown:
+        ap.error("unknown configuration(s): %s" % ", ".join(unknown))
+    configs = [cfg for cfg in CONFIGS if not want or cfg[0] in want]
     arch, stream = open_device()
+    srcs = [(None, False)] + [(d, False) for d in a.src] + [(d, True) for d in a.spec_src]
     if a.prefill:
         results = {}
-        prefill(a.build, arch, stream, a.prefill, results)
+        differ = prefill(a.build, arch, stream, a.prefill, srcs, configs, a.reps, results)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"prefill": results}, f, indent=1)
+        if differ:
+            print("\noutputs differ from the shipped kernel's: " + "; ".join(differ))
+            return 1
         return 0
-    srcs = [(None, False)] + [(d, False) for d in a.src] + [(d, True) for d in a.spec_src]
-    layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS)]
+    layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS) if c in configs]
     results = {}
     reference = {}  # the shipped kernel's output bytes, by config
     differ = []
     for src, spec in srcs:
+        tag = variant_tag(src, spec)
         src = None if src == "shipped" else src
-        name = os.path.normpath(src) if src else "shipped"
-        if os.path.basename(name) == "kernels_src":  # probe_variants.sh's NAME/kernels_src
-            name = os.path.dirname(name)
-        tag = os.path.basename(name) + (" (spec as constants)" if spec else "")
         marks_src = probe_marks(module_text(a.build, "route_block", src))
         if not spec:  # a spec build is compiled per config, below
             pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
@@ -411,12 +477,10 @@ def main():
         e_us = graph_node_us(stream, lambda: launch_empty(empty, stream))
         print("  empty kernel: %.3f us per node (32-node graph)" % e_us)
         res["empty_us"] = e_us
-        for cfg, layer in zip(CONFIGS, layers):
+        for cfg, layer in zip(configs, layers):
             threads = (layer.E + 31) // 32 * 32
             if spec:
-                sd = ["MEMRA_SPEC_E %d" % layer.E, "MEMRA_SPEC_NG %d" % layer.n_group,
-                      "MEMRA_SPEC_TG %d" % layer.topk_group, "MEMRA_SPEC_K %d" % layer.K,
-                      "MEMRA_SPEC_FLAGS %du" % layer.flags]
+                sd = spec_defines(layer)
                 pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"] + sd)
                 mod, fn, empty = compile_block(a.build, src, arch, sd)
             bufs = {t: layer.params(t) for t in (False, True)}

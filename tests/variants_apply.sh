@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every patch in benchmarks/variants/ still applies to kernels_src/, alone
-# and as each line of benchmarks/variants/queue combines them, so the next
+# and as each line of benchmarks/variants/queue and queue-prefill combines them, so the next
 # GPU run (MEMRA_STAGES=variants) measures what the queue names. Skips (77)
 # without git or outside a git checkout.
 set -euo pipefail
@@ -26,11 +26,13 @@ try() { # what, patch paths from the repository root...
 for p in "$src"/benchmarks/variants/*.patch; do
     try "${p#"$src"/}" "${p#"$src"/}"
 done
-while read -r line; do
-    case $line in '' | '#'*) continue ;; esac
-    v=${line#spec:}
-    [ "$v" = shipped ] && continue
-    IFS=+ read -r -a list <<<"${v#*=}"
-    try "queue: $line" "${list[@]}"
-done <"$src/benchmarks/variants/queue"
+for q in queue queue-prefill; do
+    while read -r line; do
+        case $line in '' | '#'*) continue ;; esac
+        v=${line#spec:}
+        [ "$v" = shipped ] && continue
+        IFS=+ read -r -a list <<<"${v#*=}"
+        try "$q: $line" "${list[@]}"
+    done <"$src/benchmarks/variants/$q"
+done
 echo "ok: $n variants apply"

@@ -7,7 +7,8 @@
 #   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all;
 #                 "peers" runs only bench's peer benchmark, benchmarks/peers/; "route" only
 #                 `memra-bench --route`; "torch-bench" only benchmarks/bench_torch.py;
-#                 "variants" the phase probe of benchmarks/variants/queue's kernels)
+#                 "variants" the phase probe of benchmarks/variants/queue's kernels, and
+#                 queue-prefill's team kernels over 4,096 and 65,536 tokens)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
 #   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
@@ -97,13 +98,27 @@ if has bench || has torch-bench; then
 fi
 pack
 if has variants; then
-  # The decode kernel's changes waiting for a GPU, beside the shipped kernel in one process.
+  # The kernels' changes waiting for a GPU, beside the shipped kernels in one process: the
+  # decode (block) kernel's (queue), then the prefill (team) kernel's over 4,096 and 65,536
+  # tokens (queue-prefill); MEMRA_PEERS_CONFIGS, where given, names the families.
+  cfgs=(${MEMRA_PEERS_CONFIGS:+--configs "$MEMRA_PEERS_CONFIGS"})
   mapfile -t queue < <(grep -v '^#' benchmarks/variants/queue | grep .)
-  timeout 420 benchmarks/probe_variants.sh "$b" "$out/probe-variants.json" "${queue[@]}" \
-    >"$out/probe-variants.log" 2>&1
-  echo "variants: rc $? (probe-variants.log)"
-  grep -E '^== |router' "$out/probe-variants.log" | cut -c1-100
-  pack
+  if [ ${#queue[@]} -gt 0 ]; then
+    timeout 420 benchmarks/probe_variants.sh "$b" "$out/probe-variants.json" "${cfgs[@]}" \
+      "${queue[@]}" >"$out/probe-variants.log" 2>&1
+    echo "variants: rc $? (probe-variants.log)"
+    grep -E '^== |router' "$out/probe-variants.log" | cut -c1-100
+    pack
+  fi
+  mapfile -t pqueue < <(grep -v '^#' benchmarks/variants/queue-prefill | grep .)
+  for n in 4096 65536; do
+    [ ${#pqueue[@]} -gt 0 ] || break
+    timeout 300 benchmarks/probe_variants.sh "$b" "$out/probe-prefill-$n.json" --prefill "$n" \
+      "${cfgs[@]}" "${pqueue[@]}" >"$out/probe-prefill-$n.log" 2>&1
+    echo "prefill variants, $n tokens: rc $? (probe-prefill-$n.log)"
+    grep -E '^== |prefill' "$out/probe-prefill-$n.log" | cut -c1-120
+    pack
+  done
 fi
 if has bench || has peers; then
   # memra beside the peer routers (FlashInfer, vLLM, SGLang), built with nvcc where there is one.
