@@ -344,6 +344,26 @@ def team_launch(fn, grid, stream, buf):
     ck(cu.cuLaunchKernel(fn, grid, 1, 1, 128, 1, 1, 0, stream, None, extra), "launch")
 
 
+def team_lanes(text, cfg, m):
+    """The lanes a token takes in the team kernel of this source: 32 (M > 1),
+    or the power of two at or above n_expert; a variant that gives a lane
+    several experts (MEMRA_ROUTE_TEAM_V, team-lanes-4.patch) takes fewer
+    for one group, and at least top_k rounded up to a power of two."""
+    E, n_group, K = cfg[1], cfg[2], cfg[4]
+    if m > 1:
+        return 32
+    P = 1
+    while P < E:
+        P *= 2
+    v = re.search(r"#define MEMRA_ROUTE_TEAM_V (\d+)", text)
+    if v and n_group == 1:
+        k = 1
+        while k < K:
+            k *= 2
+        return min(P, max(P // int(v.group(1)), k))
+    return P
+
+
 def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
     """The team kernel (memra's prefill choice) over n_tokens, for each
     configuration, as shipped and as each variant of srcs ((dir, spec)
@@ -368,10 +388,8 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
             _, fn, _ = compile_block(build, None if src == "shipped" else src, arch,
                                      spec_defines(layer) if spec else [], module, kernel)
             buf = layer.params(True)
-            lanes = 32
-            while m == 1 and lanes // 2 >= cfg[1] and lanes > 1:
-                lanes //= 2
-            grid = (n_tokens * lanes + 127) // 128
+            text = module_text(build, module, None if src == "shipped" else src)
+            grid = (n_tokens * team_lanes(text, cfg, m) + 127) // 128
             times = []
             for _ in range(reps):
                 ck(cu.cuEventRecord(e0, stream), "record")
