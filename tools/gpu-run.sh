@@ -8,7 +8,7 @@
 #                 "peers" runs only bench's peer benchmark, benchmarks/peers/; "route" only
 #                 `memra-bench --route`; "torch-bench" only benchmarks/bench_torch.py;
 #                 "variants" the phase probe of benchmarks/variants/queue's kernels, and
-#                 queue-prefill's team kernels over 4,096 and 65,536 tokens)
+#                 queue-prefill's team kernels over 64, 4,096 and 65,536 tokens)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
 #   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
@@ -99,7 +99,7 @@ fi
 pack
 if has variants; then
   # The kernels' changes waiting for a GPU, beside the shipped kernels in one process: the
-  # decode (block) kernel's (queue), then the prefill (team) kernel's over 4,096 and 65,536
+  # decode (block) kernel's (queue), then the team kernel's over 64, 4,096 and 65,536
   # tokens (queue-prefill); MEMRA_PEERS_CONFIGS, where given, names the families.
   cfgs=(${MEMRA_PEERS_CONFIGS:+--configs "$MEMRA_PEERS_CONFIGS"})
   mapfile -t queue < <(grep -v '^#' benchmarks/variants/queue | grep .)
@@ -111,7 +111,7 @@ if has variants; then
     pack
   fi
   mapfile -t pqueue < <(grep -v '^#' benchmarks/variants/queue-prefill | grep .)
-  for n in 4096 65536; do
+  for n in 64 4096 65536; do
     [ ${#pqueue[@]} -gt 0 ] || break
     timeout 300 benchmarks/probe_variants.sh "$b" "$out/probe-prefill-$n.json" --prefill "$n" \
       "${cfgs[@]}" "${pqueue[@]}" >"$out/probe-prefill-$n.log" 2>&1
