@@ -37,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 JIT_OPTIONS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
 PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
+TEAM_THREADS = 128  # abi.h's MEMRA_ROUTE_TEAM_THREADS
 
 # abi.h's launch flags.
 F_SIGMOID, F_RENORM, F_NO_TABLES = 1, 4, 64
@@ -130,8 +131,13 @@ def probe_marks(text):
 
 
 def compile_block(build, src_dir, arch, defines, module="route_block",
-                  kernel="memra_route_block_kernel"):
-    src = "".join("#define %s\n" % d for d in defines) + module_text(build, module, src_dir)
+                  kernel="memra_route_block_kernel", text=None):
+    """The module's source (`text`, or read as module_text reads it) compiled
+    with `defines` ahead of it and loaded: its module, kernel, and an empty
+    kernel."""
+    if text is None:
+        text = module_text(build, module, src_dir)
+    src = "".join("#define %s\n" % d for d in defines) + text
     src += 'extern "C" __global__ void memra_probe_empty_kernel() {}\n'
     prog = ctypes.c_void_p()
     assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"route.cu", 0, None, None) == 0
@@ -243,11 +249,11 @@ def outputs(fn, layer, stream):
     return read_outputs(layer, stream)
 
 
-def launch(fn, threads, stream, param_buf):
+def launch(fn, threads, stream, param_buf, grid=1):
     size = ctypes.c_size_t(PARAM_BYTES)
     extra = (ctypes.c_void_p * 5)(1, ctypes.cast(param_buf, ctypes.c_void_p),
                                   2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
-    ck(cu.cuLaunchKernel(fn, 1, 1, 1, threads, 1, 1, 0, stream, None, extra), "cuLaunchKernel")
+    ck(cu.cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, stream, None, extra), "cuLaunchKernel")
 
 
 def launch_empty(fn, stream):
@@ -337,13 +343,6 @@ def spec_defines(layer):
             "MEMRA_SPEC_FLAGS %du" % layer.flags]
 
 
-def team_launch(fn, grid, stream, buf):
-    size = ctypes.c_size_t(PARAM_BYTES)
-    extra = (ctypes.c_void_p * 5)(1, ctypes.cast(buf, ctypes.c_void_p),
-                                  2, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p), 0)
-    ck(cu.cuLaunchKernel(fn, grid, 1, 1, 128, 1, 1, 0, stream, None, extra), "launch")
-
-
 def team_lanes(text, cfg, m):
     """The lanes a token takes in the team kernel of this source: 32 (M > 1),
     or the power of two at or above n_expert; a variant that gives a lane
@@ -380,20 +379,21 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
     reference, differ = {}, []
     for src, spec in srcs:
         tag = variant_tag(src, spec)
+        src = None if src == "shipped" else src
         res = results[tag] = {}
         print("\n== %s: the team kernel over %d tokens, median of %d launches" % (tag, n_tokens, reps))
         for cfg in configs:
             layer = layers[cfg[0]]
             module, kernel, m = team_module(cfg[1], cfg[5])
-            _, fn, _ = compile_block(build, None if src == "shipped" else src, arch,
-                                     spec_defines(layer) if spec else [], module, kernel)
+            text = module_text(build, module, src)
+            _, fn, _ = compile_block(build, src, arch, spec_defines(layer) if spec else [], module,
+                                     kernel, text)
             buf = layer.params(True)
-            text = module_text(build, module, None if src == "shipped" else src)
-            grid = (n_tokens * team_lanes(text, cfg, m) + 127) // 128
+            grid = (n_tokens * team_lanes(text, cfg, m) + TEAM_THREADS - 1) // TEAM_THREADS
             times = []
             for _ in range(reps):
                 ck(cu.cuEventRecord(e0, stream), "record")
-                team_launch(fn, grid, stream, buf)
+                launch(fn, TEAM_THREADS, stream, buf, grid)
                 ck(cu.cuEventRecord(e1, stream), "record")
                 ck(cu.cuEventSynchronize(e1), "sync")
                 ms = ctypes.c_float()
@@ -402,7 +402,7 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
             times.sort()
             us = times[len(times) // 2]
             clear_outputs(layer)
-            team_launch(fn, grid, stream, buf)
+            launch(fn, TEAM_THREADS, stream, buf, grid)
             got = read_outputs(layer, stream)
             same = reference.setdefault(cfg[0], got) == got
             if not same:
