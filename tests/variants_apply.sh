@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every patch in benchmarks/variants/ still applies to kernels_src/, alone
-# and as each line of benchmarks/variants/queue and queue-prefill combines them, so the next
+# (or on the patches its preamble says it stacks on) and as each line of benchmarks/variants/queue and queue-prefill combines them, so the next
 # GPU run (MEMRA_STAGES=variants) measures what the queue names. Skips (77)
 # without git or outside a git checkout.
 set -euo pipefail
@@ -23,8 +23,12 @@ try() { # what, patch paths from the repository root...
     done
     n=$((n + 1))
 }
+# A patch made on top of others names them in its preamble ("# stacks on:
+# PATH ..."), which git apply and patch skip.
 for p in "$src"/benchmarks/variants/*.patch; do
-    try "${p#"$src"/}" "${p#"$src"/}"
+    base=()
+    read -r -a base < <(sed -n 's/^# stacks on: //p' "$p") || true
+    try "${p#"$src"/}" "${base[@]}" "${p#"$src"/}"
 done
 for q in queue queue-prefill; do
     while read -r line; do
