@@ -63,9 +63,10 @@ typedef struct MEMRA_RW_FN(memra_rw_shared) {
 /* The exact scores (and choice scores) of the lanes' experts in `need`
  * (bit i: expert lane + 32 i), gathered across the warp so each lane
  * computes about one, MEMRA_ROUTE_EXACT_MAX at a time (an input of near
- * ties may need them all). Returns `need`. */
-MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_exact)(const float *x, float *s, float *c,
-                                                   const void *bias, int bias_dt, memra_u32 need,
+ * ties may need them all). The bias comes from the registers step 1 loaded
+ * it into (`b`; `has_bias`), not from memory again. Returns `need`. */
+MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_exact)(const float *x, const float *b, int has_bias,
+                                                   float *s, float *c, memra_u32 need,
                                                    memra_u32 lane, float *buf)
 {
     enum { M = MEMRA_ROUTE_M };
@@ -95,9 +96,7 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_exact)(const float *x, float *s, flo
             if ((need >> i) & 1u) {
                 if (at - lo < MEMRA_ROUTE_EXACT_MAX) {
                     s[i] = buf[at - lo];
-                    c[i] = bias ? memra_add_rn(s[i], memra_route_load(bias, bias_dt,
-                                                                      lane + 32u * (memra_u32)i))
-                                : s[i];
+                    c[i] = has_bias ? memra_add_rn(s[i], b[i]) : s[i];
                 }
                 at++;
             }
@@ -298,7 +297,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                 }
             }
             if (pass == 0) /* the marked members, made exact */
-                exact = MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, exact, lane, sh->x);
+                exact = MEMRA_RW_FN(memra_rw_exact)(x, b, has_bias, s, c, exact, lane, sh->x);
         }
         memra_u32 rank = 0;
         for (memra_u32 h = 0; h < n_group; h++) {
@@ -357,8 +356,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             for (int i = 0; i < M; i++)
                 if ((in_play >> i) & 1u && (!tau || c[i] >= bound))
                     cand |= 1u << i;
-            exact |=
-                MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, cand & ~exact, lane, sh->x);
+            exact |= MEMRA_RW_FN(memra_rw_exact)(x, b, has_bias, s, c, cand & ~exact, lane, sh->x);
             MEMRA_UNROLL
             for (int i = 0; i < M; i++)
                 key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
@@ -399,7 +397,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
              * arg-max over the exact keys, the larger key first, then the
              * lower expert (the same order). */
             if (screen) {
-                exact |= MEMRA_RW_FN(memra_rw_exact)(x, s, c, bias, bias_dt, in_play & ~exact, lane,
+                exact |= MEMRA_RW_FN(memra_rw_exact)(x, b, has_bias, s, c, in_play & ~exact, lane,
                                                      sh->x);
                 MEMRA_UNROLL
                 for (int i = 0; i < M; i++)
