@@ -128,7 +128,7 @@ static void router(setup *su, layer *l)
     MK(memra_launch(
         su->eng, "bench",
         atomic_load(&su->eng->kernel[memra_route_kernel(memra_route_variant, su->T, &su->spec)]),
-        block ? su->T : memra_route_team_grid(su->T, E),
+        block ? su->T : memra_route_team_grid(su->T, E, su->spec.n_group, su->spec.top_k),
         block ? memra_route_block_threads(E) : MEMRA_ROUTE_TEAM_THREADS, &l->router,
         MEMRA_ROUTE_PARAM_BYTES, su->s));
 }

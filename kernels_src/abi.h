@@ -47,6 +47,23 @@
 #define MEMRA_VROWS_BLOCK 256u
 #define MEMRA_ROUTE_TEAM_THREADS 128u
 
+/* The team kernel's lanes per token (kernels_src/route_warp.cu; the
+ * launcher's grid, src/route/route_abi.h): a warp past 32 experts; else P,
+ * the power of two at or above n_expert, a lane an expert; for a token of
+ * one group, P / MEMRA_ROUTE_TEAM_V lanes of up to MEMRA_ROUTE_TEAM_V
+ * experts each, but at least top_k's power of two (the winners' rows are
+ * the team's). Mixtral: two lanes of four, as vLLM's topk_softmax lays it
+ * out. top_k <= n_expert <= 32 where it matters. */
+#define MEMRA_ROUTE_TEAM_V 4u
+#define MEMRA_ABI_POW2_32(n)                                                                       \
+    ((n) <= 1u ? 1u : (n) <= 2u ? 2u : (n) <= 4u ? 4u : (n) <= 8u ? 8u : (n) <= 16u ? 16u : 32u)
+#define MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k)                                           \
+    ((n_expert) > 32u ? 32u                                                                        \
+     : (n_group) != 1u ||                                                                          \
+             MEMRA_ABI_POW2_32(n_expert) / MEMRA_ROUTE_TEAM_V < MEMRA_ABI_POW2_32(top_k)           \
+         ? ((n_group) != 1u ? MEMRA_ABI_POW2_32(n_expert) : MEMRA_ABI_POW2_32(top_k))              \
+         : MEMRA_ABI_POW2_32(n_expert) / MEMRA_ROUTE_TEAM_V)
+
 /* The most experts a layout holds: routing's, and its shared experts
  * (memra.h's MEMRA_LAYOUT_MAX_EXPERT is held to it in src/layout/layout_spec.c). */
 #define MEMRA_ABI_LAYOUT_MAX_EXPERT (MEMRA_ABI_ROUTE_MAX_EXPERT + 32)

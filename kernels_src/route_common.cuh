@@ -173,11 +173,6 @@ MEMRA_DEVICE float memra_route_weight(memra_u32 j, memra_u32 top_k, float s, flo
  * at the ends), p a degree-5 Taylor polynomial of 2^r on |r| <= 1/2
  * (2^-18.7); 1 / (1 + e) by three Newton steps from a bit-pattern guess
  * (5% off, then 2^-34). The sigmoid's slope is at most 1/4. */
-#ifdef __CUDACC_RTC__
-#define memra_fma_rn(a, b, c) __fmaf_rn((a), (b), (c))
-#else
-#define memra_fma_rn(a, b, c) fmaf((a), (b), (c))
-#endif
 MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
 {
     float t = -x; /* NaN and +-inf come out clamped: no conversion below overflows */

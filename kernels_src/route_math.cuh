@@ -5,8 +5,9 @@
  *
  * Every add, subtract, multiply and divide goes through memra_*_rn, which is
  * the round-to-nearest intrinsic on the device and the plain operator on the
- * host (compiled with -ffp-contract=off): no FMA, no fast-math, no
- * flush-to-zero on either side. */
+ * host (compiled with -ffp-contract=off): no FMA the text does not spell
+ * (memra_fma_rn: one rounding on both sides, C's fmaf on the host), no
+ * fast-math, no flush-to-zero on either side. */
 #ifdef __CUDACC_RTC__
 #define memra_add_rn(a, b) __fadd_rn((a), (b))
 #define memra_sub_rn(a, b) __fsub_rn((a), (b))
@@ -16,6 +17,10 @@
  * kernel is its own NVRTC program (kernels_src/meson.build), so inlining
  * does not multiply the compile time (measured: the same within noise). */
 #define memra_div_rn(a, b) __fdiv_rn((a), (b))
+#define memra_fma_rn(a, b, c) __fmaf_rn((a), (b), (c))
+#else
+#include <math.h>
+#define memra_fma_rn(a, b, c) fmaf((a), (b), (c))
 #endif
 
 /* Scores are in (0, 1], so no expert scores -inf: it marks "nothing". */
@@ -85,6 +90,28 @@ MEMRA_DEVICE float memra_expf(float x)
                         memra_from_bits(0x0d800000u)); /* 2^-100 */
 }
 
+/* a / d rounded once, for exp's rational step only (d is 2 - c or c - 2 with
+ * |c| < 0.4, so |d| lies in [1.6, 2.4]; a = r c is zero or normal): the
+ * reciprocal by three Newton steps from a bit-pattern guess, then one
+ * correction of the quotient (Markstein's), IEEE operations with explicit
+ * fma and no branch, where the IEEE division compiles to a range check and a
+ * branch to a slow path (a region of its own, which keeps a lane's several
+ * exps from overlapping). Not a general division: for every input of
+ * memra_expf_flat it gives the IEEE division's bits (all 2^32 floats by an
+ * exhaustive host check when it was written; test_routing holds
+ * memra_expf_flat to memra_expf, whose division is the IEEE one, on every
+ * 61st float and around each range boundary). */
+MEMRA_DEVICE float memra_exp_div(float a, float d)
+{
+    const float ad = memra_from_bits(memra_as_bits(d) & 0x7fffffffu);
+    float y = memra_from_bits(0x7ef311c7u - memra_as_bits(ad));
+    for (int i = 0; i < 3; i++)
+        y = memra_fma_rn(y, memra_fma_rn(-ad, y, 1.0f), y);
+    y = d < 0.0f ? -y : y;
+    const float q = memra_mul_rn(a, y);
+    return memra_fma_rn(memra_fma_rn(-q, d, a), y, q);
+}
+
 /* memra_expf with one path for every input, its cases chosen by selects,
  * each case's result the same sequence of operations as memra_expf's branch
  * for it (test_routing compares the two on every 61st float and around every
@@ -118,7 +145,7 @@ MEMRA_DEVICE float memra_expf_flat(float x)
     const float t = memra_mul_rn(r, r);
     const float c = memra_sub_rn(r, memra_mul_rn(t, memra_add_rn(p1, memra_mul_rn(t, p2))));
     const float q =
-        memra_div_rn(memra_mul_rn(r, c), k == 0 ? memra_sub_rn(c, two) : memra_sub_rn(two, c));
+        memra_exp_div(memra_mul_rn(r, c), k == 0 ? memra_sub_rn(c, two) : memra_sub_rn(two, c));
     const float y = k == 0 ? memra_sub_rn(one, memra_sub_rn(q, r))
                            : memra_sub_rn(one, memra_sub_rn(memra_sub_rn(lo, q), hi));
     /* y * 2^k: in two steps at k = 128 and below 2^-125 (so a subnormal

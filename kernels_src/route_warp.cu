@@ -120,10 +120,183 @@ MEMRA_STATIC_ASSERT(sizeof(MEMRA_RW_FN(memra_rw_block)) / 4u >=
                         MEMRA_LAYOUT_BLOCK_WORDS(32u * MEMRA_ROUTE_M + 32u, 1u),
                     "the team kernel's shared buffer holds the fused layout's counts");
 
+/* The best topk_group of the team's n_group groups by score (lane base + g
+ * holds group g's as a key `gk`; the lower group on a tie): bit g. */
+MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_groups)(memra_u32 gk, memra_u32 tl, memra_u32 base,
+                                                    memra_u32 n_group, memra_u32 topk_group)
+{
+    memra_u32 rank = 0;
+    for (memra_u32 h = 0; h < n_group; h++) {
+        const memra_u32 kh = memra_shfl_u(gk, (int)(base + h));
+        rank += kh > gk || (kh == gk && h < tl);
+    }
+    return memra_warp_ballot(tl < n_group && rank < topk_group) >> base;
+}
+
+#if MEMRA_ROUTE_M == 1
+/* Several experts a lane: a token of one group takes Q lanes (abi.h's
+ * MEMRA_ROUTE_TEAM_LANES), each holding experts tl, tl + Q, ... (up to
+ * MEMRA_ROUTE_TEAM_V of them), where the team of P lanes gives each lane
+ * one. Fewer shuffles a token (Mixtral: 6 where eight lanes take 14), and
+ * the lane's exps overlap (the select form, its division branch-free). The
+ * softmax sum is the same tree: its levels P / 2 down to Q pair experts of
+ * one lane, the rest cross lanes as the team's butterfly. The experts are
+ * chosen by top_k rounds of a team arg-max (the larger key, then the lower
+ * expert: rank order). */
+MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
+{
+    enum { V = MEMRA_ROUTE_TEAM_V };
+    MEMRA_RW_FN(memra_rw_shared) *const sh = &MEMRA_RW_FN(memra_rw_sh).w[threadIdx.x >> 5];
+    const memra_u32 E = n_expert, lane = threadIdx.x & 31u, base = lane & ~(Q - 1u);
+    const memra_u32 tl = lane - base, nv = P / Q;
+    const memra_u32 t = memra_route_team_token(blockIdx.x, blockDim.x, threadIdx.x, Q, n_tokens);
+    const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
+    const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0, has_bias = bias != 0;
+    (void)lp, (void)n_group, (void)topk_group;
+    memra_grid_wait();
+    memra_grid_launch_dependents();
+    MEMRA_ROUTE_OUT_INIT(o);
+    const memra_u32 K = o.K;
+    const int live = t < n_tokens;
+    int *we = &sh->we[base];
+    float *ws = &sh->ws[base];
+    float x[V], b[V], s[V], acc[V];
+    memra_u32 valid = 0, key[V];
+    MEMRA_UNROLL
+    for (int v = 0; v < V; v++) {
+        const memra_u32 e = tl + Q * (memra_u32)v;
+        x[v] = 0.0f, b[v] = 0.0f, s[v] = 0.0f;
+        if ((memra_u32)v < nv && e < E)
+            valid |= 1u << v;
+        if (live && ((valid >> v) & 1u)) {
+            x[v] = memra_route_load(logits, dt, (memra_u64)t * E + e);
+            b[v] = has_bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
+        }
+    }
+    const int real =
+        live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
+    int bad = 0;
+    MEMRA_UNROLL
+    for (int v = 0; v < V; v++) {
+        x[v] = real ? x[v] : 0.0f, b[v] = real ? b[v] : 0.0f;
+        bad |= MEMRA_ROUTE_NONFINITE(x[v]) || MEMRA_ROUTE_NONFINITE(b[v]);
+    }
+    const memra_u32 tmask = Q == 32u ? 0xffffffffu : ((1u << Q) - 1u) << base;
+    bad = (memra_warp_ballot(bad) & tmask) != 0;
+    int slot[V];
+    memra_vrows_macro mac[V];
+    MEMRA_UNROLL
+    for (int v = 0; v < V; v++) {
+        slot[v] = o.tables && real && ((valid >> v) & 1u)
+                      ? memra_vrows_slot((int)(tl + Q * (memra_u32)v), &o.c)
+                      : MEMRA_SLOT_BAD;
+        mac[v] = memra_vrows_macro_at(&o.c, slot[v]);
+    }
+    if (sigmoid) {
+        MEMRA_UNROLL
+        for (int v = 0; v < V; v++)
+            if ((valid >> v) & 1u)
+                s[v] = memra_route_sigmoid(x[v]);
+    } else {
+        memra_u32 mk = 0;
+        MEMRA_UNROLL
+        for (int v = 0; v < V; v++)
+            if ((valid >> v) & 1u) {
+                const memra_u32 kv = memra_route_max_key(x[v]);
+                mk = kv > mk ? kv : mk;
+            }
+        for (memra_u32 off = Q / 2u; off > 0; off >>= 1) {
+            const memra_u32 other = memra_shfl_xor_u(mk, (int)off);
+            mk = other > mk ? other : mk;
+        }
+        const float mx = memra_route_max_unkey(mk);
+        MEMRA_UNROLL
+        for (int v = 0; v < V; v++) {
+            acc[v] = 0.0f;
+            if ((valid >> v) & 1u) {
+                s[v] = memra_expf_flat(memra_sub_rn(x[v], mx)); /* a lane's exps overlap */
+                acc[v] = memra_add_rn(0.0f, s[v]);
+            }
+        }
+        MEMRA_UNROLL
+        for (int w = V / 2; w > 0; w >>= 1) { /* the levels inside a lane */
+            if ((memra_u32)w >= nv)
+                continue;
+            MEMRA_UNROLL
+            for (int v = 0; v < w; v++)
+                acc[v] = memra_add_rn(acc[v], acc[v + w]);
+        }
+        float sum = acc[0];
+        for (memra_u32 off = Q / 2u; off > 0; off >>= 1)
+            sum = memra_add_rn(sum, memra_shfl_xor_f(sum, (int)off));
+        MEMRA_UNROLL
+        for (int v = 0; v < V; v++)
+            if ((valid >> v) & 1u)
+                s[v] = memra_div_rn(s[v], sum);
+    }
+    MEMRA_UNROLL
+    for (int v = 0; v < V; v++)
+        key[v] =
+            (valid >> v) & 1u ? memra_route_key(has_bias ? memra_add_rn(s[v], b[v]) : s[v]) : 0u;
+    memra_u32 taken = 0;
+    for (memra_u32 j = 0; j < top_k; j++) {
+        memra_u32 bk = 0, be = 0xffffffffu;
+        MEMRA_UNROLL
+        for (int v = 0; v < V; v++)
+            if (!((taken >> v) & 1u) && key[v] > bk)
+                bk = key[v], be = tl + Q * (memra_u32)v;
+        for (memra_u32 off = Q / 2u; off > 0; off >>= 1) {
+            const memra_u32 ok = memra_shfl_xor_u(bk, (int)off),
+                            oe = memra_shfl_xor_u(be, (int)off);
+            if (ok > bk || (ok == bk && oe < be))
+                bk = ok, be = oe;
+        }
+        if (bk && (be & (Q - 1u)) == tl) {
+            MEMRA_UNROLL
+            for (int v = 0; v < V; v++)
+                if (be == tl + Q * (memra_u32)v) {
+                    taken |= 1u << v;
+                    we[j] = (int)be, ws[j] = s[v];
+                    sh->wslot[base + j] = slot[v], sh->wmac[base + j] = mac[v];
+                }
+        }
+    }
+    memra_warp_sync();
+    float W = 0.0f;
+    if (MEMRA_ROUTE_NEEDS_SUM(flags))
+        for (memra_u32 j = 0; j < top_k; j++)
+            W = memra_add_rn(W, ws[j]);
+    for (memra_u32 j = tl; live && j < K; j += Q) {
+        if (!real) {
+            memra_route_emit_pad(&o, t, j);
+        } else if (bad) {
+            memra_route_emit_bad(&o, t, j, top_k);
+        } else if (j < top_k) {
+            memra_route_emit_at(&o, t, j, we[j],
+                                memra_route_weight(j, top_k, ws[j], W, flags, scale, shared_weight),
+                                sh->wslot[base + j], sh->wmac[base + j]);
+        } else {
+            memra_route_emit(&o, t, j, (int)(E + (j - top_k)),
+                             memra_route_weight(j, top_k, 0.0f, W, flags, scale, shared_weight));
+        }
+    }
+}
+#endif
+
 MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 {
     enum { M = MEMRA_ROUTE_M };
     MEMRA_ROUTE_SPEC_CONSTANTS();
+#if MEMRA_ROUTE_M == 1
+    {
+        const memra_u32 P2 = MEMRA_ABI_POW2_32(n_expert);
+        const memra_u32 Q = MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k);
+        if (Q < P2) {
+            memra_rw_many(MEMRA_ROUTE_ARGS, P2, Q);
+            return;
+        }
+    }
+#endif
     MEMRA_RW_FN(memra_rw_shared) *const sh_all = MEMRA_RW_FN(memra_rw_sh).w;
     const memra_u32 E = n_expert;
     /* The team: P lanes from lane `base` of the warp. */
@@ -217,7 +390,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
             if ((valid >> i) & 1u) {
-                s[i] = memra_expf(memra_sub_rn(x[i], mx));
+                s[i] = memra_expf_flat(
+                    memra_sub_rn(x[i], mx)); /* no branches: a warp's lanes differ */
                 sum = memra_add_rn(sum, s[i]);
             }
         for (memra_u32 off = P / 2u; off > 0; off >>= 1)
@@ -242,6 +416,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         const memra_u32 G = E / n_group;
         const int cols = M > 1 && G == 32u; /* group i is column i */
         memra_u32 gk = 0;                   /* lane g: group g's score, as a key */
+        memra_u32 allowed = 0;              /* bit g: group g in play */
         for (int pass = screen ? 0 : 1; pass < 2; pass++) {
             /* pass 0 (screened): the bounds; pass 1: the scores, from exact
              * values (screened: of the members near the bound only). */
@@ -259,6 +434,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                     const memra_u32 rest = memra_warp_max_u32(key[i] == k1 ? 0u : key[i]);
                     const memra_u32 k2 = (held & (held - 1u)) ? k1 : rest;
                     if (pass == 0) {
+                        if (lane == (memra_u32)i)
+                            gk = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
                         const float bound = memra_route_unkey(by_max ? k1 : k2);
                         if ((valid >> i) & 1u &&
                             c[i] >= memra_sub_rn(bound, MEMRA_ROUTE_SCREEN_MARGIN))
@@ -282,8 +459,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                     if (pass == 0)
                         sh->gthr[tl] = memra_sub_rn(memra_route_unkey(by_max || G == 1 ? k1 : k2),
                                                     MEMRA_ROUTE_SCREEN_MARGIN);
-                    else
-                        gk = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
+                    gk = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
                 }
                 memra_warp_sync();
                 if (pass == 0) {
@@ -296,15 +472,48 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                     memra_warp_sync();
                 }
             }
-            if (pass == 0) /* the marked members, made exact */
+            if (pass == 0) {
+                /* The groups the screened scores choose are the exact
+                 * ones when the last chosen beats the best left out by
+                 * more than both can move: a group score (the sum of the
+                 * two best) moves by at most twice a choice score's
+                 * screening error (2^-18 and two roundings at the largest
+                 * |c|) and one rounding of its own. The margin below is
+                 * 2^-12 plus 2^-18 of the largest |c| and of either score,
+                 * over eight times that. Then nothing needs to be exact
+                 * for the groups; the experts' screening below is the
+                 * same either way. A near tie (or an overflow: inf - inf
+                 * fails the test) makes the members near each group's
+                 * bound exact and scores the groups from those. */
+                allowed = MEMRA_RW_FN(memra_rw_groups)(gk, tl, base, n_group, topk_group);
+                const int in_ = tl < n_group && ((allowed >> tl) & 1u);
+                const int out_ = tl < n_group && !((allowed >> tl) & 1u);
+                const memra_u32 kin = memra_warp_min_u32(in_ ? gk : 0xffffffffu);
+                const memra_u32 kout = memra_warp_max_u32(out_ ? gk : 0u);
+                memra_u32 cabs = 0;
+                MEMRA_UNROLL
+                for (int i = 0; i < M; i++)
+                    if ((valid >> i) & 1u) {
+                        const memra_u32 a = memra_as_bits(c[i]) & 0x7fffffffu;
+                        cabs = a > cabs ? a : cabs;
+                    }
+                const float cmax = memra_from_bits(memra_warp_max_u32(cabs));
+                const float fin = memra_route_unkey(kin), fout = memra_route_unkey(kout);
+                const float ain = memra_from_bits(memra_as_bits(fin) & 0x7fffffffu);
+                const float aout = memra_from_bits(memra_as_bits(fout) & 0x7fffffffu);
+                const float gmax = ain > aout ? ain : aout;
+                const float need =
+                    memra_add_rn(0x1p-12f, memra_mul_rn(memra_add_rn(cmax, gmax), 0x1p-18f));
+                if (!kout || memra_sub_rn(fin, fout) > need) {
+                    exact = 0; /* nothing marked is needed */
+                    break;
+                }
+                /* the marked members, made exact */
                 exact = MEMRA_RW_FN(memra_rw_exact)(x, b, has_bias, s, c, exact, lane, sh->x);
+            } else {
+                allowed = MEMRA_RW_FN(memra_rw_groups)(gk, tl, base, n_group, topk_group);
+            }
         }
-        memra_u32 rank = 0;
-        for (memra_u32 h = 0; h < n_group; h++) {
-            const memra_u32 kh = memra_shfl_u(gk, (int)(base + h));
-            rank += kh > gk || (kh == gk && h < tl);
-        }
-        const memra_u32 allowed = memra_warp_ballot(tl < n_group && rank < topk_group) >> base;
         /* e / G by a multiply: exact for e, G <= 1024 (e * (2^21 / G
          * rounded up) stays within 2^-11 of e / G from above). */
         const memra_u32 gm = ((1u << 21) + G - 1u) / G;

@@ -25,6 +25,7 @@ try() { # what, patch paths from the repository root...
 }
 # A patch made on top of others names them in its preamble ("# stacks on:
 # PATH ..."), which git apply and patch skip.
+shopt -s nullglob # an empty queue is a state too: nothing waits for a GPU
 for p in "$src"/benchmarks/variants/*.patch; do
     base=()
     read -r -a base < <(sed -n 's/^# stacks on: //p' "$p") || true

@@ -295,8 +295,10 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
             st = memra_launch(eng, fn, f, n_tokens, memra_route_block_threads(spec->n_expert), &a,
                               MEMRA_ROUTE_PARAM_BYTES, s);
         else
-            st = memra_launch(eng, fn, f, memra_route_team_grid(n_tokens, spec->n_expert),
-                              MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
+            st = memra_launch(
+                eng, fn, f,
+                memra_route_team_grid(n_tokens, spec->n_expert, spec->n_group, spec->top_k),
+                MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
     }
     if (!st && laid && !one_launch)
         st = memra_layout_launch(&c, cap, sel, n_pairs, &lp, s);

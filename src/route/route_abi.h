@@ -30,8 +30,8 @@ _Static_assert(offsetof(memra_route_args, lp) == 184, "lp at 184");
 #define MEMRA_ROUTE_NPARAMS 29
 /* The block kernel: one block per token, one thread per expert (decode). */
 /* Teams of lanes (kernels_src/route_warp.cu), one kernel per M, the most
- * experts a lane holds: M = 1 for up to 32 experts, a team of the power of
- * two at or above n_expert lanes per token; else a warp per token, up to
+ * experts a lane holds: M = 1 for up to 32 experts, a team of a few lanes
+ * per token (abi.h's MEMRA_ROUTE_TEAM_LANES); else a warp per token, up to
  * MEMRA_ROUTE_TEAM_MAX_EXPERT experts (more: the block kernel at every
  * size). For sigmoid scores with M > 1, the screened build. Blocks of
  * MEMRA_ROUTE_TEAM_THREADS (abi.h). */
@@ -46,18 +46,16 @@ static inline uint32_t memra_route_team_m(uint32_t n_expert)
     return per <= 1u ? 1u : per <= 4u ? 4u : per <= 8u ? 8u : 16u;
 }
 
-/* Lanes per token of the team kernel. */
-static inline uint32_t memra_route_team_lanes(uint32_t n_expert)
+/* Lanes per token of the team kernel (abi.h's rule, the kernel's own). */
+static inline uint32_t memra_route_team_lanes(uint32_t n_expert, uint32_t n_group, uint32_t top_k)
 {
-    uint32_t p = 1;
-    while (p < n_expert && p < 32u)
-        p <<= 1;
-    return n_expert > 32u ? 32u : p;
+    return MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k);
 }
 
-static inline unsigned memra_route_team_grid(uint32_t n_tokens, uint32_t n_expert)
+static inline unsigned memra_route_team_grid(uint32_t n_tokens, uint32_t n_expert, uint32_t n_group,
+                                             uint32_t top_k)
 {
-    const uint64_t lanes = (uint64_t)n_tokens * memra_route_team_lanes(n_expert);
+    const uint64_t lanes = (uint64_t)n_tokens * memra_route_team_lanes(n_expert, n_group, top_k);
     return (unsigned)((lanes + MEMRA_ROUTE_TEAM_THREADS - 1) / MEMRA_ROUTE_TEAM_THREADS);
 }
 
