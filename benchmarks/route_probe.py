@@ -40,7 +40,7 @@ PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 TEAM_THREADS = 128  # abi.h's MEMRA_ROUTE_TEAM_THREADS
 
 # abi.h's launch flags.
-F_SIGMOID, F_RENORM, F_NO_TABLES = 1, 4, 64
+F_SIGMOID, F_RENORM, F_NO_TABLES, F_FEW_LANES = 1, 4, 64, 512
 
 def read_configs():
     """benchmarks/route_configs.h's rows, the list every routing benchmark
@@ -204,8 +204,8 @@ class Layer:
         self.n_blocks = (self.sorted_len + self.bs - 1) // self.bs
         self.lay = [alloc(4 * self.sorted_len), alloc(4 * self.n_blocks), alloc(4), alloc(4)]
 
-    def params(self, tables, layout=False):
-        flags = self.flags | (0 if tables else F_NO_TABLES)
+    def params(self, tables, layout=False, few_lanes=False):
+        flags = self.flags | (0 if tables else F_NO_TABLES) | (F_FEW_LANES if few_lanes else 0)
         E4 = 4 * self.E
         # 18 addresses (the map and the real-token count 0), 8 counts and
         # flags, 2 floats, then the fused layout's parameters (none: zeros)
@@ -344,10 +344,11 @@ def spec_defines(layer):
 
 
 def team_lanes(text, cfg, m):
-    """The lanes a token takes in the team kernel of this source: 32 (M > 1),
-    or the power of two at or above n_expert; a variant that gives a lane
-    several experts (MEMRA_ROUTE_TEAM_V, team-lanes-4.patch) takes fewer
-    for one group, and at least top_k rounded up to a power of two."""
+    """The lanes a token takes in the team kernel of this source, launched
+    in its throughput form (MEMRA_ROUTE_FLAG_FEW_LANES): 32 (M > 1), or the
+    power of two at or above n_expert; a source that gives a lane several
+    experts (abi.h's MEMRA_ROUTE_TEAM_V) takes fewer for one group, and at
+    least top_k rounded up to a power of two (abi.h's MEMRA_ROUTE_TEAM_LANES)."""
     E, n_group, K = cfg[1], cfg[2], cfg[4]
     if m > 1:
         return 32
@@ -388,7 +389,7 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
             text = module_text(build, module, src)
             _, fn, _ = compile_block(build, src, arch, spec_defines(layer) if spec else [], module,
                                      kernel, text)
-            buf = layer.params(True)
+            buf = layer.params(True, few_lanes=True)  # the throughput form, as memra's prefill
             grid = (n_tokens * team_lanes(text, cfg, m) + TEAM_THREADS - 1) // TEAM_THREADS
             times = []
             for _ in range(reps):

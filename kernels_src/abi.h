@@ -28,10 +28,13 @@
 #define MEMRA_ROUTE_FLAG_NO_TABLES 64u
 #define MEMRA_ROUTE_FLAG_SHARED_SUM 128u /* shared_weight carries SGLang's divisor */
 #define MEMRA_ROUTE_FLAG_NREAL_I64 256u  /* n_real points at an int64 */
-/* The flags a call chooses (tables or not, the real-token count's type);
- * the others a layer's spec fixes, so a routing module compiled for one
- * spec (MEMRA_SPEC_FLAGS) takes them as constants. */
-#define MEMRA_ROUTE_FLAGS_OF_CALL (MEMRA_ROUTE_FLAG_NO_TABLES | MEMRA_ROUTE_FLAG_NREAL_I64)
+#define MEMRA_ROUTE_FLAG_FEW_LANES 512u  /* the team kernel's throughput form (below) */
+/* The flags a call chooses (tables or not, the real-token count's type,
+ * the team's form by batch size); the others a layer's spec fixes, so a
+ * routing module compiled for one spec (MEMRA_SPEC_FLAGS) takes them as
+ * constants. */
+#define MEMRA_ROUTE_FLAGS_OF_CALL                                                                  \
+    (MEMRA_ROUTE_FLAG_NO_TABLES | MEMRA_ROUTE_FLAG_NREAL_I64 | MEMRA_ROUTE_FLAG_FEW_LANES)
 
 /* The most experts a routing kernel holds per token (its shared arrays);
  * memra.h's MEMRA_ROUTE_MAX_EXPERT is held to it at compile time
@@ -49,19 +52,22 @@
 
 /* The team kernel's lanes per token (kernels_src/route_warp.cu; the
  * launcher's grid, src/route/route_abi.h): a warp past 32 experts; else P,
- * the power of two at or above n_expert, a lane an expert; for a token of
- * one group, P / MEMRA_ROUTE_TEAM_V lanes of up to MEMRA_ROUTE_TEAM_V
- * experts each, but at least top_k's power of two (the winners' rows are
- * the team's). Mixtral: two lanes of four, as vLLM's topk_softmax lays it
- * out. top_k <= n_expert <= 32 where it matters. */
+ * the power of two at or above n_expert, a lane an expert. With
+ * MEMRA_ROUTE_FLAG_FEW_LANES (the launcher's choice for prefill-sized
+ * batches, where throughput counts), a token of one group takes
+ * P / MEMRA_ROUTE_TEAM_V lanes of up to MEMRA_ROUTE_TEAM_V experts each,
+ * but at least top_k's power of two (the winners' rows are the team's):
+ * Mixtral, two lanes of four, as vLLM's topk_softmax lays it out. A decode
+ * step keeps a lane an expert: one exp and one division a lane is the
+ * shorter chain. top_k <= n_expert <= 32 where it matters. */
 #define MEMRA_ROUTE_TEAM_V 4u
 #define MEMRA_ABI_POW2_32(n)                                                                       \
     ((n) <= 1u ? 1u : (n) <= 2u ? 2u : (n) <= 4u ? 4u : (n) <= 8u ? 8u : (n) <= 16u ? 16u : 32u)
-#define MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k)                                           \
-    ((n_expert) > 32u ? 32u                                                                        \
-     : (n_group) != 1u ||                                                                          \
-             MEMRA_ABI_POW2_32(n_expert) / MEMRA_ROUTE_TEAM_V < MEMRA_ABI_POW2_32(top_k)           \
-         ? ((n_group) != 1u ? MEMRA_ABI_POW2_32(n_expert) : MEMRA_ABI_POW2_32(top_k))              \
+#define MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k, flags)                                    \
+    ((n_expert) > 32u                                           ? 32u                              \
+     : !((flags)&MEMRA_ROUTE_FLAG_FEW_LANES) || (n_group) != 1u ? MEMRA_ABI_POW2_32(n_expert)      \
+     : MEMRA_ABI_POW2_32(n_expert) / MEMRA_ROUTE_TEAM_V < MEMRA_ABI_POW2_32(top_k)                 \
+         ? MEMRA_ABI_POW2_32(top_k)                                                                \
          : MEMRA_ABI_POW2_32(n_expert) / MEMRA_ROUTE_TEAM_V)
 
 /* The most experts a layout holds: routing's, and its shared experts

@@ -134,8 +134,9 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_groups)(memra_u32 gk, memra_u32 tl, 
 }
 
 #if MEMRA_ROUTE_M == 1
-/* Several experts a lane: a token of one group takes Q lanes (abi.h's
- * MEMRA_ROUTE_TEAM_LANES), each holding experts tl, tl + Q, ... (up to
+/* Several experts a lane (prefill: MEMRA_ROUTE_FLAG_FEW_LANES): a token of
+ * one group takes Q lanes (abi.h's MEMRA_ROUTE_TEAM_LANES), each holding
+ * experts tl, tl + Q, ... (up to
  * MEMRA_ROUTE_TEAM_V of them), where the team of P lanes gives each lane
  * one. Fewer shuffles a token (Mixtral: 6 where eight lanes take 14), and
  * the lane's exps overlap (the select form, its division branch-free). The
@@ -290,7 +291,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 #if MEMRA_ROUTE_M == 1
     {
         const memra_u32 P2 = MEMRA_ABI_POW2_32(n_expert);
-        const memra_u32 Q = MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k);
+        const memra_u32 Q = MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k, flags);
         if (Q < P2) {
             memra_rw_many(MEMRA_ROUTE_ARGS, P2, Q);
             return;
@@ -390,8 +391,11 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
             if ((valid >> i) & 1u) {
-                s[i] = memra_expf_flat(
-                    memra_sub_rn(x[i], mx)); /* no branches: a warp's lanes differ */
+                /* A lane's several exps by selects, so they overlap; a lane
+                 * of one exp (M = 1: decode, or several groups) by the
+                 * branch form, the shorter chain. The same bits. */
+                const float d = memra_sub_rn(x[i], mx);
+                s[i] = M > 1 ? memra_expf_flat(d) : memra_expf(d);
                 sum = memra_add_rn(sum, s[i]);
             }
         for (memra_u32 off = P / 2u; off > 0; off >>= 1)

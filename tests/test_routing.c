@@ -1105,6 +1105,7 @@ static void device_case(memra_engine *eng, const route_case *c, int variant, uin
     snprintf(what, sizeof what, "%s (%s kernel)", c->name,
              variant == MEMRA_ROUTE_VARIANT_BLOCK        ? "block"
              : variant == MEMRA_ROUTE_VARIANT_WARP_EXACT ? "team, unscreened"
+             : variant == MEMRA_ROUTE_VARIANT_AUTO       ? "memra's choice"
                                                          : "team");
     expect_same(&dv, &h, np, what);
     assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
@@ -1140,6 +1141,42 @@ static void test_device_matches_host_every_config(void **state)
                 device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_WARP_EXACT, T, 5 + ci,
                             (int)ci);
         }
+    memra_engine_destroy(eng);
+}
+
+/* The team kernel for up to 32 experts takes two forms by batch size: a
+ * lane an expert up to 1,024 tokens (a decode step's shorter chain), a few
+ * lanes of several experts above (throughput; a forced team kernel takes it
+ * at any size). Both equal the host arm on each side of the switch, for
+ * every small-expert case (one group and several, sigmoid and softmax,
+ * shared experts, a map, padding), generic and spec-compiled. */
+static void test_device_team_forms_both_sides_of_the_switch(void **state)
+{
+    (void)state;
+    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, 1024), 0);
+    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, 1025),
+                     MEMRA_ROUTE_FLAG_FEW_LANES);
+    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_WARP, 1),
+                     MEMRA_ROUTE_FLAG_FEW_LANES);
+    /* Mixtral: eight lanes a token, or two of four experts. */
+    assert_int_equal(MEMRA_ROUTE_TEAM_LANES(8u, 1u, 2u, 0u), 8u);
+    assert_int_equal(MEMRA_ROUTE_TEAM_LANES(8u, 1u, 2u, MEMRA_ROUTE_FLAG_FEW_LANES), 2u);
+    assert_int_equal(MEMRA_ROUTE_TEAM_LANES(32u, 4u, 6u, MEMRA_ROUTE_FLAG_FEW_LANES), 32u);
+    assert_int_equal(MEMRA_ROUTE_TEAM_LANES(5u, 1u, 3u, MEMRA_ROUTE_FLAG_FEW_LANES), 4u);
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    int done = 0;
+    for (int generic = 0; generic < 2; generic++)
+        for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+            if (route_cases[ci].spec.n_expert > 32)
+                continue;
+            eng->route_specialize = !generic;
+            for (uint32_t T = 1024; T <= 1025; T++)
+                device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_AUTO, T, 90 + ci + T,
+                            (int)ci);
+            done++;
+        }
+    assert_true(done >= 8); /* four cases, both builds */
     memra_engine_destroy(eng);
 }
 
@@ -1829,6 +1866,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_capture_and_replay, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_refuses_bad_input, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_specialize_is_the_default, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_team_forms_both_sides_of_the_switch, mock_setup,
+                                        mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_matches_host, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_table_full, mock_setup,

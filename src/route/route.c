@@ -182,6 +182,16 @@ int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
     return use_block(memra_route_variant, n_tokens, n_expert);
 }
 
+uint32_t memra_route_team_form(int variant, uint32_t n_tokens)
+{
+    /* A forced team kernel is the throughput form, so the tests and the
+     * benchmark reach it at any size; the decode form is AUTO's below. */
+    return variant == MEMRA_ROUTE_VARIANT_WARP || variant == MEMRA_ROUTE_VARIANT_WARP_EXACT ||
+                   n_tokens > ROUTE_BLOCK_MAX_TOKENS
+               ? MEMRA_ROUTE_FLAG_FEW_LANES
+               : 0u;
+}
+
 memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec)
 {
     if (use_block(variant, n_tokens, spec->n_expert))
@@ -281,7 +291,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .top_k = spec->top_k,
         .n_group = spec->n_group,
         .topk_group = spec->topk_group,
-        .flags = memra_route_flags(spec),
+        .flags = memra_route_flags(spec) | (block ? 0u : memra_route_team_form(variant, n_tokens)),
         .n_local = spec->n_local,
         .n_shared = spec->n_shared,
         .scale = spec->routed_scaling_factor,
@@ -295,10 +305,10 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
             st = memra_launch(eng, fn, f, n_tokens, memra_route_block_threads(spec->n_expert), &a,
                               MEMRA_ROUTE_PARAM_BYTES, s);
         else
-            st = memra_launch(
-                eng, fn, f,
-                memra_route_team_grid(n_tokens, spec->n_expert, spec->n_group, spec->top_k),
-                MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
+            st = memra_launch(eng, fn, f,
+                              memra_route_team_grid(n_tokens, spec->n_expert, spec->n_group,
+                                                    spec->top_k, a.flags),
+                              MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
     }
     if (!st && laid && !one_launch)
         st = memra_layout_launch(&c, cap, sel, n_pairs, &lp, s);

@@ -45,5 +45,10 @@ memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_s
 
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);
+/* The team kernel's form for a batch: MEMRA_ROUTE_FLAG_FEW_LANES (several
+ * experts a lane, for throughput) above ROUTE_BLOCK_MAX_TOKENS tokens or
+ * where `variant` forces the team kernel, else 0 (a lane an expert, the
+ * shorter chain for a decode step). */
+uint32_t memra_route_team_form(int variant, uint32_t n_tokens);
 
 #endif /* MEMRA_ROUTE_H */

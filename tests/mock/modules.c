@@ -278,7 +278,8 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
             assert_true(f == (CUfunction)&fn_kernel[plain] ||
                         (sig && m > 1 && f == (CUfunction)&fn_kernel[screened]));
             assert_int_equal(bx, MEMRA_ROUTE_TEAM_THREADS);
-            assert_int_equal(gx, memra_route_team_grid(a.n_tokens, a.n_expert, a.n_group, a.top_k));
+            assert_int_equal(
+                gx, memra_route_team_grid(a.n_tokens, a.n_expert, a.n_group, a.top_k, a.flags));
         } else { /* a block of whole warps per token, a thread per expert */
             assert_int_equal(bx, memra_route_block_threads(a.n_expert));
             assert_int_equal(gx, a.n_tokens);
