@@ -119,8 +119,13 @@ MEMRA_DEVICE float memra_exp_div(float a, float d)
  * signs, where a warp ran the branches one after another: on the H200 the
  * scores of a DeepSeek-V3 decode step took 865 cycles this way against
  * 1129. Softmax's exp(x - max) is faster with the branches (2000 against
- * 2283 cycles for Qwen3-MoE), so it keeps them. */
-MEMRA_DEVICE float memra_expf_flat(float x)
+ * 2283 cycles for Qwen3-MoE) where a thread takes one, so the block kernel
+ * keeps them. `unbranched` divides the rational step by memra_exp_div, not
+ * the IEEE division (the same bits): no branch at all, for a lane that
+ * computes several exps (the team kernels' softmax), which then overlap; a
+ * lane of one exp keeps the IEEE division, which needs fewer registers (the
+ * screened DeepSeek-V3 kernel spilled with memra_exp_div in its sigmoid). */
+MEMRA_DEVICE float memra_expf_select(float x, int unbranched)
 {
     MEMRA_EXPF_PROLOGUE(x);
     const int is_nan = hx > 0x7f800000u, is_inf = hx == 0x7f800000u;
@@ -144,8 +149,9 @@ MEMRA_DEVICE float memra_expf_flat(float x)
     const float r = reduce ? memra_sub_rn(hi, lo) : xs;
     const float t = memra_mul_rn(r, r);
     const float c = memra_sub_rn(r, memra_mul_rn(t, memra_add_rn(p1, memra_mul_rn(t, p2))));
-    const float q =
-        memra_exp_div(memra_mul_rn(r, c), k == 0 ? memra_sub_rn(c, two) : memra_sub_rn(two, c));
+    const float num = memra_mul_rn(r, c),
+                den = k == 0 ? memra_sub_rn(c, two) : memra_sub_rn(two, c);
+    const float q = unbranched ? memra_exp_div(num, den) : memra_div_rn(num, den);
     const float y = k == 0 ? memra_sub_rn(one, memra_sub_rn(q, r))
                            : memra_sub_rn(one, memra_sub_rn(memra_sub_rn(lo, q), hi));
     /* y * 2^k: in two steps at k = 128 and below 2^-125 (so a subnormal
@@ -162,6 +168,18 @@ MEMRA_DEVICE float memra_expf_flat(float x)
            : under  ? 0.0f
            : tiny   ? memra_add_rn(one, x)
                     : scaled;
+}
+
+/* The select form with the IEEE division (sigmoid's exp: one a lane). */
+MEMRA_DEVICE float memra_expf_flat(float x)
+{
+    return memra_expf_select(x, 0);
+}
+
+/* The select form with no branch at all (a lane's several exps). */
+MEMRA_DEVICE float memra_expf_many(float x)
+{
+    return memra_expf_select(x, 1);
 }
 
 /* The expert order: higher choice score first, the lower index on a tie.

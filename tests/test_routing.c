@@ -77,10 +77,13 @@ static void test_expf_edges(void **state)
     assert_true(ulps(sub, (float)expl(-100.0L)) <= 1);
 }
 
-/* The two forms of exp (route_math.cuh): bit for bit the same. */
-static void test_expf_selects_equal_branches(void **state)
+/* The forms of exp (route_math.cuh): bit for bit the same. The select
+ * forms against the branch form, whose division is the IEEE one: with the
+ * IEEE division (memra_expf_flat) and with memra_exp_div (memra_expf_many,
+ * a reciprocal by Newton steps and a Markstein correction, equal to the
+ * IEEE quotient only on the inputs exp gives it: this is what holds it). */
+static void expf_select_equals_branches(float (*form)(float), const char *name)
 {
-    (void)state;
     /* Every 61st bit pattern (every 6101st under valgrind), then every
      * float within 4096 ulps of each range boundary, both signs. */
     const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 6101 : 61;
@@ -88,7 +91,7 @@ static void test_expf_selects_equal_branches(void **state)
     uint32_t first_bad = 0;
 #define EXPF_CHECK(b)                                                                              \
     do {                                                                                           \
-        const float x_ = u2f(b), a_ = memra_expf_flat(x_), r_ = memra_expf(x_);                    \
+        const float x_ = u2f(b), a_ = form(x_), r_ = memra_expf(x_);                               \
         n++;                                                                                       \
         if (f2u(a_) != f2u(r_) && !(isnan(a_) && isnan(r_)) && !bad++)                             \
             first_bad = (b);                                                                       \
@@ -102,10 +105,22 @@ static void test_expf_selects_equal_branches(void **state)
             for (uint32_t d = 0; d < 8192; d++)
                 EXPF_CHECK((neg << 31) | (edges[i] - 4096u + d));
 #undef EXPF_CHECK
-    printf("memra_expf_flat vs memra_expf: %llu inputs, %llu differ (first 0x%08x)\n",
+    printf("%s vs memra_expf: %llu inputs, %llu differ (first 0x%08x)\n", name,
            (unsigned long long)n, (unsigned long long)bad, first_bad);
     assert_true(n > 100000);
     assert_int_equal(bad, 0);
+}
+
+static void test_expf_selects_equal_branches(void **state)
+{
+    (void)state;
+    expf_select_equals_branches(memra_expf_flat, "memra_expf_flat");
+}
+
+static void test_expf_unbranched_equals_branches(void **state)
+{
+    (void)state;
+    expf_select_equals_branches(memra_expf_many, "memra_expf_many");
 }
 
 /* The team kernel's token index at the largest grids the limits allow
@@ -1829,6 +1844,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expf_within_2_ulp),
         cmocka_unit_test(test_expf_edges),
         cmocka_unit_test(test_expf_selects_equal_branches),
+        cmocka_unit_test(test_expf_unbranched_equals_branches),
         cmocka_unit_test(test_team_token_past_2_to_the_32_threads),
         cmocka_unit_test(test_sigmoid_screen_within_its_bound),
         cmocka_unit_test(test_host_arm_matches_reference),
