@@ -133,6 +133,44 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_groups)(memra_u32 gk, memra_u32 tl, 
     return memra_warp_ballot(tl < n_group && rank < topk_group) >> base;
 }
 
+/* Step 1 of either form of a team: the logits and bias of a lane's experts
+ * tl + stride i (i < cap; those below `held` and the expert count: the
+ * returned bits), loaded before the real-token count is known (a load of
+ * its own: waiting for it first would put a memory round trip ahead of the
+ * logits); a padding row's are then set to zero. `*real`: token t is a real
+ * one; `*bad`: a non-finite input in any lane of the team (`tmask`). */
+MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, const void *bias,
+                                                  int bias_dt, const void *n_real, memra_u32 flags,
+                                                  memra_u32 n_tokens, memra_u32 t, memra_u32 E,
+                                                  memra_u32 tl, memra_u32 stride, memra_u32 held,
+                                                  int cap, memra_u32 tmask, float *x, float *b,
+                                                  float *s, int *real, int *bad)
+{
+    const int live = t < n_tokens;
+    memra_u32 valid = 0;
+    MEMRA_UNROLL
+    for (int i = 0; i < cap; i++) {
+        const memra_u32 e = tl + stride * (memra_u32)i;
+        x[i] = 0.0f, b[i] = 0.0f, s[i] = 0.0f;
+        if ((memra_u32)i < held && e < E)
+            valid |= 1u << i;
+        if (live && ((valid >> i) & 1u)) {
+            x[i] = memra_route_load(logits, dt, (memra_u64)t * E + e);
+            b[i] = bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
+        }
+    }
+    *real =
+        live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
+    int any = 0;
+    MEMRA_UNROLL
+    for (int i = 0; i < cap; i++) {
+        x[i] = *real ? x[i] : 0.0f, b[i] = *real ? b[i] : 0.0f;
+        any |= MEMRA_ROUTE_NONFINITE(x[i]) || MEMRA_ROUTE_NONFINITE(b[i]);
+    }
+    *bad = (memra_warp_ballot(any) & tmask) != 0;
+    return valid;
+}
+
 #if MEMRA_ROUTE_M == 1
 /* Several experts a lane (prefill: MEMRA_ROUTE_FLAG_FEW_LANES): a token of
  * one group takes Q lanes (abi.h's MEMRA_ROUTE_TEAM_LANES), each holding
@@ -162,28 +200,11 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
     int *we = &sh->we[base];
     float *ws = &sh->ws[base];
     float x[V], b[V], s[V], acc[V];
-    memra_u32 valid = 0, key[V];
-    MEMRA_UNROLL
-    for (int v = 0; v < V; v++) {
-        const memra_u32 e = tl + Q * (memra_u32)v;
-        x[v] = 0.0f, b[v] = 0.0f, s[v] = 0.0f;
-        if ((memra_u32)v < nv && e < E)
-            valid |= 1u << v;
-        if (live && ((valid >> v) & 1u)) {
-            x[v] = memra_route_load(logits, dt, (memra_u64)t * E + e);
-            b[v] = has_bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
-        }
-    }
-    const int real =
-        live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
-    int bad = 0;
-    MEMRA_UNROLL
-    for (int v = 0; v < V; v++) {
-        x[v] = real ? x[v] : 0.0f, b[v] = real ? b[v] : 0.0f;
-        bad |= MEMRA_ROUTE_NONFINITE(x[v]) || MEMRA_ROUTE_NONFINITE(b[v]);
-    }
-    const memra_u32 tmask = Q == 32u ? 0xffffffffu : ((1u << Q) - 1u) << base;
-    bad = (memra_warp_ballot(bad) & tmask) != 0;
+    memra_u32 key[V];
+    int real, bad;
+    const memra_u32 valid = MEMRA_RW_FN(memra_rw_load)(
+        logits, dt, bias, bias_dt, n_real, flags, n_tokens, t, E, tl, Q, nv, V,
+        Q == 32u ? 0xffffffffu : ((1u << Q) - 1u) << base, x, b, s, &real, &bad);
     int slot[V];
     memra_vrows_macro mac[V];
     MEMRA_UNROLL
@@ -324,32 +345,12 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     /* The screened build runs for sigmoid only (the launcher's choice). */
     enum { screen = MEMRA_ROUTE_SCREEN && M > 1 };
 
-    /* 1. Logits and bias, loaded before the real-token count is known (a
-     *    load of its own: waiting for it first would put a memory round
-     *    trip ahead of the logits); a padding row's are then set to zero. */
+    /* 1. Logits and bias (bit i of `valid`: expert tl + P i exists). */
     float x[M], b[M], s[M], c[M];
-    memra_u32 valid = 0; /* bit i: expert tl + P i exists */
-    MEMRA_UNROLL
-    for (int i = 0; i < M; i++) {
-        const memra_u32 e = tl + P * (memra_u32)i;
-        x[i] = 0.0f, b[i] = 0.0f, s[i] = 0.0f;
-        if ((memra_u32)i < m && e < E)
-            valid |= 1u << i;
-        if (live && ((valid >> i) & 1u)) {
-            x[i] = memra_route_load(logits, dt, (memra_u64)t * E + e);
-            b[i] = has_bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
-        }
-    }
-    const int real =
-        live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
-    int bad = 0;
-    MEMRA_UNROLL
-    for (int i = 0; i < M; i++) {
-        x[i] = real ? x[i] : 0.0f, b[i] = real ? b[i] : 0.0f;
-        bad |= MEMRA_ROUTE_NONFINITE(x[i]) || MEMRA_ROUTE_NONFINITE(b[i]);
-    }
-    const memra_u32 tmask = P == 32u ? 0xffffffffu : ((1u << P) - 1u) << base;
-    bad = (memra_warp_ballot(bad) & tmask) != 0;
+    int real, bad;
+    const memra_u32 valid = MEMRA_RW_FN(memra_rw_load)(
+        logits, dt, bias, bias_dt, n_real, flags, n_tokens, t, E, tl, P, m, M,
+        P == 32u ? 0xffffffffu : ((1u << P) - 1u) << base, x, b, s, &real, &bad);
     /* M = 1: the tables' inputs of this lane's expert, read now; the
      * winners hand them on. */
     int my_slot = MEMRA_SLOT_BAD;
