@@ -126,7 +126,7 @@ static void router(setup *su, layer *l)
     const uint32_t E = su->spec.n_expert;
     const int block = memra_route_use_block(su->T, E);
     l->router.flags = (l->router.flags & ~MEMRA_ROUTE_FLAG_FEW_LANES) |
-                      (block ? 0u : memra_route_team_form(memra_route_variant, su->T));
+                      memra_route_team_form(memra_route_variant, su->T);
     MK(memra_launch(
         su->eng, "bench",
         atomic_load(&su->eng->kernel[memra_route_kernel(memra_route_variant, su->T, &su->spec)]),

@@ -291,7 +291,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .top_k = spec->top_k,
         .n_group = spec->n_group,
         .topk_group = spec->topk_group,
-        .flags = memra_route_flags(spec) | (block ? 0u : memra_route_team_form(variant, n_tokens)),
+        .flags = memra_route_flags(spec) | memra_route_team_form(variant, n_tokens),
         .n_local = spec->n_local,
         .n_shared = spec->n_shared,
         .scale = spec->routed_scaling_factor,

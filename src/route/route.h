@@ -48,7 +48,7 @@ uint32_t memra_route_flags(const memra_route_spec *spec);
 /* The team kernel's form for a batch: MEMRA_ROUTE_FLAG_FEW_LANES (several
  * experts a lane, for throughput) above ROUTE_BLOCK_MAX_TOKENS tokens or
  * where `variant` forces the team kernel, else 0 (a lane an expert, the
- * shorter chain for a decode step). */
+ * shorter chain for a decode step). The block kernel does not read it. */
 uint32_t memra_route_team_form(int variant, uint32_t n_tokens);
 
 #endif /* MEMRA_ROUTE_H */
