@@ -416,6 +416,146 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
     return differ
 
 
+# Neighbours for a batch's node: kernels over every SM, as the next step of
+# a serving graph is, one without shared memory and one with 40 KB of it (a
+# GEMM's side of the SMs' shared-memory carveout).
+NEIGHBOURS_SRC = r"""
+extern "C" __global__ void memra_probe_wide_kernel(float *sink)
+{
+    if (threadIdx.x == 1000u) sink[0] = 1.0f;
+}
+/* bench_peers' consumer: one block reading every byte the node wrote */
+extern "C" __global__ void memra_probe_consume_kernel(const int *ids, const float *w,
+    const unsigned long long *p, const float *s, unsigned n, unsigned tables, float *out)
+{
+    float acc = 0.0f;
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x)
+        acc += w[i] + (float)ids[i];
+    if (tables)
+        for (unsigned i = threadIdx.x; i < 3 * n; i += blockDim.x)
+            acc += s[i] + (float)(p[i] & 0xffu);
+    if (acc == 1234.5f)
+        out[0] = acc;
+}
+extern "C" __global__ void memra_probe_wide_smem_kernel(float *sink)
+{
+    __shared__ float buf[10240];
+    buf[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    if (buf[(threadIdx.x + 1u) % blockDim.x] == -1.0f) sink[0] = 1.0f;
+}
+"""
+
+
+def neighbours(arch, stream):
+    """The two neighbour kernels, each as a launch function (2 blocks an SM,
+    128 threads)."""
+    mod, wide, _ = compile_block(None, None, arch, [], "neighbours", "memra_probe_wide_kernel",
+                                 NEIGHBOURS_SRC)
+    wsm = ctypes.c_void_p()
+    ck(cu.cuModuleGetFunction(ctypes.byref(wsm), mod, b"memra_probe_wide_smem_kernel"), "get")
+    dev = ctypes.c_int()
+    ck(cu.cuCtxGetDevice(ctypes.byref(dev)), "device")
+    sms = ctypes.c_int()
+    cu.cuDeviceGetAttribute(ctypes.byref(sms), 16, dev)  # multiprocessor count
+    sink = alloc(4)
+    arg = ctypes.c_uint64(sink)
+    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(arg), ctypes.c_void_p))
+    keep.append((arg, params))
+
+    def launcher(fn):
+        return lambda: ck(cu.cuLaunchKernel(fn, 2 * sms.value, 1, 1, 128, 1, 1, 0, stream, params,
+                                            None), "cuLaunchKernel neighbour")
+    cons = ctypes.c_void_p()
+    ck(cu.cuModuleGetFunction(ctypes.byref(cons), mod, b"memra_probe_consume_kernel"), "get")
+
+    def consumer(layer):
+        """bench_peers' consumer of this layer's outputs, tables included."""
+        args = [ctypes.c_uint64(layer.sel), ctypes.c_uint64(layer.selw),
+                ctypes.c_uint64(layer.ptrs), ctypes.c_uint64(layer.scl),
+                ctypes.c_uint32(layer.K * layer.T), ctypes.c_uint32(1), ctypes.c_uint64(sink)]
+        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p)
+                                               for a in args])
+        keep.append((args, ptrs))
+        return lambda: ck(cu.cuLaunchKernel(cons, 1, 1, 1, 128, 1, 1, 0, stream, ptrs, None),
+                          "cuLaunchKernel consumer")
+    return [("+wide", launcher(wide)), ("+wide-smem", launcher(wsm))], consumer
+
+
+keep = []  # ctypes objects a captured launch's parameters point at
+
+
+def shared_bytes(fn):
+    v = ctypes.c_int()
+    ck(cu.cuFuncGetAttribute(ctypes.byref(v), 1, fn), "shared size")  # static shared bytes
+    return v.value
+
+
+def batch(build, arch, stream, sizes, srcs, configs, results):
+    """Decode-sized batches: for each configuration and batch size, the node
+    time (32-node CUDA graph, fused route + tables, spec-compiled as memra
+    does by default) of the block kernel, the team kernel in its decode form
+    and in its throughput form (MEMRA_ROUTE_FLAG_FEW_LANES), for the shipped
+    source and each variant of srcs. Every arm's output bytes are held to
+    the shipped block kernel's: the kernels are one function of the
+    logits, so where memra switches between them is a choice of speed
+    alone. Returns the arms whose outputs differ."""
+    differ = []
+    nbs0, consumer = neighbours(arch, stream)
+    nb_alone = {name: graph_node_us(stream, nb) for name, nb in nbs0}
+    print("  neighbours alone: %s us per node" % ", ".join("%s %.2f" % kv for kv in nb_alone.items()))
+    for cfg in configs:
+        arms = {}  # per source: (name, kernel, threads, lanes a token or 0, few lanes)
+        for src, _ in srcs:
+            s = None if src == "shipped" else src
+            sd = spec_defines(Layer(cfg, 7))
+            _, bfn, _ = compile_block(build, s, arch, sd)
+            arms[src] = [("block", bfn, (cfg[1] + 31) // 32 * 32, 0, False)]
+            print("  %-12s %s: block kernel %d bytes of static shared memory"
+                  % (cfg[0], variant_tag(src, True), shared_bytes(bfn)))
+            if cfg[1] <= 512:  # abi: the team kernels' most experts
+                module, kernel, m = team_module(cfg[1], cfg[5])
+                text = module_text(build, module, s)
+                _, tfn, _ = compile_block(build, s, arch, sd, module, kernel, text)
+                decode_lanes = 32 if cfg[1] > 32 else 1 << (cfg[1] - 1).bit_length()
+                arms[src] += [("team", tfn, TEAM_THREADS, decode_lanes, False),
+                              ("team-few", tfn, TEAM_THREADS, team_lanes(text, cfg, m), True)]
+        for n in sizes:
+            layer = Layer(cfg, 7, n)
+            ref = None
+            nbs = nbs0 + [("+consumer", consumer(layer))]
+            nb_alone["+consumer"] = graph_node_us(stream, nbs[-1][1])
+            for src, _ in srcs:
+                tag = variant_tag(src, True)
+                res = results.setdefault(tag, {}).setdefault(cfg[0], {})
+                line = []
+                for name, fn, threads, lanes, few in arms[src]:
+                    grid = n if not lanes else (n * lanes + TEAM_THREADS - 1) // TEAM_THREADS
+                    buf = layer.params(True, few_lanes=few)
+                    us = graph_node_us(stream, lambda: launch(fn, threads, stream, buf, grid))
+                    # The node beside each neighbour, the neighbour's own node subtracted.
+                    beside = {}
+                    for nb_name, nb in nbs:
+                        def pair():
+                            launch(fn, threads, stream, buf, grid)
+                            nb()
+                        beside[nb_name] = graph_node_us(stream, pair) - nb_alone[nb_name]
+                    clear_outputs(layer)
+                    launch(fn, threads, stream, buf, grid)
+                    got = read_outputs(layer, stream)
+                    ref = got if ref is None else ref
+                    same = got == ref
+                    if not same:
+                        differ.append("%s: %s %s %d tokens" % (tag, name, cfg[0], n))
+                    res.setdefault(name, {})[str(n)] = {"us": us, "same_bits": same,
+                                                        "shared_bytes": shared_bytes(fn),
+                                                        "beside_us": beside}
+                    line.append("%s %.2f (%s)%s" % (name, us, ", ".join(
+                        "%s %.2f" % kv for kv in beside.items()), "" if same else " (DIFFERS)"))
+                print("  %-12s %4d tokens, %s: %s us per node" % (cfg[0], n, tag, ", ".join(line)))
+    return differ
+
+
 def variant_tag(src, spec):
     """A source's name in the results: "shipped", or the variant's folder
     (probe_variants.sh's NAME/kernels_src gives NAME)."""
@@ -459,6 +599,9 @@ def main():
     ap.add_argument("--prefill", type=int, metavar="N",
                     help="instead: the team kernel (memra's prefill choice) over N tokens per"
                          " configuration, shipped and each variant")
+    ap.add_argument("--batch", metavar="N,N,...",
+                    help="instead: decode-sized batches, block kernel against the team kernel's"
+                         " two forms, a 32-node graph each, spec-compiled")
     ap.add_argument("--reps", type=int, default=21, help="--prefill: launches timed (median)")
     ap.add_argument("--configs", default="",
                     help="a comma list of route_configs.h's names to measure (default: all)")
@@ -470,6 +613,18 @@ def main():
     configs = [cfg for cfg in CONFIGS if not want or cfg[0] in want]
     arch, stream = open_device()
     srcs = [(None, False)] + [(d, False) for d in a.src] + [(d, True) for d in a.spec_src]
+    if a.batch:
+        results = {}
+        srcs_b = [("shipped", True)] + [(d, True) for d in a.src + a.spec_src]
+        differ = batch(a.build, arch, stream, [int(x) for x in a.batch.split(",")], srcs_b,
+                       configs, results)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"batch": results}, f, indent=1)
+        if differ:
+            print("\noutputs differ from the shipped block kernel's: " + "; ".join(differ))
+            return 1
+        return 0
     if a.prefill:
         results = {}
         differ = prefill(a.build, arch, stream, a.prefill, srcs, configs, a.reps, results)

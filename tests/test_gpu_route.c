@@ -145,19 +145,31 @@ static void test_million_tokens_every_config(void **state)
     }
 }
 
-/* Small batches, faults included, each kernel and memra's own choice. */
+/* Small batches, faults included, each kernel and memra's own choice; and
+ * memra's choice on each side of its block/team switch (the most tokens the
+ * block kernel takes for the spec's experts, and one more). */
 static void test_small_batches_with_faults(void **state)
 {
     (void)state;
     memra_stream own;
     memra_engine_stream(eng, &own);
     char why[512];
-    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
         for (uint32_t T = 1; T <= 1024; T *= 4)
             for (int v = MEMRA_ROUTE_VARIANT_AUTO; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++)
                 if (memra_route_case_check(eng, ci, T, 77 * ci + T, 1, 40 + (int)ci, 0, v, own, why,
                                            sizeof why))
                     fail_msg("%s, %u tokens: %s", route_cases[ci].name, T, why);
+        const uint32_t sw = memra_route_block_max_tokens(route_cases[ci].spec.n_expert);
+        if (sw == 0 || sw == UINT32_MAX)
+            continue;
+        for (uint32_t T = sw; T <= sw + 1u; T++)
+            if (memra_route_case_check(eng, ci, T, 91 * ci + T, 1, 40 + (int)ci, 0,
+                                       MEMRA_ROUTE_VARIANT_AUTO, own, why, sizeof why))
+                fail_msg("%s, %u tokens (%s kernel): %s", route_cases[ci].name, T,
+                         memra_route_use_block(T, route_cases[ci].spec.n_expert) ? "block" : "team",
+                         why);
+    }
 }
 
 /* Every configuration through the modules compiled for its spec

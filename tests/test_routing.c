@@ -1195,6 +1195,57 @@ static void test_device_team_forms_both_sides_of_the_switch(void **state)
     memra_engine_destroy(eng);
 }
 
+/* memra's own choice between the block kernel and the team kernel: the
+ * block kernel up to 512 tokens and 2^17 of its threads (tokens x experts),
+ * never for 32 experts or fewer, always past the team kernels' 512 experts;
+ * and each side of the switch equals the host arm, for one spec of each
+ * expert count above 32 that a team kernel holds (the batch at the bound
+ * and one token more; the spec-compiled build, which memra takes by
+ * default). */
+static void test_device_block_team_switch(void **state)
+{
+    (void)state;
+    assert_int_equal(memra_route_block_max_tokens(8), 0);
+    assert_int_equal(memra_route_block_max_tokens(32), 0);
+    assert_int_equal(memra_route_block_max_tokens(33), 512);
+    assert_int_equal(memra_route_block_max_tokens(256), 512);
+    assert_int_equal(memra_route_block_max_tokens(257), 510);
+    assert_int_equal(memra_route_block_max_tokens(384), 341);
+    assert_int_equal(memra_route_block_max_tokens(512), 256);
+    assert_int_equal(memra_route_block_max_tokens(513), UINT32_MAX);
+    assert_int_equal(memra_route_block_max_tokens(1024), UINT32_MAX);
+    assert_true(memra_route_use_block(512, 256));
+    assert_false(memra_route_use_block(513, 256));
+    assert_true(memra_route_use_block(341, 384));
+    assert_false(memra_route_use_block(342, 384));
+    assert_true(memra_route_use_block(256, 512));
+    assert_false(memra_route_use_block(257, 512));
+    assert_false(memra_route_use_block(1, 32));
+    assert_true(memra_route_use_block(1u << 20, 1024));
+    /* The team kernel's form does not move with the kernel's switch. */
+    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, 513), 0);
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    uint32_t seen = 0; /* the expert counts run, one spec each */
+    int done = 0;
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        const uint32_t E = route_cases[ci].spec.n_expert;
+        const uint32_t bit = 1u << (E / 32u % 32u);
+        if (E <= 32u || E > MEMRA_ROUTE_TEAM_MAX_EXPERT || (seen & bit))
+            continue;
+        seen |= bit;
+        eng->route_specialize = 1;
+        const uint32_t T = memra_route_block_max_tokens(E);
+        assert_true(memra_route_use_block(T, E));
+        assert_false(memra_route_use_block(T + 1u, E));
+        for (uint32_t t = T; t <= T + 1u; t++)
+            device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_AUTO, t, 300 + ci + t, (int)ci);
+        done++;
+    }
+    assert_true(done >= 5); /* 64, 128, 160, 256, 384, 512 experts */
+    memra_engine_destroy(eng);
+}
+
 /* The block kernel's final rank holds one candidate a lane when at most 32
  * entries of its lists reach the best top_k-th of any one list, and counts
  * through shared memory past that: 1,024 experts in 32 lists of 32 and a
@@ -1884,6 +1935,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_specialize_is_the_default, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_team_forms_both_sides_of_the_switch, mock_setup,
                                         mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_block_team_switch, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_matches_host, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_table_full, mock_setup,

@@ -14,11 +14,23 @@
 #include "vrows/vrows_spec.h"
 
 /* memra_route_tables takes the block kernel (a block per token, latency
- * first) up to this many tokens and the team kernel (throughput first)
- * above, and the team kernel at every size for 32 experts or fewer, where a
- * token is a few lanes' work (BENCHMARKS.md has the sweep behind the
- * number). The tests and the benchmark force either (memra_route_variant). */
-#define ROUTE_BLOCK_MAX_TOKENS 1024u
+ * first) while the batch is small, the team kernel (a warp per token,
+ * throughput first) past that, and the team kernel at every size for 32
+ * experts or fewer, where a token is a few lanes' work. The block kernel's
+ * cost grows with its blocks' threads (n_tokens x n_expert) where the team
+ * kernel's hardly moves below a thousand tokens: measured per node on the
+ * H100, spec-compiled (BENCHMARKS.md), the two cross between 256 and 512
+ * tokens for 384 and 512 experts and between 512 and 1,024 for 128 to 256
+ * (Qwen3-Next at 1,024 tokens: 21.5 us against 7.8). The bound below keeps
+ * the block kernel to at most ROUTE_BLOCK_MAX_TOKENS tokens and
+ * ROUTE_BLOCK_MAX_THREADS threads. The tests and the benchmark force either
+ * (memra_route_variant). */
+#define ROUTE_BLOCK_MAX_TOKENS 512u
+#define ROUTE_BLOCK_MAX_THREADS (1u << 17)
+/* The team kernel's throughput form (several experts a lane) is prefill's:
+ * at decode sizes a lane an expert is the shorter chain (Mixtral at 1,024
+ * tokens: 2.5 us a node against 3.4). */
+#define ROUTE_FEW_LANES_MIN_TOKENS 1025u
 int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
 
 /* The team kernel for a spec (route_abi.h's memra_route_team_m): screened
@@ -168,13 +180,23 @@ uint32_t memra_route_flags(const memra_route_spec *spec)
                                                                   : 0u);
 }
 
+uint32_t memra_route_block_max_tokens(uint32_t n_expert)
+{
+    if (n_expert > MEMRA_ROUTE_TEAM_MAX_EXPERT) /* no team kernel holds them */
+        return UINT32_MAX;
+    if (n_expert <= 32u)
+        return 0;
+    const uint32_t by_threads = ROUTE_BLOCK_MAX_THREADS / n_expert;
+    return by_threads < ROUTE_BLOCK_MAX_TOKENS ? by_threads : ROUTE_BLOCK_MAX_TOKENS;
+}
+
 static int use_block(int variant, uint32_t n_tokens, uint32_t n_expert)
 {
     if (n_expert > MEMRA_ROUTE_TEAM_MAX_EXPERT) /* no team kernel holds them */
         return 1;
     return variant == MEMRA_ROUTE_VARIANT_BLOCK ||
-           (variant == MEMRA_ROUTE_VARIANT_AUTO && n_expert > 32u &&
-            n_tokens <= ROUTE_BLOCK_MAX_TOKENS);
+           (variant == MEMRA_ROUTE_VARIANT_AUTO &&
+            n_tokens <= memra_route_block_max_tokens(n_expert));
 }
 
 int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert)
@@ -187,7 +209,7 @@ uint32_t memra_route_team_form(int variant, uint32_t n_tokens)
     /* A forced team kernel is the throughput form, so the tests and the
      * benchmark reach it at any size; the decode form is AUTO's below. */
     return variant == MEMRA_ROUTE_VARIANT_WARP || variant == MEMRA_ROUTE_VARIANT_WARP_EXACT ||
-                   n_tokens > ROUTE_BLOCK_MAX_TOKENS
+                   n_tokens >= ROUTE_FEW_LANES_MIN_TOKENS
                ? MEMRA_ROUTE_FLAG_FEW_LANES
                : 0u;
 }

@@ -38,6 +38,9 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
  * (memra_route_variant honoured), and the kernel a launch of n_tokens takes
  * under `variant`. */
 int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
+/* The most tokens memra's own choice routes with the block kernel for
+ * n_expert (0: never; UINT32_MAX: always, past the team kernels' experts). */
+uint32_t memra_route_block_max_tokens(uint32_t n_expert);
 memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec);
 /* The key of kernel k's build for a checked spec (MEMRA_ROUTE_SPECIALIZE):
  * the spec's counts and the flags a layer fixes, as defines. */
@@ -46,7 +49,7 @@ memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_s
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);
 /* The team kernel's form for a batch: MEMRA_ROUTE_FLAG_FEW_LANES (several
- * experts a lane, for throughput) above ROUTE_BLOCK_MAX_TOKENS tokens or
+ * experts a lane, for throughput) above 1,024 tokens or
  * where `variant` forces the team kernel, else 0 (a lane an expert, the
  * shorter chain for a decode step). The block kernel does not read it. */
 uint32_t memra_route_team_form(int variant, uint32_t n_tokens);
