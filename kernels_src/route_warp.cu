@@ -236,7 +236,8 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
         for (int v = 0; v < V; v++) {
             acc[v] = 0.0f;
             if ((valid >> v) & 1u) {
-                s[v] = memra_expf_many(memra_sub_rn(x[v], mx)); /* a lane's exps overlap */
+                /* a lane's exps overlap; x - mx is never above zero */
+                s[v] = memra_expf_many_nonpos(memra_sub_rn(x[v], mx));
                 acc[v] = memra_add_rn(0.0f, s[v]);
             }
         }
@@ -394,9 +395,10 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             if ((valid >> i) & 1u) {
                 /* A lane's several exps by selects, so they overlap; a lane
                  * of one exp (M = 1: decode, or several groups) by the
-                 * branch form, the shorter chain. The same bits. */
+                 * branch form, the shorter chain. The same bits (d is
+                 * never above zero). */
                 const float d = memra_sub_rn(x[i], mx);
-                s[i] = M > 1 ? memra_expf_many(d) : memra_expf(d);
+                s[i] = M > 1 ? memra_expf_many_nonpos(d) : memra_expf(d);
                 sum = memra_add_rn(sum, s[i]);
             }
         for (memra_u32 off = P / 2u; off > 0; off >>= 1)

@@ -82,16 +82,20 @@ static void test_expf_edges(void **state)
  * IEEE division (memra_expf_flat) and with memra_exp_div (memra_expf_many,
  * a reciprocal by Newton steps and a Markstein correction, equal to the
  * IEEE quotient only on the inputs exp gives it: this is what holds it). */
-static void expf_select_equals_branches(float (*form)(float), const char *name)
+static void expf_select_equals_branches(float (*form)(float), const char *name, int nonpos)
 {
     /* Every 61st bit pattern (every 6101st under valgrind), then every
      * float within 4096 ulps of each range boundary, both signs. */
     const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 6101 : 61;
     uint64_t n = 0, bad = 0;
     uint32_t first_bad = 0;
+    /* A form for x <= 0 (nonpos) is held to it there, -0, +0 and NaNs. */
 #define EXPF_CHECK(b)                                                                              \
     do {                                                                                           \
-        const float x_ = u2f(b), a_ = form(x_), r_ = memra_expf(x_);                               \
+        const float x_ = u2f(b);                                                                   \
+        if (nonpos && !((b) >> 31) && (b) != 0u && !isnan(x_))                                     \
+            break;                                                                                 \
+        const float a_ = form(x_), r_ = memra_expf(x_);                                            \
         n++;                                                                                       \
         if (f2u(a_) != f2u(r_) && !(isnan(a_) && isnan(r_)) && !bad++)                             \
             first_bad = (b);                                                                       \
@@ -114,13 +118,26 @@ static void expf_select_equals_branches(float (*form)(float), const char *name)
 static void test_expf_selects_equal_branches(void **state)
 {
     (void)state;
-    expf_select_equals_branches(memra_expf_flat, "memra_expf_flat");
+    expf_select_equals_branches(memra_expf_flat, "memra_expf_flat", 0);
 }
 
 static void test_expf_unbranched_equals_branches(void **state)
 {
     (void)state;
-    expf_select_equals_branches(memra_expf_many, "memra_expf_many");
+    expf_select_equals_branches(memra_expf_many, "memra_expf_many", 0);
+}
+
+/* Softmax's form, for x - max (never above zero): memra_expf's bits on
+ * every input it is given (the non-positive floats and NaNs), and a
+ * positive input does not reach an undefined conversion (UBSan's
+ * float-cast-overflow in CI's sanitizer build). */
+static void test_expf_nonpos_equals_branches(void **state)
+{
+    (void)state;
+    expf_select_equals_branches(memra_expf_many_nonpos, "memra_expf_many_nonpos", 1);
+    const uint32_t pos[] = {0x7f800000u, 0x7f7fffffu, 0x42b17218u, 0x43000000u, 0x3f800000u, 1u};
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        (void)memra_expf_many_nonpos(u2f(pos[i]));
 }
 
 /* The team kernel's token index at the largest grids the limits allow
@@ -1896,6 +1913,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expf_edges),
         cmocka_unit_test(test_expf_selects_equal_branches),
         cmocka_unit_test(test_expf_unbranched_equals_branches),
+        cmocka_unit_test(test_expf_nonpos_equals_branches),
         cmocka_unit_test(test_team_token_past_2_to_the_32_threads),
         cmocka_unit_test(test_sigmoid_screen_within_its_bound),
         cmocka_unit_test(test_host_arm_matches_reference),
