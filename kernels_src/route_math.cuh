@@ -135,11 +135,11 @@ MEMRA_DEVICE float memra_expf_select(float x, int unbranched, int nonpos)
     const int neg = nonpos ? 1 : xsb;
     const int is_nan = hx > 0x7f800000u, is_inf = !nonpos && hx == 0x7f800000u;
     const int over = !nonpos && !xsb && hx > 0x42b17217u; /* above ln(FLT_MAX) */
-    const int under = neg && hx > 0x42cff1b5u; /* below -103.972084 (-inf too) */
-    const int reduce = hx > 0x3eb17218u;       /* |x| > 0.5 ln2 */
-    const int near = hx < 0x3f851592u;         /* and |x| < 1.5 ln2 */
-    const int tiny = hx < 0x39000000u;         /* |x| < 2^-14 */
-    const float xs = /* keeps k in range */
+    const int under = neg && hx > 0x42cff1b5u;            /* below -103.972084 (-inf too) */
+    const int reduce = hx > 0x3eb17218u;                  /* |x| > 0.5 ln2 */
+    const int near = hx < 0x3f851592u;                    /* and |x| < 1.5 ln2 */
+    const int tiny = hx < 0x39000000u;                    /* |x| < 2^-14 */
+    const float xs =                                      /* keeps k in range */
         is_nan || is_inf || over || under || (nonpos && !xsb) ? 0.0f : x;
     /* |x| in (0.5 ln2, 1.5 ln2): k = +-1; x - ln2hi is x + (-ln2hi) exactly. */
     const float hi_near = memra_add_rn(xs, neg ? ln2hi : -ln2hi);
