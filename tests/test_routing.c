@@ -1377,6 +1377,100 @@ static void test_device_crafted_ties(void **state)
     memra_engine_destroy(eng);
 }
 
+/* A token whose 8th place is a tie the division makes (1 token of E
+ * experts, top-8): seven experts at logit 0 (lanes 0 to 6), expert 105 at x_a,
+ * expert 104 at the float below x_a whose exp is smaller (each the best of
+ * its lane, so the 8th lane's best is 105's exp), every other at `filler`.
+ * When the two quotients by the sum round alike, expert 104 (the lower
+ * index) takes 8th place though its exp is smaller. Returns whether the
+ * host arm says it does. */
+static int cut_tie_token(float *row, uint32_t E, float x_a, float filler, const memra_route_spec *s)
+{
+    const float ea = memra_expf(x_a);
+    float x_b = x_a;
+    do
+        x_b = u2f(f2u(x_b) + 1u); /* x_a < 0: one float further from zero */
+    while (memra_expf(x_b) == ea);
+    for (uint32_t e = 0; e < E; e++)
+        row[e] = e < 7 ? 0.0f : e == 104 ? x_b : e == 105 ? x_a : filler;
+    outputs h;
+    host_route(s, NULL, row, 1, &h);
+    const int tie = h.sel[7] == 104;
+    outputs_free(&h);
+    return tie;
+}
+
+/* Softmax with no bias and one group in the team kernel (eight experts a
+ * lane or more: 256 here) ranks by the exps and divides only the
+ * candidates' (route_warp.cu, `late_div`): crafted tokens through each of its paths, against the
+ * host arm, spec-compiled and generic, weights renormalised and not. Tokens 6 and 7 put at the cut
+ * a tie that only the division makes: between exps an ulp apart with normal quotients (the
+ * candidates' margin below the 8th lane's exp), and between subnormal quotients (the every-score
+ * division of a token whose 8th exp is too small for the margin). */
+static void test_device_softmax_late_division(void **state)
+{
+    (void)state;
+    enum { E = 256, T = 8 };
+    static float logits[T * E];
+    for (uint32_t t = 0; t < 6; t++)
+        for (uint32_t e = 0; e < E; e++) {
+            float v;
+            switch (t) {
+            case 0: /* all tied: every expert a candidate (more than 32) */
+                v = 0.5f;
+                break;
+            case 1: /* the rest underflow to 0: the 8th exp is no normal quotient */
+                v = e == 77 ? 100.0f : -10.0f;
+                break;
+            case 2: /* the rest subnormal quotients: divided before they are ranked */
+                v = e % 17 == 0 ? 0.0f : -88.0f - (float)(e % 5) * 0.25f;
+                break;
+            case 3: /* exps an ulp or two apart, which the division can tie */
+                v = u2f(0x3f000000u + e % 24u);
+                break;
+            case 4: /* a few ahead, the cut among near-equal exps */
+                v = e % 32 == 5 ? 3.0f : u2f(0x3f800000u + (e * 7u) % 5u);
+                break;
+            default: /* ordinary */
+                v = (float)((e * 37u) % 101u) * 0.03125f - 1.5f;
+                break;
+            }
+            logits[t * E + e] = v;
+        }
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    for (int generic = 0; generic < 2; generic++)
+        for (int renorm = 0; renorm < 2; renorm++) {
+            eng->route_specialize = !generic;
+            const memra_route_spec s = plain_spec(E, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, renorm, 1.0f);
+            /* Token 6: normal quotients; a filler found by search. */
+            int found = 0;
+            for (int i = 0; i < 4000 && !found; i++)
+                found = cut_tie_token(&logits[6 * E], E, -0x1p-20f, -1.0f - (float)i * 0.001f, &s);
+            assert_true(found);
+            /* Token 7: subnormal exps (an ulp apart) and quotients, the rest
+             * underflowing. */
+            found = 0;
+            for (int i = 0; i < 400 && !found; i++)
+                found = cut_tie_token(&logits[7 * E], E, -94.0f - (float)i * 0.01f, -200.0f, &s);
+            assert_true(found);
+            dev_bufs d;
+            dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
+            assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
+            outputs h;
+            variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_WARP,
+                                 "softmax, late division, team kernel", &h);
+            for (int j = 0; j < 8; j++)
+                assert_int_equal(h.sel[j], j); /* all tied: the lowest indices */
+            assert_int_equal(h.sel[8], 77);
+            assert_int_equal(h.sel[6 * 8 + 7], 104);
+            assert_int_equal(h.sel[7 * 8 + 7], 104);
+            outputs_free(&h);
+            dev_free(eng, &d);
+        }
+    memra_engine_destroy(eng);
+}
+
 /* Ties among more than 32 candidates (the block kernel's two registers a
  * lane): 256 experts in 8 lists, top-8, each list holding fewer tied best
  * experts than top_k, so every tied one is a candidate, in both halves. */
@@ -1954,6 +2048,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_team_forms_both_sides_of_the_switch, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_block_team_switch, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_softmax_late_division, mock_setup,
+                                        mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_matches_host, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_table_full, mock_setup,
