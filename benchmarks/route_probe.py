@@ -424,19 +424,6 @@ extern "C" __global__ void memra_probe_wide_kernel(float *sink)
 {
     if (threadIdx.x == 1000u) sink[0] = 1.0f;
 }
-/* bench_peers' consumer: one block reading every byte the node wrote */
-extern "C" __global__ void memra_probe_consume_kernel(const int *ids, const float *w,
-    const unsigned long long *p, const float *s, unsigned n, unsigned tables, float *out)
-{
-    float acc = 0.0f;
-    for (unsigned i = threadIdx.x; i < n; i += blockDim.x)
-        acc += w[i] + (float)ids[i];
-    if (tables)
-        for (unsigned i = threadIdx.x; i < 3 * n; i += blockDim.x)
-            acc += s[i] + (float)(p[i] & 0xffu);
-    if (acc == 1234.5f)
-        out[0] = acc;
-}
 extern "C" __global__ void memra_probe_wide_smem_kernel(float *sink)
 {
     __shared__ float buf[10240];
@@ -447,11 +434,22 @@ extern "C" __global__ void memra_probe_wide_smem_kernel(float *sink)
 """
 
 
+def consumer_source():
+    """bench_peers' consumer kernel (one block reading every byte a router
+    node wrote), taken from its source so the two cannot drift apart."""
+    text = open(os.path.join(HERE, "peers", "bench_peers.cu")).read()
+    m = re.search(r"__global__ void consume_kernel\(.*?\n}\n", text, re.S)
+    if not m:
+        raise RuntimeError("no consume_kernel in benchmarks/peers/bench_peers.cu")
+    return ("typedef int int32_t;\nextern \"C\" " +
+            m.group(0).replace("consume_kernel", "memra_probe_consume_kernel"))
+
+
 def neighbours(arch, stream):
     """The two neighbour kernels, each as a launch function (2 blocks an SM,
-    128 threads)."""
+    128 threads), and a function giving a layer's consumer launch."""
     mod, wide, _ = compile_block(None, None, arch, [], "neighbours", "memra_probe_wide_kernel",
-                                 NEIGHBOURS_SRC)
+                                 NEIGHBOURS_SRC + consumer_source())
     wsm = ctypes.c_void_p()
     ck(cu.cuModuleGetFunction(ctypes.byref(wsm), mod, b"memra_probe_wide_smem_kernel"), "get")
     dev = ctypes.c_int()
@@ -613,28 +611,24 @@ def main():
     configs = [cfg for cfg in CONFIGS if not want or cfg[0] in want]
     arch, stream = open_device()
     srcs = [(None, False)] + [(d, False) for d in a.src] + [(d, True) for d in a.spec_src]
+    def finish(key, results, differ, against):
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({key: results}, f, indent=1)
+        if differ:
+            print("\noutputs differ from the shipped %s's: %s" % (against, "; ".join(differ)))
+            return 1
+        return 0
     if a.batch:
         results = {}
         srcs_b = [("shipped", True)] + [(d, True) for d in a.src + a.spec_src]
         differ = batch(a.build, arch, stream, [int(x) for x in a.batch.split(",")], srcs_b,
                        configs, results)
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump({"batch": results}, f, indent=1)
-        if differ:
-            print("\noutputs differ from the shipped block kernel's: " + "; ".join(differ))
-            return 1
-        return 0
+        return finish("batch", results, differ, "block kernel")
     if a.prefill:
         results = {}
         differ = prefill(a.build, arch, stream, a.prefill, srcs, configs, a.reps, results)
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump({"prefill": results}, f, indent=1)
-        if differ:
-            print("\noutputs differ from the shipped kernel's: " + "; ".join(differ))
-            return 1
-        return 0
+        return finish("prefill", results, differ, "kernel")
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS) if c in configs]
     results = {}
     reference = {}  # the shipped kernel's output bytes, by config

@@ -1343,6 +1343,19 @@ static void variant_matches_host(memra_engine *eng, dev_bufs *d, const memra_rou
     outputs_free(&dv);
 }
 
+/* Crafted logits (T tokens, f32) through one kernel on the device, held to
+ * the host arm: the host's outputs in h (the caller frees them). */
+static void crafted_matches_host(memra_engine *eng, const memra_route_spec *s, const float *logits,
+                                 size_t bytes, uint32_t T, int variant, const char *what,
+                                 outputs *h)
+{
+    dev_bufs d;
+    dev_alloc(eng, &d, bytes, (size_t)T * s->top_k);
+    assert_int_equal(memra_upload(eng, d.logits, logits, bytes), MEMRA_OK);
+    variant_matches_host(eng, &d, s, logits, T, variant, what, h);
+    dev_free(eng, &d);
+}
+
 static void test_device_crafted_ties(void **state)
 {
     (void)state;
@@ -1454,11 +1467,8 @@ static void test_device_softmax_late_division(void **state)
             for (int i = 0; i < 400 && !found; i++)
                 found = cut_tie_token(&logits[7 * E], E, -94.0f - (float)i * 0.01f, -200.0f, &s);
             assert_true(found);
-            dev_bufs d;
-            dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
-            assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
             outputs h;
-            variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_WARP,
+            crafted_matches_host(eng, &s, logits, sizeof logits, T, MEMRA_ROUTE_VARIANT_WARP,
                                  "softmax, late division, team kernel", &h);
             for (int j = 0; j < 8; j++)
                 assert_int_equal(h.sel[j], j); /* all tied: the lowest indices */
@@ -1466,7 +1476,6 @@ static void test_device_softmax_late_division(void **state)
             assert_int_equal(h.sel[6 * 8 + 7], 104);
             assert_int_equal(h.sel[7 * 8 + 7], 104);
             outputs_free(&h);
-            dev_free(eng, &d);
         }
     memra_engine_destroy(eng);
 }
@@ -1490,18 +1499,14 @@ static void test_device_block_ties_many_candidates(void **state)
         }
     for (int sc = MEMRA_ROUTE_SOFTMAX; sc <= MEMRA_ROUTE_SIGMOID; sc++) {
         const memra_route_spec s = plain_spec(256, 8, 1, 1, (memra_route_scoring)sc, 1, 1.0f);
-        dev_bufs d;
-        dev_alloc(eng, &d, sizeof logits, (size_t)T * 8);
-        assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
         outputs h;
-        variant_matches_host(eng, &d, &s, logits, T, MEMRA_ROUTE_VARIANT_BLOCK,
+        crafted_matches_host(eng, &s, logits, sizeof logits, T, MEMRA_ROUTE_VARIANT_BLOCK,
                              "ties among many candidates, block kernel", &h);
         assert_int_equal(h.sel[0], 3); /* the tied best, by index */
         assert_int_equal(h.sel[7], 37);
         assert_int_equal(h.sel[8], 25);
         assert_int_equal(h.sel[15], 32 + 25);
         outputs_free(&h);
-        dev_free(eng, &d);
     }
     memra_engine_destroy(eng);
 }
