@@ -343,10 +343,10 @@ def spec_defines(layer):
             "MEMRA_SPEC_FLAGS %du" % layer.flags]
 
 
-def team_lanes(text, cfg, m):
-    """The lanes a token takes in the team kernel of this source, launched
-    in its throughput form (MEMRA_ROUTE_FLAG_FEW_LANES): 32 (M > 1), or the
-    power of two at or above n_expert; a source that gives a lane several
+def team_lanes(text, cfg, m, few=True):
+    """The lanes a token takes in the team kernel of this source: 32 (M > 1),
+    or the power of two at or above n_expert; launched in its throughput form
+    (`few`, MEMRA_ROUTE_FLAG_FEW_LANES), a source that gives a lane several
     experts (abi.h's MEMRA_ROUTE_TEAM_V) takes fewer for one group, and at
     least top_k rounded up to a power of two (abi.h's MEMRA_ROUTE_TEAM_LANES)."""
     E, n_group, K = cfg[1], cfg[2], cfg[4]
@@ -356,7 +356,7 @@ def team_lanes(text, cfg, m):
     while P < E:
         P *= 2
     v = re.search(r"#define MEMRA_ROUTE_TEAM_V (\d+)", text)
-    if v and n_group == 1:
+    if few and v and n_group == 1:
         k = 1
         while k < K:
             k *= 2
@@ -504,9 +504,9 @@ def batch(build, arch, stream, sizes, srcs, configs, results):
     print("  neighbours alone: %s us per node" % ", ".join("%s %.2f" % kv for kv in nb_alone.items()))
     for cfg in configs:
         arms = {}  # per source: (name, kernel, threads, lanes a token or 0, few lanes)
+        sd = spec_defines(Layer(cfg, 7))
         for src, _ in srcs:
             s = None if src == "shipped" else src
-            sd = spec_defines(Layer(cfg, 7))
             _, bfn, _ = compile_block(build, s, arch, sd)
             arms[src] = [("block", bfn, (cfg[1] + 31) // 32 * 32, 0, False)]
             print("  %-12s %s: block kernel %d bytes of static shared memory"
@@ -515,8 +515,7 @@ def batch(build, arch, stream, sizes, srcs, configs, results):
                 module, kernel, m = team_module(cfg[1], cfg[5])
                 text = module_text(build, module, s)
                 _, tfn, _ = compile_block(build, s, arch, sd, module, kernel, text)
-                decode_lanes = 32 if cfg[1] > 32 else 1 << (cfg[1] - 1).bit_length()
-                arms[src] += [("team", tfn, TEAM_THREADS, decode_lanes, False),
+                arms[src] += [("team", tfn, TEAM_THREADS, team_lanes(text, cfg, m, False), False),
                               ("team-few", tfn, TEAM_THREADS, team_lanes(text, cfg, m), True)]
         for n in sizes:
             layer = Layer(cfg, 7, n)

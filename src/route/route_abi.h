@@ -46,19 +46,13 @@ static inline uint32_t memra_route_team_m(uint32_t n_expert)
     return per <= 1u ? 1u : per <= 4u ? 4u : per <= 8u ? 8u : 16u;
 }
 
-/* Lanes per token of the team kernel (abi.h's rule, the kernel's own), for
- * a launch's flags. */
-static inline uint32_t memra_route_team_lanes(uint32_t n_expert, uint32_t n_group, uint32_t top_k,
-                                              uint32_t flags)
-{
-    return MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k, flags);
-}
-
+/* The team kernel's blocks for a launch: its lanes per token are abi.h's
+ * rule, the kernel's own, for the launch's flags. */
 static inline unsigned memra_route_team_grid(uint32_t n_tokens, uint32_t n_expert, uint32_t n_group,
                                              uint32_t top_k, uint32_t flags)
 {
     const uint64_t lanes =
-        (uint64_t)n_tokens * memra_route_team_lanes(n_expert, n_group, top_k, flags);
+        (uint64_t)n_tokens * MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k, flags);
     return (unsigned)((lanes + MEMRA_ROUTE_TEAM_THREADS - 1) / MEMRA_ROUTE_TEAM_THREADS);
 }
 
