@@ -118,7 +118,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             memra_route_emit_pad(&o, t, tid);
         return;
     }
-    const int bad = valid && (MEMRA_ROUTE_NONFINITE(x) || MEMRA_ROUTE_NONFINITE(b));
+    const int bad = valid && (MEMRA_VROWS_NONFINITE(x) || MEMRA_VROWS_NONFINITE(b));
     int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD;
     if (o.tables && valid)
         my_slot = memra_vrows_slot((int)tid, &o.c);

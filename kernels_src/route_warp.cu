@@ -165,7 +165,7 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, co
     MEMRA_UNROLL
     for (int i = 0; i < cap; i++) {
         x[i] = *real ? x[i] : 0.0f, b[i] = *real ? b[i] : 0.0f;
-        any |= MEMRA_ROUTE_NONFINITE(x[i]) || MEMRA_ROUTE_NONFINITE(b[i]);
+        any |= MEMRA_VROWS_NONFINITE(x[i]) || MEMRA_VROWS_NONFINITE(b[i]);
     }
     *bad = (memra_warp_ballot(any) & tmask) != 0;
     return valid;
@@ -702,6 +702,23 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     if (MEMRA_ROUTE_NEEDS_SUM(flags))
         for (memra_u32 j = 0; j < top_k; j++)
             W = memra_add_rn(W, ws[j]);
+    if (M > 1 && o.tables && real && !bad) {
+        /* A warp's token: each pair's four tasks on up to four lanes, so
+         * every lane writes (Qwen3-MoE: 8 pairs on 32 lanes, not 8).
+         * `real` and `bad` are the warp's, so every lane reaches the
+         * ballot inside. */
+        const memra_u32 lg = K <= 8u ? 2u : K <= 16u ? 1u : 0u, L = 1u << lg;
+        for (memra_u32 j0 = 0; j0 < K; j0 += 32u >> lg) {
+            const memra_u32 j = j0 + (lane >> lg);
+            const int on = j < K;
+            const int e = !on ? 0 : j < top_k ? we[j] : (int)(E + (j - top_k));
+            const float w = on ? memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags,
+                                                    scale, shared_weight)
+                               : 0.0f;
+            memra_route_emit_spread(&o, t, j, lane & (L - 1u), L, on, e, w, lane);
+        }
+        return;
+    }
     for (memra_u32 j = tl; live && j < K; j += P) {
         if (!real) {
             memra_route_emit_pad(&o, t, j);

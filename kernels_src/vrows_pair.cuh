@@ -42,6 +42,8 @@ typedef unsigned int memra_u32;
  * operand's, NVIDIA returns 0x7fffffff), so both arms write this one. */
 #define MEMRA_QNAN_BITS 0x7fc00000u
 #define MEMRA_EXP_MASK 0x7f800000u
+/* A float's non-finite test by its bits (the caller's FTZ does not matter). */
+#define MEMRA_VROWS_NONFINITE(x) ((memra_as_bits(x) & MEMRA_EXP_MASK) == MEMRA_EXP_MASK)
 
 /* The fault word's layout is abi.h's (MEMRA_FAULT_*). */
 
@@ -95,6 +97,46 @@ MEMRA_DEVICE memra_vrows_macro memra_vrows_macro_at(const memra_vrows_ctx *c, in
     return m;
 }
 
+/* Plane q of a pair's tables (0: gate, 1: up, 2: down) given its slot
+ * (memra_vrows_slot) and that plane's macro value: the pointer and the
+ * scale; a NaN scale comes out as the canonical one. memra_vrows_pair_at
+ * takes all three; the routing kernels' warp-per-token form spreads a
+ * pair's planes over lanes (memra_route_emit_spread). */
+MEMRA_DEVICE void memra_vrows_plane(int q, int slot, float w, const memra_vrows_ctx *c, float mq,
+                                    memra_u64 *ptr, float *scale)
+{
+    const memra_u64 base = q == 0 ? c->pg : q == 1 ? c->pu : c->pd;
+    const memra_u64 stride = q == 0 ? c->sg : q == 1 ? c->su : c->sd;
+    /* Another rank's expert: nothing to read here, and a NULL pointer says
+     * so to the GEMM. An out-of-range pair keeps slot 0's pointer (never
+     * outside the slab) and a +0 scale, so it adds nothing to the GEMV.
+     * Otherwise widen before multiplying: stride * slot passes 4 GiB in
+     * serving slabs, and a 32-bit product here is the field failure memra
+     * exists to prevent. */
+    *ptr = slot == MEMRA_SLOT_NOT_LOCAL ? 0
+           : slot < 0                   ? base
+                                        : base + (memra_u64)(memra_u32)slot * stride;
+    float s = slot < 0 ? 0.0f : q == 2 ? memra_mul_rn(w, mq) : mq;
+    if ((memra_as_bits(s) << 1) > (MEMRA_EXP_MASK << 1))
+        s = memra_from_bits(MEMRA_QNAN_BITS);
+    *scale = s;
+}
+
+/* The faults of a pair with this slot whose scales are non-finite or not
+ * (`nonfinite`), counted once a pair (the fault word tells the host):
+ * another rank's expert apart from faults; a bad id and a non-finite scale
+ * as faults, with the first such pair. */
+MEMRA_DEVICE void memra_vrows_count(int slot, int nonfinite, memra_u32 p, memra_u32 *faults)
+{
+    if (slot == MEMRA_SLOT_NOT_LOCAL) {
+        atomicAdd(&faults[MEMRA_FAULT_NOT_LOCAL], 1u);
+    } else if (slot == MEMRA_SLOT_BAD || (slot >= 0 && nonfinite)) {
+        atomicAdd(&faults[slot == MEMRA_SLOT_BAD ? MEMRA_FAULT_BAD_EXPERT : MEMRA_FAULT_NONFINITE],
+                  1u);
+        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
+    }
+}
+
 /* One pair's tables given its slot (memra_vrows_slot) and the slot's macro
  * values: the routing kernel reads them ahead, while the experts are still
  * being chosen. */
@@ -103,47 +145,13 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair_at(int slot, float w, memra_u32 p,
                                                  memra_vrows_macro m)
 {
     memra_vrows_out o;
-    o.g = c->pg, o.u = c->pu, o.d = c->pd;
-    o.s0 = 0.0f, o.s1 = 0.0f, o.s2 = 0.0f;
-
-    /* Another rank's expert: nothing to read here, and a NULL pointer says
-     * so to the GEMM; counted apart from faults. */
-    if (slot == MEMRA_SLOT_NOT_LOCAL) {
-        o.g = 0, o.u = 0, o.d = 0;
-        atomicAdd(&faults[MEMRA_FAULT_NOT_LOCAL], 1u);
-        return o;
-    }
-    /* An out-of-range pair keeps slot 0's pointers (never outside the slab)
-     * and +0 scales, so it adds nothing to the GEMV; the fault word tells
-     * the host. */
-    if (slot == MEMRA_SLOT_BAD) {
-        atomicAdd(&faults[MEMRA_FAULT_BAD_EXPERT], 1u);
-        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
-        return o;
-    }
-    /* Widen before multiplying: stride * slot passes 4 GiB in serving slabs,
-     * and a 32-bit product here is the field failure memra exists to
-     * prevent. */
-    const memra_u64 e = (memra_u64)(memra_u32)slot;
-    o.g = c->pg + e * c->sg;
-    o.u = c->pu + e * c->su;
-    o.d = c->pd + e * c->sd;
-    o.s0 = m.g;
-    o.s1 = m.u;
-    o.s2 = memra_mul_rn(w, m.d);
-
-    const memra_u32 b0 = memra_as_bits(o.s0), b1 = memra_as_bits(o.s1), b2 = memra_as_bits(o.s2);
-    if ((b0 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK || (b1 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK ||
-        (b2 & MEMRA_EXP_MASK) == MEMRA_EXP_MASK) {
-        atomicAdd(&faults[MEMRA_FAULT_NONFINITE], 1u);
-        atomicMin(&faults[MEMRA_FAULT_FIRST_PAIR], p);
-        if ((b0 << 1) > (MEMRA_EXP_MASK << 1))
-            o.s0 = memra_from_bits(MEMRA_QNAN_BITS);
-        if ((b1 << 1) > (MEMRA_EXP_MASK << 1))
-            o.s1 = memra_from_bits(MEMRA_QNAN_BITS);
-        if ((b2 << 1) > (MEMRA_EXP_MASK << 1))
-            o.s2 = memra_from_bits(MEMRA_QNAN_BITS);
-    }
+    memra_vrows_plane(0, slot, w, c, m.g, &o.g, &o.s0);
+    memra_vrows_plane(1, slot, w, c, m.u, &o.u, &o.s1);
+    memra_vrows_plane(2, slot, w, c, m.d, &o.d, &o.s2);
+    memra_vrows_count(slot,
+                      MEMRA_VROWS_NONFINITE(o.s0) || MEMRA_VROWS_NONFINITE(o.s1) ||
+                          MEMRA_VROWS_NONFINITE(o.s2),
+                      p, faults);
     return o;
 }
 

@@ -1107,14 +1107,19 @@ static void dev_read(memra_engine *eng, const dev_bufs *d, size_t n_pairs, outpu
 
 /* One config on the device (the kernel `variant` forces), against the
  * host arm: outputs and faults. */
-static void device_case(memra_engine *eng, const route_case *c, int variant, uint32_t T,
-                        uint64_t seed, int il)
+typedef void (*inputs_tweak)(route_inputs *in, memra_route_spec *s);
+
+/* Returns the host arm's faults. */
+static memra_faults device_case_with(memra_engine *eng, const route_case *c, int variant,
+                                     uint32_t T, uint64_t seed, int il, inputs_tweak tweak)
 {
     static route_inputs in;
     memra_stream own;
     memra_engine_stream(eng, &own);
     memra_route_spec s = route_case_inputs(c, &in);
     route_case_padding(c, &in, &s, T);
+    if (tweak)
+        tweak(&in, &s);
     const memra_vrows_macros *mac = c->with_macros ? &in.mac : NULL;
     const size_t np = (size_t)T * pairs_of(&s), lbytes = logit_bytes(&s, T);
     void *logits = route_case_logits(&s, T, seed, 1);
@@ -1148,9 +1153,70 @@ static void device_case(memra_engine *eng, const route_case *c, int variant, uin
     assert_int_equal(f1.padded, h.f.padded);
     if (c->padded)
         assert_int_equal(h.f.padded, (T - route_case_real(T)) * pairs_of(&s));
+    const memra_faults hf = h.f;
     outputs_free(&dv), outputs_free(&h);
     dev_free(eng, &d);
     free(logits);
+    return hf;
+}
+
+static void device_case(memra_engine *eng, const route_case *c, int variant, uint32_t T,
+                        uint64_t seed, int il)
+{
+    (void)device_case_with(eng, c, variant, T, seed, il, NULL);
+}
+
+/* Tables that fault: macro values of +inf, NaN (with a payload) and one so
+ * large that the down scale w * m overflows, and, under an expert map, map
+ * entries past the local slots and below -1 (bad experts). */
+static void faulting_tables(route_inputs *in, memra_route_spec *s)
+{
+    const uint32_t n = in->n_slots;
+    in->planes[3] = u2f(0x7f800000u);                 /* gate, slot 3: +inf */
+    in->planes[n + 5] = u2f(0x7fa00001u);             /* up, slot 5: a NaN with a payload */
+    in->planes[2 * (size_t)n + 1] = 3.0e38f;          /* down, slot 1: overflows for w > 1.14 */
+    in->planes[2 * (size_t)n + 2] = u2f(0xffc00000u); /* down, slot 2: -NaN */
+    if (s->expert_map) {
+        int hits = 0;
+        for (uint32_t e = 0; e < s->n_expert && hits < 4; e++)
+            if (in->map[e] >= 0)
+                in->map[e] = hits++ % 2 ? (int32_t)s->n_local + 5 : -7;
+    }
+}
+
+/* Every kernel writes the pairs of a faulting table as the host arm does:
+ * the same bits (NaN scales canonical) and the same fault counts, once a
+ * pair. The team kernel's warp-per-token form spreads a pair's tables over
+ * 4, 2 and 1 lanes by its pair count (8, 9 and 20 here), each lane with its
+ * own planes, so a non-finite scale found by any lane counts the pair. */
+static void test_device_faulting_tables_every_kernel(void **state)
+{
+    (void)state;
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    const route_case wide = {
+        "64 experts, softmax top-18, 2 shared, rank 1 of 2, x2",
+        {ROUTE_SPEC(64, 18, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 2.0f), .n_shared = 2,
+         .shared_weight = 1.5f},
+        ROUTE_BIAS_NONE,
+        1,
+        2,
+        0};
+    const route_case *cases[] = {&route_cases[7], &route_cases[10], &route_cases[2], &wide};
+    const int variants[] = {MEMRA_ROUTE_VARIANT_WARP, MEMRA_ROUTE_VARIANT_WARP_EXACT,
+                            MEMRA_ROUTE_VARIANT_BLOCK};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+            if (variants[v] == MEMRA_ROUTE_VARIANT_WARP_EXACT &&
+                cases[i]->spec.scoring != MEMRA_ROUTE_SIGMOID)
+                continue;
+            const memra_faults f = device_case_with(eng, cases[i], variants[v], 45, 900 + i,
+                                                    60 + (int)i, faulting_tables);
+            assert_true(f.nonfinite > 0); /* the case faults as it means to */
+            if (cases[i]->ep_ranks > 1)
+                assert_true(f.bad_expert > 0 && f.not_local > 0);
+        }
+    memra_engine_destroy(eng);
 }
 
 static void test_device_matches_host_every_config(void **state)
@@ -2033,6 +2099,8 @@ int main(int argc, char **argv)
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test_setup_teardown(test_device_matches_host_every_config, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_faulting_tables_every_kernel, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_groups_of_two, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_block_ties_many_candidates, mock_setup,
