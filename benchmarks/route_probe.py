@@ -364,6 +364,12 @@ def team_lanes(text, cfg, m, few=True):
     return P
 
 
+# --grid-div: the prefill launches' grid divided by this (a variant whose
+# warps loop over tokens covers the batch with fewer blocks; the shipped
+# kernel then leaves tokens unrouted, and its outputs differ).
+GRID_DIV = 1
+
+
 def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
     """The team kernel (memra's prefill choice) over n_tokens, for each
     configuration, as shipped and as each variant of srcs ((dir, spec)
@@ -391,6 +397,7 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
                                      kernel, text)
             buf = layer.params(True, few_lanes=True)  # the throughput form, as memra's prefill
             grid = (n_tokens * team_lanes(text, cfg, m) + TEAM_THREADS - 1) // TEAM_THREADS
+            grid = max(1, (grid + GRID_DIV - 1) // GRID_DIV)
             times = []
             for _ in range(reps):
                 ck(cu.cuEventRecord(e0, stream), "record")
@@ -600,9 +607,14 @@ def main():
                     help="instead: decode-sized batches, block kernel against the team kernel's"
                          " two forms, a 32-node graph each, spec-compiled")
     ap.add_argument("--reps", type=int, default=21, help="--prefill: launches timed (median)")
+    ap.add_argument("--grid-div", type=int, default=1, metavar="N",
+                    help="--prefill: divide the team kernel's grid by N (variants whose warps "
+                    "loop over tokens)")
     ap.add_argument("--configs", default="",
                     help="a comma list of route_configs.h's names to measure (default: all)")
     a = ap.parse_args()
+    global GRID_DIV
+    GRID_DIV = max(1, a.grid_div)
     want = [c for c in a.configs.split(",") if c]
     unknown = [c for c in want if c not in [cfg[0] for cfg in CONFIGS]]
     if unknown:

@@ -52,8 +52,8 @@ typedef struct MEMRA_RW_FN(memra_rw_shared) {
     memra_u32 k[32 * MEMRA_ROUTE_M]; /* keys for the groups' scan */
     float gthr[32];                  /* each group's screening bound */
     float x[MEMRA_ROUTE_EXACT_MAX];  /* a screened pass's logits, then exact scores */
-    memra_u64 cand[32];              /* candidates: (key, ~expert) */
-    float cs[32];                    /* their scores */
+    memra_u64 cand[33];              /* candidates: (key, ~expert); 32: a sink */
+    float cs[33];                    /* their scores */
     int we[32];                      /* winners by rank: expert, score, tables */
     float ws[32];
     int wslot[32];
@@ -558,7 +558,13 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         }
     } else {
         /* tau: the top_k-th best of the lanes' best keys (screened or
-         * exact values). */
+         * exact values), counted without multiplicity: each round takes
+         * every lane holding the round's best out, four instructions where
+         * taking one lane out took eight. Below the top_k-th best with
+         * multiplicity (no higher), so the candidates from it still hold
+         * the top_k, and it is that value whenever the bests differ; a
+         * warp of too few distinct bests ends with tau 0, and every
+         * expert in play is a candidate. */
         memra_u32 key[M], best = 0;
         MEMRA_UNROLL
         for (int i = 0; i < M; i++) {
@@ -569,9 +575,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         int late = 0; /* the candidates' scores still to divide (late_div) */
         for (memra_u32 j = 0; j < top_k; j++) {
             tau = memra_warp_max_u32(cur);
-            const memra_u32 at = memra_warp_ballot(cur == tau);
-            if (lane == (memra_u32)(memra_ffs(at) - 1))
-                cur = 0;
+            cur = cur == tau ? 0u : cur;
         }
         /* The candidates: at or above tau; screened, within the margin
          * below it, made exact. */
@@ -628,15 +632,17 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         }
         const memra_u32 C = memra_shfl_u(incl, 31);
         if (C <= 32u) {
+            /* Every column stores, a non-candidate into slot 32, which
+             * nothing reads: a branch per column costs more, since some
+             * lane of the warp takes most of them. */
             memra_u32 at = incl - n;
             MEMRA_UNROLL
-            for (int i = 0; i < M; i++)
-                if ((cand >> i) & 1u) {
-                    sh->cand[at] =
-                        ((memra_u64)key[i] << 32) | (memra_u64)(~(lane + 32u * (memra_u32)i));
-                    sh->cs[at] = s[i];
-                    at++;
-                }
+            for (int i = 0; i < M; i++) {
+                const memra_u32 in = (cand >> i) & 1u, k = in ? at : 32u;
+                sh->cand[k] = ((memra_u64)key[i] << 32) | (memra_u64)(~(lane + 32u * (memra_u32)i));
+                sh->cs[k] = s[i];
+                at += in;
+            }
             if (late) /* the entries written before a lane takes its own */
                 memra_warp_sync();
             if (late && lane < C) { /* each lane its own entry: the score and its key */
