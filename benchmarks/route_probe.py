@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import struct
 import sys
 
@@ -370,25 +371,27 @@ def team_lanes(text, cfg, m, few=True):
 GRID_DIV = 1
 
 
-def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
+def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results, rounds=1):
     """The team kernel (memra's prefill choice) over n_tokens, for each
     configuration, as shipped and as each variant of srcs ((dir, spec)
     pairs, as main's): the median of `reps` launches timed with events (the
     logits stay in L2 after the first, unlike bench_peers' flushed ones: an
     A/B, not the benchmark of record), and every variant's output bytes
-    held to the shipped kernel's. The launches are the ones an `ncu
-    --kernel-name regex:memra_route_` run reads its counters from. Returns
-    the variants whose outputs differ."""
+    held to the shipped kernel's. With `rounds` > 1 the variants take turns,
+    `reps` launches each a round, and each reports the median of its
+    rounds' medians: the card's clock drifts by a few percent over a call,
+    which one variant's launches after another's would read as a
+    difference between them. The launches (rounds of 1) are the ones an
+    `ncu --kernel-name regex:memra_route_` run reads its counters from.
+    Returns the variants whose outputs differ."""
     e0, e1 = ctypes.c_void_p(), ctypes.c_void_p()
     ck(cu.cuEventCreate(ctypes.byref(e0), 0), "event")
     ck(cu.cuEventCreate(ctypes.byref(e1), 0), "event")
     layers = {cfg[0]: Layer(cfg, 7 + i, n_tokens) for i, cfg in enumerate(CONFIGS) if cfg in configs}
-    reference, differ = {}, []
+    runs = []  # (tag, cfg, kernel, fn, buf, grid)
     for src, spec in srcs:
         tag = variant_tag(src, spec)
         src = None if src == "shipped" else src
-        res = results[tag] = {}
-        print("\n== %s: the team kernel over %d tokens, median of %d launches" % (tag, n_tokens, reps))
         for cfg in configs:
             layer = layers[cfg[0]]
             module, kernel, m = team_module(cfg[1], cfg[5])
@@ -398,28 +401,48 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results):
             buf = layer.params(True, few_lanes=True)  # the throughput form, as memra's prefill
             grid = (n_tokens * team_lanes(text, cfg, m) + TEAM_THREADS - 1) // TEAM_THREADS
             grid = max(1, (grid + GRID_DIV - 1) // GRID_DIV)
-            times = []
-            for _ in range(reps):
-                ck(cu.cuEventRecord(e0, stream), "record")
-                launch(fn, TEAM_THREADS, stream, buf, grid)
-                ck(cu.cuEventRecord(e1, stream), "record")
-                ck(cu.cuEventSynchronize(e1), "sync")
-                ms = ctypes.c_float()
-                ck(cu.cuEventElapsedTime_v2(ctypes.byref(ms), e0, e1), "elapsed")
-                times.append(ms.value * 1e3)
-            times.sort()
-            us = times[len(times) // 2]
-            clear_outputs(layer)
+            runs.append((tag, cfg, kernel, fn, buf, grid))
+
+    def timed(fn, buf, grid):
+        times = []
+        for _ in range(reps):
+            ck(cu.cuEventRecord(e0, stream), "record")
             launch(fn, TEAM_THREADS, stream, buf, grid)
-            got = read_outputs(layer, stream)
-            same = reference.setdefault(cfg[0], got) == got
-            if not same:
-                differ.append("%s: %s" % (tag, cfg[0]))
-            gbs = n_tokens * layer.E * 4 / (us * 1e-6) / 1e9
-            res[cfg[0]] = {"us": us, "logits_GBps": gbs, "same_bits_as_shipped": same}
-            print("  prefill %-12s %d tokens, %s: %.2f us, logits at %.0f GB/s; outputs %s"
-                  % (cfg[0], n_tokens, kernel, us, gbs,
-                     "the shipped kernel's bits" if same else "DIFFER FROM THE SHIPPED KERNEL'S"))
+            ck(cu.cuEventRecord(e1, stream), "record")
+            ck(cu.cuEventSynchronize(e1), "sync")
+            ms = ctypes.c_float()
+            ck(cu.cuEventElapsedTime_v2(ctypes.byref(ms), e0, e1), "elapsed")
+            times.append(ms.value * 1e3)
+        return statistics.median(times)
+
+    medians = {}
+    for _ in range(max(1, rounds)):
+        for cfg in configs:
+            for tag, c, kernel, fn, buf, grid in runs:
+                if c is cfg:
+                    medians.setdefault((tag, cfg[0]), []).append(timed(fn, buf, grid))
+    reference, differ, shown = {}, [], set()
+    for tag, cfg, kernel, fn, buf, grid in runs:
+        if tag not in shown:
+            shown.add(tag)
+            res = results[tag] = {}
+            print("\n== %s: the team kernel over %d tokens, median of %d launches%s"
+                  % (tag, n_tokens, reps, " a round, median of %d rounds" % rounds
+                     if rounds > 1 else ""))
+        layer = layers[cfg[0]]
+        us = statistics.median(medians[(tag, cfg[0])])
+        clear_outputs(layer)
+        launch(fn, TEAM_THREADS, stream, buf, grid)
+        got = read_outputs(layer, stream)
+        same = reference.setdefault(cfg[0], got) == got
+        if not same:
+            differ.append("%s: %s" % (tag, cfg[0]))
+        gbs = n_tokens * layer.E * 4 / (us * 1e-6) / 1e9
+        res[cfg[0]] = {"us": us, "logits_GBps": gbs, "same_bits_as_shipped": same,
+                       "round_medians_us": medians[(tag, cfg[0])]}
+        print("  prefill %-12s %d tokens, %s: %.2f us, logits at %.0f GB/s; outputs %s"
+              % (cfg[0], n_tokens, kernel, us, gbs,
+                 "the shipped kernel's bits" if same else "DIFFER FROM THE SHIPPED KERNEL'S"))
     return differ
 
 
@@ -607,6 +630,8 @@ def main():
                     help="instead: decode-sized batches, block kernel against the team kernel's"
                          " two forms, a 32-node graph each, spec-compiled")
     ap.add_argument("--reps", type=int, default=21, help="--prefill: launches timed (median)")
+    ap.add_argument("--rounds", type=int, default=1, metavar="N",
+                    help="--prefill: the variants take turns N times (median of the rounds)")
     ap.add_argument("--grid-div", type=int, default=1, metavar="N",
                     help="--prefill: divide the team kernel's grid by N (variants whose warps "
                     "loop over tokens)")
@@ -638,7 +663,8 @@ def main():
         return finish("batch", results, differ, "block kernel")
     if a.prefill:
         results = {}
-        differ = prefill(a.build, arch, stream, a.prefill, srcs, configs, a.reps, results)
+        differ = prefill(a.build, arch, stream, a.prefill, srcs, configs, a.reps, results,
+                         a.rounds)
         return finish("prefill", results, differ, "kernel")
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS) if c in configs]
     results = {}

@@ -110,40 +110,6 @@ MEMRA_DEVICE void memra_route_emit_bad(const memra_route_out *o, memra_u32 t, me
     memra_route_emit(o, t, j, (int)(j < top_k ? j : o->c.n_expert + (j - top_k)), 0.0f);
 }
 
-/* Pair j of token t written by L lanes (L a power of two, at most 4), of
- * which this is lane q0: it takes tasks q0, q0 + L, ... of four (the gate,
- * up and down planes' pointer and scale; sel and selw), so a warp's token
- * of up to 32 / L pairs writes with every lane rather than one a pair. The
- * bits are memra_route_emit's, and so are the fault counts: once a pair,
- * by its lane 0, a non-finite scale of any plane found by the ballot of
- * the pair's lanes (`lane`: this lane's place in the warp). The whole warp
- * calls it; `on`: this lane has a pair. */
-MEMRA_DEVICE void memra_route_emit_spread(const memra_route_out *o, memra_u32 t, memra_u32 j,
-                                          memra_u32 q0, memra_u32 L, int on, int e, float w,
-                                          memra_u32 lane)
-{
-    const memra_u32 p = t * o->K + j;
-    const int slot = on ? memra_vrows_slot(e, &o->c) : MEMRA_SLOT_BAD;
-    int nonfinite = 0;
-    for (memra_u32 q = q0; on && q < 4u; q += L) {
-        if (q == 3u) {
-            o->sel[p] = e;
-            o->selw[p] = w;
-            continue;
-        }
-        const float *mp = q == 0u ? o->c.mg : q == 1u ? o->c.mu : o->c.md;
-        memra_u64 ptr;
-        float s;
-        memra_vrows_plane((int)q, slot, w, &o->c, mp && slot >= 0 ? mp[slot] : 1.0f, &ptr, &s);
-        nonfinite |= MEMRA_VROWS_NONFINITE(s);
-        MEMRA_ST(&o->ptrs[q * o->n_pairs + p], ptr);
-        MEMRA_ST(&o->scl[q * o->n_pairs + p], s);
-    }
-    const memra_u32 nf = memra_warp_ballot(nonfinite);
-    if (on && q0 == 0u)
-        memra_vrows_count(slot, ((nf >> lane) & ((1u << L) - 1u)) != 0, p, o->faults);
-}
-
 #define MEMRA_ROUTE_OUT_INIT(o)                                                                    \
     memra_route_out o;                                                                             \
     o.sel = sel, o.selw = selw, o.ptrs = ptrs, o.scl = scl, o.faults = faults;                     \

@@ -171,6 +171,39 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, co
     return valid;
 }
 
+/* The sigmoid scores of a lane's valid experts (bit i of `valid`: x[i]). */
+MEMRA_DEVICE void MEMRA_RW_FN(memra_rw_sigmoids)(const float *x, float *s, memra_u32 valid, int cap)
+{
+    MEMRA_UNROLL
+    for (int i = 0; i < cap; i++)
+        if ((valid >> i) & 1u)
+            s[i] = memra_route_sigmoid(x[i]);
+}
+
+/* The largest of a team's valid logits, which softmax subtracts: each
+ * lane's by key, then across the team's `lanes` lanes (a whole warp in one
+ * reduction). The same value in any order of comparing. */
+MEMRA_DEVICE float MEMRA_RW_FN(memra_rw_max)(const float *x, memra_u32 valid, int cap,
+                                             memra_u32 lanes)
+{
+    memra_u32 mk = 0;
+    MEMRA_UNROLL
+    for (int i = 0; i < cap; i++)
+        if ((valid >> i) & 1u) {
+            const memra_u32 ki = memra_route_max_key(x[i]);
+            mk = ki > mk ? ki : mk;
+        }
+    if (lanes == 32u) {
+        mk = memra_warp_max_u32(mk);
+    } else {
+        for (memra_u32 off = lanes / 2u; off > 0; off >>= 1) {
+            const memra_u32 other = memra_shfl_xor_u(mk, (int)off);
+            mk = other > mk ? other : mk;
+        }
+    }
+    return memra_route_max_unkey(mk);
+}
+
 #if MEMRA_ROUTE_M == 1
 /* Several experts a lane (prefill: MEMRA_ROUTE_FLAG_FEW_LANES): a token of
  * one group takes Q lanes (abi.h's MEMRA_ROUTE_TEAM_LANES), each holding
@@ -215,23 +248,9 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
         mac[v] = memra_vrows_macro_at(&o.c, slot[v]);
     }
     if (sigmoid) {
-        MEMRA_UNROLL
-        for (int v = 0; v < V; v++)
-            if ((valid >> v) & 1u)
-                s[v] = memra_route_sigmoid(x[v]);
+        MEMRA_RW_FN(memra_rw_sigmoids)(x, s, valid, V);
     } else {
-        memra_u32 mk = 0;
-        MEMRA_UNROLL
-        for (int v = 0; v < V; v++)
-            if ((valid >> v) & 1u) {
-                const memra_u32 kv = memra_route_max_key(x[v]);
-                mk = kv > mk ? kv : mk;
-            }
-        for (memra_u32 off = Q / 2u; off > 0; off >>= 1) {
-            const memra_u32 other = memra_shfl_xor_u(mk, (int)off);
-            mk = other > mk ? other : mk;
-        }
-        const float mx = memra_route_max_unkey(mk);
+        const float mx = MEMRA_RW_FN(memra_rw_max)(x, valid, V, Q);
         MEMRA_UNROLL
         for (int v = 0; v < V; v++) {
             acc[v] = 0.0f;
@@ -378,27 +397,9 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                 s[i] = memra_route_sigmoid_screen(x[i]);
         exact = 0;
     } else if (sigmoid) {
-        MEMRA_UNROLL
-        for (int i = 0; i < M; i++)
-            if ((valid >> i) & 1u)
-                s[i] = memra_route_sigmoid(x[i]);
+        MEMRA_RW_FN(memra_rw_sigmoids)(x, s, valid, M);
     } else {
-        memra_u32 mk = 0;
-        MEMRA_UNROLL
-        for (int i = 0; i < M; i++)
-            if ((valid >> i) & 1u) {
-                const memra_u32 ki = memra_route_max_key(x[i]);
-                mk = ki > mk ? ki : mk;
-            }
-        if (P == 32u) {
-            mk = memra_warp_max_u32(mk);
-        } else {
-            for (memra_u32 off = P / 2u; off > 0; off >>= 1) {
-                const memra_u32 other = memra_shfl_xor_u(mk, (int)off);
-                mk = other > mk ? other : mk;
-            }
-        }
-        const float mx = memra_route_max_unkey(mk);
+        const float mx = MEMRA_RW_FN(memra_rw_max)(x, valid, M, P);
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
             if ((valid >> i) & 1u) {
@@ -708,23 +709,6 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     if (MEMRA_ROUTE_NEEDS_SUM(flags))
         for (memra_u32 j = 0; j < top_k; j++)
             W = memra_add_rn(W, ws[j]);
-    if (M > 1 && o.tables && real && !bad) {
-        /* A warp's token: each pair's four tasks on up to four lanes, so
-         * every lane writes (Qwen3-MoE: 8 pairs on 32 lanes, not 8).
-         * `real` and `bad` are the warp's, so every lane reaches the
-         * ballot inside. */
-        const memra_u32 lg = K <= 8u ? 2u : K <= 16u ? 1u : 0u, L = 1u << lg;
-        for (memra_u32 j0 = 0; j0 < K; j0 += 32u >> lg) {
-            const memra_u32 j = j0 + (lane >> lg);
-            const int on = j < K;
-            const int e = !on ? 0 : j < top_k ? we[j] : (int)(E + (j - top_k));
-            const float w = on ? memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags,
-                                                    scale, shared_weight)
-                               : 0.0f;
-            memra_route_emit_spread(&o, t, j, lane & (L - 1u), L, on, e, w, lane);
-        }
-        return;
-    }
     for (memra_u32 j = tl; live && j < K; j += P) {
         if (!real) {
             memra_route_emit_pad(&o, t, j);

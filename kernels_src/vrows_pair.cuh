@@ -100,8 +100,7 @@ MEMRA_DEVICE memra_vrows_macro memra_vrows_macro_at(const memra_vrows_ctx *c, in
 /* Plane q of a pair's tables (0: gate, 1: up, 2: down) given its slot
  * (memra_vrows_slot) and that plane's macro value: the pointer and the
  * scale; a NaN scale comes out as the canonical one. memra_vrows_pair_at
- * takes all three; the routing kernels' warp-per-token form spreads a
- * pair's planes over lanes (memra_route_emit_spread). */
+ * takes all three. */
 MEMRA_DEVICE void memra_vrows_plane(int q, int slot, float w, const memra_vrows_ctx *c, float mq,
                                     memra_u64 *ptr, float *scale)
 {

@@ -1186,9 +1186,9 @@ static void faulting_tables(route_inputs *in, memra_route_spec *s)
 
 /* Every kernel writes the pairs of a faulting table as the host arm does:
  * the same bits (NaN scales canonical) and the same fault counts, once a
- * pair. The team kernel's warp-per-token form spreads a pair's tables over
- * 4, 2 and 1 lanes by its pair count (8, 9 and 20 here), each lane with its
- * own planes, so a non-finite scale found by any lane counts the pair. */
+ * pair: the block kernel, the team kernel screened and not, at 8, 9 and
+ * 20 pairs a token (a team kernel once wrote a pair's planes from several
+ * lanes, and this is the test that held its counts to the host's). */
 static void test_device_faulting_tables_every_kernel(void **state)
 {
     (void)state;
