@@ -255,6 +255,16 @@ MEMRA_DEVICE memra_u32 memra_route_key(float v)
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+/* memra_route_key of a value that is +0 or more or NaN (a score before
+ * any bias: an exp over a sum, a sigmoid): one OR, where the general key
+ * also turns -0 into +0 and orders negatives. The same key for every such
+ * value but a NaN with its sign bit set, which only a non-finite token's
+ * scores hold (its choice is discarded). */
+MEMRA_DEVICE memra_u32 memra_route_key_nonneg(float v)
+{
+    return memra_as_bits(v) | 0x80000000u;
+}
+
 /* The value of a key (for the values routing meets, never -0: a score is
  * +0 or more, and +0 plus -0 is +0). */
 MEMRA_DEVICE float memra_route_unkey(memra_u32 k)

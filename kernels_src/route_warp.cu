@@ -171,6 +171,24 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, co
     return valid;
 }
 
+/* The keys of a lane's choice scores c (bit i of `in`: c[i] in play; the
+ * rest 0, "none"). Without a bias a choice score is a score, +0 or more:
+ * memra_route_key_nonneg's one OR, chosen once for the lane's keys. */
+MEMRA_DEVICE void MEMRA_RW_FN(memra_rw_keys)(const float *c, memra_u32 in, int has_bias,
+                                             memra_u32 *key)
+{
+    enum { M = MEMRA_ROUTE_M };
+    if (has_bias) {
+        MEMRA_UNROLL
+        for (int i = 0; i < M; i++)
+            key[i] = (in >> i) & 1u ? memra_route_key(c[i]) : 0u;
+    } else {
+        MEMRA_UNROLL
+        for (int i = 0; i < M; i++)
+            key[i] = (in >> i) & 1u ? memra_route_key_nonneg(c[i]) : 0u;
+    }
+}
+
 /* The sigmoid scores of a lane's valid experts (bit i of `valid`: x[i]). */
 MEMRA_DEVICE void MEMRA_RW_FN(memra_rw_sigmoids)(const float *x, float *s, memra_u32 valid, int cap)
 {
@@ -567,11 +585,10 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
          * warp of too few distinct bests ends with tau 0, and every
          * expert in play is a candidate. */
         memra_u32 key[M], best = 0;
+        MEMRA_RW_FN(memra_rw_keys)(c, in_play, has_bias, key);
         MEMRA_UNROLL
-        for (int i = 0; i < M; i++) {
-            key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
+        for (int i = 0; i < M; i++)
             best = key[i] > best ? key[i] : best;
-        }
         memra_u32 tau = 0, cur = best;
         int late = 0; /* the candidates' scores still to divide (late_div) */
         for (memra_u32 j = 0; j < top_k; j++) {
@@ -588,9 +605,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                 if ((in_play >> i) & 1u && (!tau || c[i] >= bound))
                     cand |= 1u << i;
             exact |= MEMRA_RW_FN(memra_rw_exact)(x, b, has_bias, s, c, cand & ~exact, lane, sh->x);
-            MEMRA_UNROLL
-            for (int i = 0; i < M; i++)
-                key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
+            MEMRA_RW_FN(memra_rw_keys)(c, in_play, has_bias, key);
         } else if (late_div) {
             /* tau is an exp here (x_tau say). An expert whose score can
              * reach x_tau's has an exp above x_tau (1 - 2^-21): below,
@@ -609,12 +624,12 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                     if (key[i] && s[i] >= lo)
                         cand |= 1u << i;
             } else {
-                const memra_u32 st = tau ? memra_route_key(memra_div_rn(xt, sum)) : 0u;
+                const memra_u32 st = tau ? memra_route_key_nonneg(memra_div_rn(xt, sum)) : 0u;
                 MEMRA_UNROLL
                 for (int i = 0; i < M; i++)
                     if (key[i]) {
                         s[i] = memra_div_rn(s[i], sum);
-                        key[i] = memra_route_key(s[i]);
+                        key[i] = memra_route_key_nonneg(s[i]);
                         if (key[i] >= st)
                             cand |= 1u << i;
                     }
@@ -650,7 +665,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                 const float q = memra_div_rn(sh->cs[lane], sum);
                 sh->cs[lane] = q;
                 sh->cand[lane] =
-                    ((memra_u64)memra_route_key(q) << 32) | (sh->cand[lane] & 0xffffffffu);
+                    ((memra_u64)memra_route_key_nonneg(q) << 32) | (sh->cand[lane] & 0xffffffffu);
             }
             memra_warp_sync();
             if (lane < C) {
@@ -668,16 +683,14 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             if (screen) {
                 exact |= MEMRA_RW_FN(memra_rw_exact)(x, b, has_bias, s, c, in_play & ~exact, lane,
                                                      sh->x);
-                MEMRA_UNROLL
-                for (int i = 0; i < M; i++)
-                    key[i] = (in_play >> i) & 1u ? memra_route_key(c[i]) : 0u;
+                MEMRA_RW_FN(memra_rw_keys)(c, in_play, has_bias, key);
             }
             if (late) {
                 MEMRA_UNROLL
                 for (int i = 0; i < M; i++)
                     if (key[i]) {
                         s[i] = memra_div_rn(s[i], sum);
-                        key[i] = memra_route_key(s[i]);
+                        key[i] = memra_route_key_nonneg(s[i]);
                     }
             }
             memra_u32 taken = 0;
