@@ -99,8 +99,8 @@ MEMRA_DEVICE memra_vrows_macro memra_vrows_macro_at(const memra_vrows_ctx *c, in
 
 /* Plane q of a pair's tables (0: gate, 1: up, 2: down) given its slot
  * (memra_vrows_slot) and that plane's macro value: the pointer and the
- * scale; a NaN scale comes out as the canonical one. memra_vrows_pair_at
- * takes all three. */
+ * scale (a NaN as it came: memra_vrows_pair_at makes it canonical).
+ * memra_vrows_pair_at takes all three. */
 MEMRA_DEVICE void memra_vrows_plane(int q, int slot, float w, const memra_vrows_ctx *c, float mq,
                                     memra_u64 *ptr, float *scale)
 {
@@ -115,10 +115,14 @@ MEMRA_DEVICE void memra_vrows_plane(int q, int slot, float w, const memra_vrows_
     *ptr = slot == MEMRA_SLOT_NOT_LOCAL ? 0
            : slot < 0                   ? base
                                         : base + (memra_u64)(memra_u32)slot * stride;
-    float s = slot < 0 ? 0.0f : q == 2 ? memra_mul_rn(w, mq) : mq;
-    if ((memra_as_bits(s) << 1) > (MEMRA_EXP_MASK << 1))
-        s = memra_from_bits(MEMRA_QNAN_BITS);
-    *scale = s;
+    *scale = slot < 0 ? 0.0f : q == 2 ? memra_mul_rn(w, mq) : mq;
+}
+
+/* A NaN scale as the canonical NaN (x86 keeps an operand's payload, NVIDIA
+ * returns its own): both arms write the one. */
+MEMRA_DEVICE float memra_vrows_canon(float s)
+{
+    return (memra_as_bits(s) << 1) > (MEMRA_EXP_MASK << 1) ? memra_from_bits(MEMRA_QNAN_BITS) : s;
 }
 
 /* The faults of a pair with this slot whose scales are non-finite or not
@@ -147,10 +151,14 @@ MEMRA_DEVICE memra_vrows_out memra_vrows_pair_at(int slot, float w, memra_u32 p,
     memra_vrows_plane(0, slot, w, c, m.g, &o.g, &o.s0);
     memra_vrows_plane(1, slot, w, c, m.u, &o.u, &o.s1);
     memra_vrows_plane(2, slot, w, c, m.d, &o.d, &o.s2);
-    memra_vrows_count(slot,
-                      MEMRA_VROWS_NONFINITE(o.s0) || MEMRA_VROWS_NONFINITE(o.s1) ||
-                          MEMRA_VROWS_NONFINITE(o.s2),
-                      p, faults);
+    const int nonfinite =
+        MEMRA_VROWS_NONFINITE(o.s0) || MEMRA_VROWS_NONFINITE(o.s1) || MEMRA_VROWS_NONFINITE(o.s2);
+    memra_vrows_count(slot, nonfinite, p, faults);
+    if (nonfinite) { /* rare: the canonical NaN only here */
+        o.s0 = memra_vrows_canon(o.s0);
+        o.s1 = memra_vrows_canon(o.s1);
+        o.s2 = memra_vrows_canon(o.s2);
+    }
     return o;
 }
 
