@@ -18,6 +18,7 @@ the same process:
 
     python3 benchmarks/route_probe.py [--build DIR] [--src DIR ...] [--spec-src DIR ...]
                                       [--json FILE]
+                                      [--prefill N [--rounds R] [--grid-div D] | --batch N,N,...]
 
 (--spec-src: the same, compiled once per configuration with its spec as
 constants; benchmarks/probe_variants.sh makes variants from patch files.)
