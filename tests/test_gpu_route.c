@@ -310,6 +310,116 @@ static void test_tables_ex_expert_map(void **state)
     free(sel), free(selw), free(hp), free(gp), free(hs), free(gs);
 }
 
+/* The route case whose name starts with `prefix`. */
+static const route_case *case_named(const char *prefix)
+{
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
+        if (strncmp(route_cases[ci].name, prefix, strlen(prefix)) == 0)
+            return &route_cases[ci];
+    fail_msg("no route case named %s", prefix);
+    return NULL;
+}
+
+/* Routing whose tables fault, through the block kernel and the team kernel
+ * (screened and not): macro values of +inf, a NaN with a payload and one
+ * whose product with the weight overflows; under an expert map, entries
+ * past the local slots and below -1. The host arm's bytes (NaN scales
+ * canonical) and fault counts, once a pair. */
+static void test_route_faulting_tables(void **state)
+{
+    (void)state;
+    memra_stream own;
+    memra_engine_stream(eng, &own);
+    const route_case *cases[] = {case_named("Qwen3-MoE"), case_named("DeepSeek-V3, rank 1"),
+                                 case_named("DeepSeek-V3: 256")};
+    const int variants[] = {MEMRA_ROUTE_VARIANT_BLOCK, MEMRA_ROUTE_VARIANT_WARP,
+                            MEMRA_ROUTE_VARIANT_WARP_EXACT};
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const uint32_t T = 300;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static route_inputs in;
+        memra_route_spec s = route_case_inputs(cases[i], &in);
+        const uint32_t n = in.n_slots;
+        for (uint32_t k = 0; k < n; k++) { /* a fault in three slots of every four */
+            if (k % 4 == 1)                /* up: a NaN with a payload */
+                memcpy(&in.planes[n + k], &(uint32_t){0x7fa00001u}, 4);
+            if (k % 4 == 2) /* down: overflows for weights above 1.14 */
+                in.planes[2 * (size_t)n + k] = 3.0e38f;
+            if (k % 4 == 3) /* gate: +inf */
+                in.planes[k] = 1.0f / 0.0f;
+        }
+        int hits = 0; /* every other local expert's entry out of range, past n_local or below -1 */
+        for (uint32_t e = 0; s.expert_map && e < s.n_expert; e++)
+            if (in.map[e] >= 0 && in.map[e] % 2 == 0)
+                in.map[e] = hits++ % 2 ? (int32_t)s.n_local + 5 : -7;
+        const size_t K = s.top_k + s.n_shared, np = (size_t)T * K,
+                     lb = (size_t)T * s.n_expert * route_logit_bytes(&s);
+        void *logits = route_case_logits(&s, T, 500 + i, 0);
+        memra_route_spec ds = s;
+        memra_devptr dl, dsel, dselw, dptrs, dscl, dmap = 0, dbias = 0;
+        assert_int_equal(memra_alloc(eng, lb, &dl), MEMRA_OK);
+        assert_int_equal(memra_alloc(eng, 4 * np, &dsel), MEMRA_OK);
+        assert_int_equal(memra_alloc(eng, 4 * np, &dselw), MEMRA_OK);
+        assert_int_equal(memra_alloc(eng, 24 * np, &dptrs), MEMRA_OK);
+        assert_int_equal(memra_alloc(eng, 12 * np, &dscl), MEMRA_OK);
+        assert_int_equal(memra_upload(eng, dl, logits, lb), MEMRA_OK);
+        if (s.expert_map) {
+            assert_int_equal(memra_alloc(eng, 4 * (size_t)s.n_expert, &dmap), MEMRA_OK);
+            assert_int_equal(memra_upload_i32(eng, dmap, in.map, s.n_expert), MEMRA_OK);
+            ds.expert_map = dmap;
+        }
+        if (s.bias_ptr) {
+            const size_t bb = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
+            assert_int_equal(memra_alloc(eng, bb, &dbias), MEMRA_OK);
+            assert_int_equal(memra_upload(eng, dbias, (const void *)(uintptr_t)s.bias_ptr, bb),
+                             MEMRA_OK);
+            ds.bias_ptr = dbias;
+        }
+        int32_t *hsel = malloc(4 * np), *gsel = malloc(4 * np);
+        float *hselw = malloc(4 * np), *gselw = malloc(4 * np);
+        uint64_t *hp = malloc(24 * np), *gp = malloc(24 * np);
+        float *hs = malloc(12 * np), *gs = malloc(12 * np);
+        memra_faults hf, f0, f1;
+        memra_route_tables_host(logits, T, &s, &in.mac, &sl, hsel, hselw, hp, hs, &hf);
+        assert_true(hf.nonfinite > 0);
+        if (s.expert_map)
+            assert_true(hf.bad_expert > 0 && hf.not_local > 0);
+        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+            if (variants[v] == MEMRA_ROUTE_VARIANT_WARP_EXACT && s.scoring != MEMRA_ROUTE_SIGMOID)
+                continue;
+            assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
+            memra_route_variant = variants[v];
+            const memra_status st = memra_route_tables(eng, dl, T, &ds, 50 + (int)i, &in.mac, &sl,
+                                                       dsel, dselw, dptrs, dscl, own);
+            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+            assert_int_equal(st, MEMRA_OK);
+            assert_int_equal(memra_download_i32_async(eng, gsel, dsel, np, own), MEMRA_OK);
+            assert_int_equal(memra_download_f32_async(eng, gselw, dselw, np, own), MEMRA_OK);
+            assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 3 * np, own), MEMRA_OK);
+            assert_int_equal(memra_download_f32_async(eng, gs, dscl, 3 * np, own), MEMRA_OK);
+            assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
+            assert_memory_equal(gsel, hsel, 4 * np);
+            assert_memory_equal(gselw, hselw, 4 * np);
+            assert_memory_equal(gp, hp, 24 * np);
+            assert_memory_equal(gs, hs, 12 * np);
+            assert_int_equal(f1.nonfinite, hf.nonfinite);
+            assert_int_equal(f1.bad_expert, hf.bad_expert);
+            assert_int_equal(f1.not_local, hf.not_local);
+            assert_int_equal(f1.first_pair, hf.first_pair);
+        }
+        printf("%s: faulting tables exact (%u non-finite, %u bad, %u not local)\n", cases[i]->name,
+               hf.nonfinite, hf.bad_expert, hf.not_local);
+        memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
+        memra_free(eng, dptrs), memra_free(eng, dscl);
+        if (dmap)
+            memra_free(eng, dmap);
+        if (dbias)
+            memra_free(eng, dbias);
+        free(hsel), free(gsel), free(hselw), free(gselw), free(hp), free(gp), free(hs), free(gs);
+        free(logits);
+    }
+}
+
 /* Captured once; each replay routes new logits; every replay exact. With
  * pdl, the routing node is captured with programmatic dependent launch. */
 static void graph_replay(int pdl, int variant)
@@ -465,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_graph_replay_with_pdl),
         cmocka_unit_test(test_crafted_ties),
         cmocka_unit_test(test_tables_ex_expert_map),
+        cmocka_unit_test(test_route_faulting_tables),
         cmocka_unit_test(test_small_batches_with_faults),
         cmocka_unit_test(test_million_tokens_every_config),
         cmocka_unit_test(test_specialized_every_config),
