@@ -17,6 +17,7 @@
 #include "route/route.h"
 #include "route/route_abi.h"
 #include "route/route_cases.h"
+#include "route_case_util.h"
 #include "check/self_check.h"
 
 static memra_engine *eng;
@@ -310,16 +311,6 @@ static void test_tables_ex_expert_map(void **state)
     free(sel), free(selw), free(hp), free(gp), free(hs), free(gs);
 }
 
-/* The route case whose name starts with `prefix`. */
-static const route_case *case_named(const char *prefix)
-{
-    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
-        if (strncmp(route_cases[ci].name, prefix, strlen(prefix)) == 0)
-            return &route_cases[ci];
-    fail_msg("no route case named %s", prefix);
-    return NULL;
-}
-
 /* Routing whose tables fault, through the block kernel and the team kernel
  * (screened and not): macro values of +inf, a NaN with a payload and one
  * whose product with the weight overflows; under an expert map, entries
@@ -330,8 +321,9 @@ static void test_route_faulting_tables(void **state)
     (void)state;
     memra_stream own;
     memra_engine_stream(eng, &own);
-    const route_case *cases[] = {case_named("Qwen3-MoE"), case_named("DeepSeek-V3, rank 1"),
-                                 case_named("DeepSeek-V3: 256")};
+    const route_case *cases[] = {&route_cases[route_case_named("Qwen3-MoE")],
+                                 &route_cases[route_case_named("DeepSeek-V3, rank 1")],
+                                 &route_cases[route_case_named("DeepSeek-V3: 256")]};
     const int variants[] = {MEMRA_ROUTE_VARIANT_BLOCK, MEMRA_ROUTE_VARIANT_WARP,
                             MEMRA_ROUTE_VARIANT_WARP_EXACT};
     const memra_vrows_slabs sl = GATE_SERVING_SLABS;
@@ -355,26 +347,15 @@ static void test_route_faulting_tables(void **state)
         const size_t K = s.top_k + s.n_shared, np = (size_t)T * K,
                      lb = (size_t)T * s.n_expert * route_logit_bytes(&s);
         void *logits = route_case_logits(&s, T, 500 + i, 0);
-        memra_route_spec ds = s;
-        memra_devptr dl, dsel, dselw, dptrs, dscl, dmap = 0, dbias = 0;
+        memra_devptr dl, dsel, dselw, dptrs, dscl;
         assert_int_equal(memra_alloc(eng, lb, &dl), MEMRA_OK);
         assert_int_equal(memra_alloc(eng, 4 * np, &dsel), MEMRA_OK);
         assert_int_equal(memra_alloc(eng, 4 * np, &dselw), MEMRA_OK);
         assert_int_equal(memra_alloc(eng, 24 * np, &dptrs), MEMRA_OK);
         assert_int_equal(memra_alloc(eng, 12 * np, &dscl), MEMRA_OK);
         assert_int_equal(memra_upload(eng, dl, logits, lb), MEMRA_OK);
-        if (s.expert_map) {
-            assert_int_equal(memra_alloc(eng, 4 * (size_t)s.n_expert, &dmap), MEMRA_OK);
-            assert_int_equal(memra_upload_i32(eng, dmap, in.map, s.n_expert), MEMRA_OK);
-            ds.expert_map = dmap;
-        }
-        if (s.bias_ptr) {
-            const size_t bb = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
-            assert_int_equal(memra_alloc(eng, bb, &dbias), MEMRA_OK);
-            assert_int_equal(memra_upload(eng, dbias, (const void *)(uintptr_t)s.bias_ptr, bb),
-                             MEMRA_OK);
-            ds.bias_ptr = dbias;
-        }
+        spec_uploads up;
+        const memra_route_spec ds = spec_upload(eng, &s, &up);
         int32_t *hsel = malloc(4 * np), *gsel = malloc(4 * np);
         float *hselw = malloc(4 * np), *gselw = malloc(4 * np);
         uint64_t *hp = malloc(24 * np), *gp = malloc(24 * np);
@@ -411,10 +392,7 @@ static void test_route_faulting_tables(void **state)
                hf.nonfinite, hf.bad_expert, hf.not_local);
         memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
         memra_free(eng, dptrs), memra_free(eng, dscl);
-        if (dmap)
-            memra_free(eng, dmap);
-        if (dbias)
-            memra_free(eng, dbias);
+        spec_upload_free(eng, &up);
         free(hsel), free(gsel), free(hselw), free(gselw), free(hp), free(gp), free(hs), free(gs);
         free(logits);
     }

@@ -16,6 +16,7 @@
 #include "route/route.h"
 #include "vrows/gate_cases.h"
 #include "route/route_cases.h"
+#include "route_case_util.h"
 
 /* ---- a reference from the definition ---------------------------------------- */
 
@@ -442,31 +443,15 @@ static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, ui
     lay_alloc(&h, n, &ls), lay_alloc(&g, n, &ls);
     memset(h.sorted, 0xA7, h.len * 4);
     /* device buffers and spec */
-    memra_devptr dl, dsel, dselw, dptrs, dscl, dbias = 0, dmap = 0, dreal = 0;
+    memra_devptr dl, dsel, dselw, dptrs, dscl;
     assert_int_equal(memra_alloc(eng, lbytes, &dl), MEMRA_OK);
     assert_int_equal(memra_upload(eng, dl, logits, lbytes), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, (size_t)n * 4, &dsel), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, (size_t)n * 4, &dselw), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, (size_t)n * 24, &dptrs), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, (size_t)n * 12, &dscl), MEMRA_OK);
-    memra_route_spec ds = s;
-    if (s.bias_ptr) {
-        const size_t bb = (size_t)s.n_expert * (s.bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
-        assert_int_equal(memra_alloc(eng, bb, &dbias), MEMRA_OK);
-        assert_int_equal(memra_upload(eng, dbias, (const void *)(uintptr_t)s.bias_ptr, bb),
-                         MEMRA_OK);
-        ds.bias_ptr = dbias;
-    }
-    if (s.expert_map) {
-        assert_int_equal(memra_alloc(eng, (size_t)s.n_expert * 4, &dmap), MEMRA_OK);
-        assert_int_equal(memra_upload(eng, dmap, in.map, (size_t)s.n_expert * 4), MEMRA_OK);
-        ds.expert_map = dmap;
-    }
-    if (s.n_real) {
-        assert_int_equal(memra_alloc(eng, 8, &dreal), MEMRA_OK);
-        assert_int_equal(memra_upload(eng, dreal, &in.n_real, 8), MEMRA_OK);
-        ds.n_real = dreal;
-    }
+    spec_uploads up;
+    const memra_route_spec ds = spec_upload(eng, &s, &up);
     dlay d;
     /* outputs 0-3 ints off a 16-byte boundary: the blocks' shares of the
      * fill begin and end between vector stores */
@@ -498,29 +483,21 @@ static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, ui
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
     dlay_free(eng, &d);
-    const memra_devptr bufs[] = {dl, dsel, dselw, dptrs, dscl, dbias, dmap, dreal};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i])
-            memra_free(eng, bufs[i]);
+    memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
+    memra_free(eng, dptrs), memra_free(eng, dscl);
+    spec_upload_free(eng, &up);
     lay_free(&h), lay_free(&g);
     free(logits), free(hsel), free(gsel), free(hselw), free(hscl), free(hptrs);
-}
-
-static size_t case_named(const char *prefix)
-{
-    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++)
-        if (strncmp(route_cases[ci].name, prefix, strlen(prefix)) == 0)
-            return ci;
-    fail_msg("no route case named %s", prefix);
-    return 0;
 }
 
 static void test_fused_layout_matches_host(void **state)
 {
     (void)state;
     memra_engine *eng = mock_engine();
-    const size_t ds3 = case_named("DeepSeek-V3, rank 1 of 8"), mix = case_named("Mixtral");
-    const size_t sgl = case_named("SGLang DeepSeek-V3"), v2 = case_named("DeepSeek-V2 from a zero");
+    const size_t ds3 = route_case_named("DeepSeek-V3, rank 1 of 8"),
+                 mix = route_case_named("Mixtral");
+    const size_t sgl = route_case_named("SGLang DeepSeek-V3"),
+                 v2 = route_case_named("DeepSeek-V2 from a zero");
     for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++) {
         fused_case(eng, ds3, 5, v, 1);
         fused_case(eng, mix, 33, v, 2);
@@ -712,7 +689,7 @@ static void test_fused_capture_needs_prepare(void **state)
     (void)state;
     memra_engine *eng = mock_engine();
     route_inputs in;
-    const size_t ci = case_named("Mixtral");
+    const size_t ci = route_case_named("Mixtral");
     memra_route_spec s = route_case_inputs(&route_cases[ci], &in);
     const uint32_t T = 6, K = s.top_k + s.n_shared, n = T * K;
     const memra_layout_spec ls = {.n_expert = s.n_expert + s.n_shared, .block_size = 4};

@@ -19,6 +19,7 @@
 #include "mock_fixture.h"
 #include "route/route.h"
 #include "route/route_cases.h"
+#include "route_case_util.h"
 
 /* ---- memra_expf ------------------------------------------------------------ */
 
@@ -1041,7 +1042,8 @@ static void test_spec_judged_by_bits_under_ftz_daz(void **state)
 /* ---- the device arm, through the mock --------------------------------------- */
 
 typedef struct dev_bufs {
-    memra_devptr logits, sel, selw, ptrs, scl, bias, map, n_real;
+    memra_devptr logits, sel, selw, ptrs, scl;
+    spec_uploads up; /* the spec's bias, map and count (route_case_util.h) */
 } dev_bufs;
 
 static void dev_alloc(memra_engine *eng, dev_bufs *d, size_t logit_bytes, size_t n_pairs)
@@ -1054,44 +1056,11 @@ static void dev_alloc(memra_engine *eng, dev_bufs *d, size_t logit_bytes, size_t
     assert_int_equal(memra_alloc(eng, 3 * n_pairs * 4, &d->scl), MEMRA_OK);
 }
 
-/* The device spec: the bias read in place and the map copied to the
- * device, their device addresses in the spec. */
-static memra_route_spec dev_spec(memra_engine *eng, dev_bufs *d, const memra_route_spec *h)
-{
-    memra_route_spec s = *h;
-    if (h->bias_ptr) {
-        const size_t n = (size_t)h->n_expert * (h->bias_dtype == MEMRA_BIAS_BF16 ? 2 : 4);
-        assert_int_equal(memra_alloc(eng, n, &d->bias), MEMRA_OK);
-        assert_int_equal(memra_upload(eng, d->bias, (const void *)(uintptr_t)h->bias_ptr, n),
-                         MEMRA_OK);
-        s.bias_ptr = d->bias;
-    }
-    if (h->expert_map) {
-        assert_int_equal(memra_alloc(eng, (size_t)h->n_expert * 4, &d->map), MEMRA_OK);
-        assert_int_equal(
-            memra_upload_i32(eng, d->map, (const int32_t *)(uintptr_t)h->expert_map, h->n_expert),
-            MEMRA_OK);
-        s.expert_map = d->map;
-    }
-    if (h->n_real) {
-        assert_int_equal(memra_alloc(eng, 8, &d->n_real), MEMRA_OK);
-        assert_int_equal(memra_upload(eng, d->n_real, (const void *)(uintptr_t)h->n_real, 8),
-                         MEMRA_OK);
-        s.n_real = d->n_real;
-    }
-    return s;
-}
-
 static void dev_free(memra_engine *eng, dev_bufs *d)
 {
     memra_free(eng, d->logits), memra_free(eng, d->sel), memra_free(eng, d->selw);
     memra_free(eng, d->ptrs), memra_free(eng, d->scl);
-    if (d->bias)
-        memra_free(eng, d->bias);
-    if (d->map)
-        memra_free(eng, d->map);
-    if (d->n_real)
-        memra_free(eng, d->n_real);
+    spec_upload_free(eng, &d->up);
 }
 
 /* The outputs, read in order after the work on `s`. */
@@ -1125,7 +1094,7 @@ static memra_faults device_case_with(memra_engine *eng, const route_case *c, int
     void *logits = route_case_logits(&s, T, seed, 1);
     dev_bufs d;
     dev_alloc(eng, &d, lbytes, np);
-    const memra_route_spec ds = dev_spec(eng, &d, &s);
+    const memra_route_spec ds = spec_upload(eng, &s, &d.up);
     assert_int_equal(memra_upload(eng, d.logits, logits, lbytes), MEMRA_OK);
     memra_faults f0, f1;
     assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
@@ -1638,7 +1607,7 @@ static void test_device_nonfinite_bias_in_place(void **state)
     const size_t np = (size_t)T * s.top_k;
     dev_bufs d;
     dev_alloc(eng, &d, logit_bytes(&s, T), np);
-    const memra_route_spec ds = dev_spec(eng, &d, &s);
+    const memra_route_spec ds = spec_upload(eng, &s, &d.up);
     assert_int_equal(memra_upload(eng, d.logits, logits, logit_bytes(&s, T)), MEMRA_OK);
     memra_faults f;
     assert_int_equal(memra_engine_faults(eng, NULL, &f, 1), MEMRA_OK);
