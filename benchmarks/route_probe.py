@@ -366,13 +366,7 @@ def team_lanes(text, cfg, m, few=True):
     return P
 
 
-# --grid-div: the prefill launches' grid divided by this (a variant whose
-# warps loop over tokens covers the batch with fewer blocks; the shipped
-# kernel then leaves tokens unrouted, and its outputs differ).
-GRID_DIV = 1
-
-
-def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results, rounds=1):
+def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results, rounds=1, grid_div=1):
     """The team kernel (memra's prefill choice) over n_tokens, for each
     configuration, as shipped and as each variant of srcs ((dir, spec)
     pairs, as main's): the median of `reps` launches timed with events (the
@@ -382,7 +376,10 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results, rounds=
     `reps` launches each a round, and each reports the median of its
     rounds' medians: the card's clock drifts by a few percent over a call,
     which one variant's launches after another's would read as a
-    difference between them. The launches (rounds of 1) are the ones an
+    difference between them. `grid_div` divides every launch's grid (a
+    variant whose warps loop over tokens covers the batch with fewer blocks;
+    the shipped kernel then leaves tokens unrouted, and its outputs differ).
+    The launches (rounds of 1) are the ones an
     `ncu --kernel-name regex:memra_route_` run reads its counters from.
     Returns the variants whose outputs differ."""
     e0, e1 = ctypes.c_void_p(), ctypes.c_void_p()
@@ -401,7 +398,7 @@ def prefill(build, arch, stream, n_tokens, srcs, configs, reps, results, rounds=
                                      kernel, text)
             buf = layer.params(True, few_lanes=True)  # the throughput form, as memra's prefill
             grid = (n_tokens * team_lanes(text, cfg, m) + TEAM_THREADS - 1) // TEAM_THREADS
-            grid = max(1, (grid + GRID_DIV - 1) // GRID_DIV)
+            grid = max(1, (grid + grid_div - 1) // grid_div)
             runs.append((tag, cfg, kernel, fn, buf, grid))
 
     def timed(fn, buf, grid):
@@ -639,8 +636,6 @@ def main():
     ap.add_argument("--configs", default="",
                     help="a comma list of route_configs.h's names to measure (default: all)")
     a = ap.parse_args()
-    global GRID_DIV
-    GRID_DIV = max(1, a.grid_div)
     want = [c for c in a.configs.split(",") if c]
     unknown = [c for c in want if c not in [cfg[0] for cfg in CONFIGS]]
     if unknown:
@@ -665,7 +660,7 @@ def main():
     if a.prefill:
         results = {}
         differ = prefill(a.build, arch, stream, a.prefill, srcs, configs, a.reps, results,
-                         a.rounds)
+                         a.rounds, max(1, a.grid_div))
         return finish("prefill", results, differ, "kernel")
     layers = [Layer(c, 7 + i) for i, c in enumerate(CONFIGS) if c in configs]
     results = {}

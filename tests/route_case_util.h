@@ -24,6 +24,32 @@ static inline size_t route_case_named(const char *prefix)
     return 0;
 }
 
+/* Macro planes and an expert map that make a route case's tables fault,
+ * in `in` (route_case_inputs' arrays, before any upload): in three slots
+ * of every four a NaN with a payload (up), a down value whose product with
+ * a weight above 1.14 overflows, +inf (gate), and -NaN (down) in one slot
+ * of every eight; under an expert map, every other local expert's entry
+ * out of range (past the local slots, or below -1). */
+static inline void route_case_fault_tables(route_inputs *in, const memra_route_spec *s)
+{
+    const uint32_t n = in->n_slots;
+    const uint32_t nan_payload = 0x7fa00001u, neg_nan = 0xffc00000u;
+    for (uint32_t k = 0; k < n; k++) {
+        if (k % 4 == 1)
+            memcpy(&in->planes[n + k], &nan_payload, 4);
+        if (k % 4 == 2)
+            in->planes[2 * (size_t)n + k] = 3.0e38f;
+        if (k % 4 == 3)
+            in->planes[k] = 1.0f / 0.0f;
+        if (k % 8 == 4)
+            memcpy(&in->planes[2 * (size_t)n + k], &neg_nan, 4);
+    }
+    int hits = 0;
+    for (uint32_t e = 0; s->expert_map && e < s->n_expert; e++)
+        if (in->map[e] >= 0 && in->map[e] % 2 == 0)
+            in->map[e] = hits++ % 2 ? (int32_t)s->n_local + 5 : -7;
+}
+
 typedef struct spec_uploads {
     memra_devptr bias, map, n_real; /* 0 where the spec has none */
 } spec_uploads;

@@ -331,19 +331,7 @@ static void test_route_faulting_tables(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         static route_inputs in;
         memra_route_spec s = route_case_inputs(cases[i], &in);
-        const uint32_t n = in.n_slots;
-        for (uint32_t k = 0; k < n; k++) { /* a fault in three slots of every four */
-            if (k % 4 == 1)                /* up: a NaN with a payload */
-                memcpy(&in.planes[n + k], &(uint32_t){0x7fa00001u}, 4);
-            if (k % 4 == 2) /* down: overflows for weights above 1.14 */
-                in.planes[2 * (size_t)n + k] = 3.0e38f;
-            if (k % 4 == 3) /* gate: +inf */
-                in.planes[k] = 1.0f / 0.0f;
-        }
-        int hits = 0; /* every other local expert's entry out of range, past n_local or below -1 */
-        for (uint32_t e = 0; s.expert_map && e < s.n_expert; e++)
-            if (in.map[e] >= 0 && in.map[e] % 2 == 0)
-                in.map[e] = hits++ % 2 ? (int32_t)s.n_local + 5 : -7;
+        route_case_fault_tables(&in, &s);
         const size_t K = s.top_k + s.n_shared, np = (size_t)T * K,
                      lb = (size_t)T * s.n_expert * route_logit_bytes(&s);
         void *logits = route_case_logits(&s, T, 500 + i, 0);

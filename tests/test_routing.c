@@ -1074,11 +1074,12 @@ static void dev_read(memra_engine *eng, const dev_bufs *d, size_t n_pairs, outpu
     assert_int_equal(memra_download_f32_on(eng, o->scl, d->scl, 3 * n_pairs, s), MEMRA_OK);
 }
 
-/* One config on the device (the kernel `variant` forces), against the
- * host arm: outputs and faults. */
-typedef void (*inputs_tweak)(route_inputs *in, memra_route_spec *s);
+/* Changes a case's inputs before they are uploaded (route_case_fault_tables). */
+typedef void (*inputs_tweak)(route_inputs *in, const memra_route_spec *s);
 
-/* Returns the host arm's faults. */
+/* One config on the device (the kernel `variant` forces), its inputs
+ * changed by `tweak` where given, against the host arm: outputs and faults.
+ * Returns the host arm's faults. */
 static memra_faults device_case_with(memra_engine *eng, const route_case *c, int variant,
                                      uint32_t T, uint64_t seed, int il, inputs_tweak tweak)
 {
@@ -1135,24 +1136,6 @@ static void device_case(memra_engine *eng, const route_case *c, int variant, uin
     (void)device_case_with(eng, c, variant, T, seed, il, NULL);
 }
 
-/* Tables that fault: macro values of +inf, NaN (with a payload) and one so
- * large that the down scale w * m overflows, and, under an expert map, map
- * entries past the local slots and below -1 (bad experts). */
-static void faulting_tables(route_inputs *in, memra_route_spec *s)
-{
-    const uint32_t n = in->n_slots;
-    in->planes[3] = u2f(0x7f800000u);                 /* gate, slot 3: +inf */
-    in->planes[n + 5] = u2f(0x7fa00001u);             /* up, slot 5: a NaN with a payload */
-    in->planes[2 * (size_t)n + 1] = 3.0e38f;          /* down, slot 1: overflows for w > 1.14 */
-    in->planes[2 * (size_t)n + 2] = u2f(0xffc00000u); /* down, slot 2: -NaN */
-    if (s->expert_map) {
-        int hits = 0;
-        for (uint32_t e = 0; e < s->n_expert && hits < 4; e++)
-            if (in->map[e] >= 0)
-                in->map[e] = hits++ % 2 ? (int32_t)s->n_local + 5 : -7;
-    }
-}
-
 /* Every kernel writes the pairs of a faulting table as the host arm does:
  * the same bits (NaN scales canonical) and the same fault counts, once a
  * pair: the block kernel, the team kernel screened and not, at 8, 9 and
@@ -1171,7 +1154,9 @@ static void test_device_faulting_tables_every_kernel(void **state)
         1,
         2,
         0};
-    const route_case *cases[] = {&route_cases[7], &route_cases[10], &route_cases[2], &wide};
+    const route_case *cases[] = {&route_cases[route_case_named("Qwen3-MoE")],
+                                 &route_cases[route_case_named("DeepSeek-V3, rank 1")],
+                                 &route_cases[route_case_named("DeepSeek-V3: 256")], &wide};
     const int variants[] = {MEMRA_ROUTE_VARIANT_WARP, MEMRA_ROUTE_VARIANT_WARP_EXACT,
                             MEMRA_ROUTE_VARIANT_BLOCK};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -1180,7 +1165,7 @@ static void test_device_faulting_tables_every_kernel(void **state)
                 cases[i]->spec.scoring != MEMRA_ROUTE_SIGMOID)
                 continue;
             const memra_faults f = device_case_with(eng, cases[i], variants[v], 45, 900 + i,
-                                                    60 + (int)i, faulting_tables);
+                                                    60 + (int)i, route_case_fault_tables);
             assert_true(f.nonfinite > 0); /* the case faults as it means to */
             if (cases[i]->ep_ranks > 1)
                 assert_true(f.bad_expert > 0 && f.not_local > 0);
