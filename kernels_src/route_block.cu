@@ -85,6 +85,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     memra_vrows_macro *const sh_mac = memra_rb_sh.r.mac;
     MEMRA_SHARED memra_u32 sh_red[MEMRA_ROUTE_MAX_WARPS];
     MEMRA_SHARED int sh_bad[MEMRA_ROUTE_MAX_WARPS];
+    /* Where every group is one warp: the groups' keys, a warp's each. */
+    MEMRA_SHARED memra_u32x4 sh_gk4[MEMRA_ROUTE_MAX_WARPS / 4];
     MEMRA_SHARED int sh_sel[32]; /* the winners, by rank */
     MEMRA_SHARED float sh_w[32];
     MEMRA_SHARED int sh_wslot[32];
@@ -206,6 +208,23 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             r += j >= lo && j < hi && (kj > key || (kj == key && j < lane));
         }
     }
+    /* Where every group is one warp (DeepSeek-V3's 8 groups of 32), the
+     * warp scores its group now, from its two best keys by two warp
+     * maxima that need nothing of the rank above (so the two overlap), and
+     * after the barrier each warp only ranks the groups' keys: scoring the
+     * groups from their lists' heads there put a shared-memory round trip,
+     * the score and a chain of shuffles between the barrier and the final
+     * rank. */
+    const int warp_groups = n_group > 1u && G == 32u;
+    if (warp_groups) {
+        const memra_u32 k1 = memra_warp_max_u32(key);
+        const memra_u32 ties = memra_warp_ballot(key == k1);
+        const memra_u32 k2 = (ties & (ties - 1u)) ? k1 : memra_warp_max_u32(key == k1 ? 0u : key);
+        const memra_u32 gk = memra_route_key(
+            memra_route_group_score(k1, k2, (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0, G));
+        if (lane == 0)
+            ((memra_u32 *)sh_gk4)[wid] = gk;
+    }
     const memra_u32 listed = top_k > 2u ? top_k : 2u;
     const memra_u64 me = ((memra_u64)key << 32) | (memra_u64)(~tid);
     if (valid && r < listed) {
@@ -235,7 +254,21 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     /* 4. Groups: lane g of every warp merges group g's segment heads, scores
      *    it, and ranks it among the groups by counting. */
     memra_u32 allowed = 0xffffffffu;
-    if (n_group > 1) {
+    if (warp_groups) {
+        /* Lane g ranks group g by counting, the keys read four at a time
+         * (every lane the same words: a broadcast). */
+        const memra_u32 gk = lane < n_group ? ((const memra_u32 *)sh_gk4)[lane] : 0u;
+        memra_u32 g4[4] = {0u, 0u, 0u, 0u};
+        for (memra_u32 h0 = 0; h0 < n_group; h0 += 4u) {
+            const memra_u32x4 q = sh_gk4[h0 / 4u];
+            g4[0] += h0 < n_group && (q.x > gk || (q.x == gk && h0 < lane));
+            g4[1] += h0 + 1u < n_group && (q.y > gk || (q.y == gk && h0 + 1u < lane));
+            g4[2] += h0 + 2u < n_group && (q.z > gk || (q.z == gk && h0 + 2u < lane));
+            g4[3] += h0 + 3u < n_group && (q.w > gk || (q.w == gk && h0 + 3u < lane));
+        }
+        const memra_u32 rank = (g4[0] + g4[1]) + (g4[2] + g4[3]);
+        allowed = memra_warp_ballot(lane < n_group && rank < topk_group);
+    } else if (n_group > 1) {
         memra_u32 gk = 0;
         if (lane < n_group) {
             memra_u32 k1 = 0, k2 = 0;

@@ -50,6 +50,63 @@ static inline void route_case_fault_tables(route_inputs *in, const memra_route_s
             in->map[e] = hits++ % 2 ? (int32_t)s->n_local + 5 : -7;
 }
 
+/* sigmoid(x) as the host arm computes a score: a one-expert token's weight
+ * (no renormalisation, scale 1: the score itself). */
+static inline float route_host_sigmoid(float x, const memra_vrows_slabs *slabs)
+{
+    memra_route_spec one;
+    memset(&one, 0, sizeof one);
+    one.n_expert = 1, one.top_k = 1, one.n_group = 1, one.topk_group = 1;
+    one.scoring = MEMRA_ROUTE_SIGMOID, one.routed_scaling_factor = 1.0f;
+    int32_t sel;
+    float selw, scl[3];
+    uint64_t ptrs[3];
+    assert_int_equal(
+        memra_route_tables_host(&x, 1, &one, NULL, slabs, &sel, &selw, ptrs, scl, NULL), MEMRA_OK);
+    return selw;
+}
+
+/* One DeepSeek-V3 token (256 experts, 8 groups of 32, top-4 groups, top-8,
+ * sigmoid with a bias read in place from `bias`) whose fourth group is a tie
+ * that only a group's two equal best make. Group 3's experts 96 and 97 both
+ * choose at v (one logit, bias 0); group 4's 128 and 129 at v + u and v - u
+ * (the same logit, biases +u and -u, u = v's ulp): both groups score 2v
+ * exactly, and group 3, the lower, takes the place, so the host picks 96 and
+ * 97 last. v's last bit is odd, so a group score that took its second key
+ * for the value below v would round 2v - u down to 2v - 2u and hand the
+ * place to group 4. Groups 0-2 hold two experts at logit 4, every other
+ * expert is at -8. */
+static inline memra_route_spec route_group_top2_tie(float *logits, float *bias,
+                                                    const memra_vrows_slabs *slabs)
+{
+    float x = 0.3f, v;
+    uint32_t vb;
+    for (;;) { /* the first logit from 0.3 up whose score's last bit is odd */
+        v = route_host_sigmoid(x, slabs);
+        memcpy(&vb, &v, 4);
+        if (vb & 1u)
+            break;
+        uint32_t xb;
+        memcpy(&xb, &x, 4);
+        xb++;
+        memcpy(&x, &xb, 4);
+    }
+    assert_true(v > 0.5f && v < 0.75f); /* u = 2^-24 and v +- u keep v's exponent */
+    const float u = 5.9604644775390625e-8f;
+    for (uint32_t e = 0; e < 256; e++) {
+        const uint32_t g = e / 32, i = e % 32;
+        logits[e] = g < 3 && i < 2 ? 4.0f : (g == 3 || g == 4) && i < 2 ? x : -8.0f;
+        bias[e] = e == 128 ? u : e == 129 ? -u : 0.0f;
+    }
+    memra_route_spec s;
+    memset(&s, 0, sizeof s);
+    s.n_expert = 256, s.top_k = 8, s.n_group = 8, s.topk_group = 4;
+    s.scoring = MEMRA_ROUTE_SIGMOID, s.renormalize = 1, s.routed_scaling_factor = 2.5f;
+    s.group_scoring = MEMRA_GROUP_TOP2_SUM;
+    s.bias_ptr = (uint64_t)(uintptr_t)bias;
+    return s;
+}
+
 typedef struct spec_uploads {
     memra_devptr bias, map, n_real; /* 0 where the spec has none */
 } spec_uploads;

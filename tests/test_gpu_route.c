@@ -252,6 +252,68 @@ static void test_crafted_ties(void **state)
     memra_free(eng, dptrs), memra_free(eng, dscl);
 }
 
+/* route_group_top2_tie's token (route_case_util.h): the fourth group is a
+ * tie of two groups' top-2 sums, one of them the sum of two equal keys.
+ * Every kernel, spec-compiled and generic, against the host arm, which gives
+ * the place to the lower group (experts 96 and 97 chosen last). */
+static void test_group_top2_tie(void **state)
+{
+    (void)state;
+    float logits[256], bias[256];
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const memra_route_spec hs = route_group_top2_tie(logits, bias, &sl);
+    int32_t hsel[8];
+    float hw[8], hscl[24];
+    uint64_t hp[24];
+    assert_int_equal(memra_route_tables_host(logits, 1, &hs, NULL, &sl, hsel, hw, hp, hscl, NULL),
+                     MEMRA_OK);
+    assert_int_equal(hsel[6], 96);
+    assert_int_equal(hsel[7], 97);
+    for (int special = 1; special >= 0; special--) {
+        memra_engine *e = eng;
+        if (!special) {
+            setenv("MEMRA_ROUTE_SPECIALIZE", "0", 1);
+            assert_int_equal(memra_engine_create(0, &e), MEMRA_OK);
+            unsetenv("MEMRA_ROUTE_SPECIALIZE");
+        }
+        spec_uploads up;
+        const memra_route_spec ds = spec_upload(e, &hs, &up);
+        memra_devptr dl, dsel, dselw, dptrs, dscl;
+        assert_int_equal(memra_alloc(e, sizeof logits, &dl), MEMRA_OK);
+        assert_int_equal(memra_alloc(e, sizeof hsel, &dsel), MEMRA_OK);
+        assert_int_equal(memra_alloc(e, sizeof hw, &dselw), MEMRA_OK);
+        assert_int_equal(memra_alloc(e, sizeof hp, &dptrs), MEMRA_OK);
+        assert_int_equal(memra_alloc(e, sizeof hscl, &dscl), MEMRA_OK);
+        assert_int_equal(memra_upload(e, dl, logits, sizeof logits), MEMRA_OK);
+        memra_stream own;
+        memra_engine_stream(e, &own);
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
+            memra_route_variant = v;
+            assert_int_equal(
+                memra_route_tables(e, dl, 1, &ds, 0, NULL, &sl, dsel, dselw, dptrs, dscl, own),
+                MEMRA_OK);
+            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+            int32_t gsel[8];
+            float gw[8], gscl[24];
+            uint64_t gp[24];
+            assert_int_equal(memra_download_i32_async(e, gsel, dsel, 8, own), MEMRA_OK);
+            assert_int_equal(memra_download_f32_async(e, gw, dselw, 8, own), MEMRA_OK);
+            assert_int_equal(memra_download_u64_async(e, gp, dptrs, 24, own), MEMRA_OK);
+            assert_int_equal(memra_download_f32_async(e, gscl, dscl, 24, own), MEMRA_OK);
+            assert_int_equal(memra_sync(e, own), MEMRA_OK);
+            if (memcmp(gsel, hsel, sizeof gsel) || memcmp(gw, hw, sizeof gw) ||
+                memcmp(gp, hp, sizeof gp) || memcmp(gscl, hscl, sizeof gscl))
+                fail_msg("group top-2 tie, variant %d, %s: device %d %d, host %d %d", v,
+                         special ? "spec-compiled" : "generic", gsel[6], gsel[7], hsel[6], hsel[7]);
+        }
+        memra_free(e, dl), memra_free(e, dsel), memra_free(e, dselw);
+        memra_free(e, dptrs), memra_free(e, dscl);
+        spec_upload_free(e, &up);
+        if (!special)
+            memra_engine_destroy(e);
+    }
+}
+
 /* The table kernel with a device expert map, shared experts and map values
  * out of range, against memra_vrows_tables_host_ex: tables and faults. */
 static void test_tables_ex_expert_map(void **state)
@@ -540,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_graph_replay_with_new_logits),
         cmocka_unit_test(test_graph_replay_with_pdl),
         cmocka_unit_test(test_crafted_ties),
+        cmocka_unit_test(test_group_top2_tie),
         cmocka_unit_test(test_tables_ex_expert_map),
         cmocka_unit_test(test_route_faulting_tables),
         cmocka_unit_test(test_small_batches_with_faults),

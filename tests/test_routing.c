@@ -1346,21 +1346,30 @@ static void test_device_groups_of_two(void **state)
 /* T tokens of f32 logits (uploaded in d) routed by kernel `variant` (no
  * shared experts), read back and held to the host arm bit for bit; the host
  * arm's outputs are left in h for the caller's own expectations. */
-static void variant_matches_host(memra_engine *eng, dev_bufs *d, const memra_route_spec *s,
-                                 const float *logits, uint32_t T, int variant, const char *what,
-                                 outputs *h)
+/* The same spec with device addresses (ds) and host ones (hs): its bias
+ * or map read in place (spec_upload). */
+static void variant_matches_host_spec(memra_engine *eng, dev_bufs *d, const memra_route_spec *ds,
+                                      const memra_route_spec *hs, const float *logits, uint32_t T,
+                                      int variant, const char *what, outputs *h)
 {
     memra_route_variant = variant;
-    assert_int_equal(memra_route_tables(eng, d->logits, T, s, 0, NULL, &slabs, d->sel, d->selw,
+    assert_int_equal(memra_route_tables(eng, d->logits, T, ds, 0, NULL, &slabs, d->sel, d->selw,
                                         d->ptrs, d->scl, NULL),
                      MEMRA_OK);
     memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
     assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
     outputs dv;
-    dev_read(eng, d, (size_t)T * s->top_k, &dv, NULL);
-    host_route(s, NULL, logits, T, h);
-    expect_same(&dv, h, (size_t)T * s->top_k, what);
+    dev_read(eng, d, (size_t)T * hs->top_k, &dv, NULL);
+    host_route(hs, NULL, logits, T, h);
+    expect_same(&dv, h, (size_t)T * hs->top_k, what);
     outputs_free(&dv);
+}
+
+static void variant_matches_host(memra_engine *eng, dev_bufs *d, const memra_route_spec *s,
+                                 const float *logits, uint32_t T, int variant, const char *what,
+                                 outputs *h)
+{
+    variant_matches_host_spec(eng, d, s, s, logits, T, variant, what, h);
 }
 
 /* Crafted logits (T tokens, f32) through one kernel on the device, held to
@@ -1408,6 +1417,39 @@ static void test_device_crafted_ties(void **state)
         dev_free(eng, &d);
     }
     memra_engine_destroy(eng);
+}
+
+/* route_group_top2_tie's token (route_case_util.h): the fourth group is a
+ * tie of two groups' top-2 sums, one of them the sum of two equal keys. The
+ * host gives the place to the lower group (its experts 96 and 97 chosen
+ * last), and every kernel agrees bit for bit, generic and spec-compiled. */
+static void test_device_group_top2_tie(void **state)
+{
+    (void)state;
+    float logits[256], bias[256];
+    const memra_route_spec hs = route_group_top2_tie(logits, bias, &slabs);
+    for (int special = 0; special <= 1; special++) {
+        memra_engine *eng;
+        setenv("MEMRA_ROUTE_SPECIALIZE", special ? "1" : "0", 1);
+        assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+        unsetenv("MEMRA_ROUTE_SPECIALIZE");
+        assert_int_equal(eng->route_specialize, special);
+        spec_uploads up;
+        const memra_route_spec ds = spec_upload(eng, &hs, &up);
+        dev_bufs d;
+        dev_alloc(eng, &d, sizeof logits, 8);
+        assert_int_equal(memra_upload(eng, d.logits, logits, sizeof logits), MEMRA_OK);
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
+            outputs h;
+            variant_matches_host_spec(eng, &d, &ds, &hs, logits, 1, v, "group top-2 tie", &h);
+            assert_int_equal(h.sel[6], 96);
+            assert_int_equal(h.sel[7], 97);
+            outputs_free(&h);
+        }
+        dev_free(eng, &d);
+        spec_upload_free(eng, &up);
+        memra_engine_destroy(eng);
+    }
 }
 
 /* A token whose 8th place is a tie the division makes (1 token of E
@@ -2062,6 +2104,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_block_many_candidates, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_crafted_ties, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_group_top2_tie, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_final_rank_parts, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_nonfinite_bias_in_place, mock_setup,
                                         mock_teardown),
