@@ -49,10 +49,10 @@ typedef union memra_rb_shared {
     struct {
         memra_u64 list[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* the segments' best, in order */
         memra_u32 klist[MEMRA_ROUTE_MAX_WARPS * MEMRA_ROUTE_KLIST_STRIDE]; /* their keys */
-        float s[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* every expert's score */
+        float s[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* listed experts' scores, */
         float e[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* softmax: the exps */
-        int slot[MEMRA_ABI_ROUTE_MAX_EXPERT];              /* each expert's slot and */
-        memra_vrows_macro mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values */
+        int slot[MEMRA_ABI_ROUTE_MAX_EXPERT];              /* slots and */
+        memra_vrows_macro mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values, as `list` */
     } r;
     memra_u32 words[8 * MEMRA_ABI_ROUTE_MAX_EXPERT];
     memra_u32x4 align16; /* the key rows' 16-byte loads */
@@ -227,15 +227,17 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     const memra_u32 listed = top_k > 2u ? top_k : 2u;
     const memra_u64 me = ((memra_u64)key << 32) | (memra_u64)(~tid);
+    /* A listed expert's score, slot and macro values go where its entry
+     * does, so the final rank's holder reads them by its own place, before
+     * its rank is known, not by the expert its entry names after. */
     if (valid && r < listed) {
-        sh_list[seg_lo + r] = me;
+        const memra_u32 at = seg_lo + r;
+        sh_list[at] = me;
         if (warp_segments)
             sh_klist[MEMRA_ROUTE_KLIST_STRIDE * wid + r] = key;
-    }
-    if (valid) {
-        sh_s[tid] = s;
+        sh_s[at] = s;
         if (o.tables)
-            sh_slot[tid] = my_slot, sh_mac[tid] = mine;
+            sh_slot[at] = my_slot, sh_mac[at] = mine;
     }
     if (lane == 0)
         sh_bad[wid] = wbad;
@@ -298,6 +300,12 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
      *    the best top_k-th key of any one list, nothing can be chosen. */
     memra_u64 mine_e = 0; /* a holder's entry; its rank where it was counted */
     memra_u32 rank = 0;
+    /* The entry's score, slot and macro values, read by its place in the
+     * lists as soon as the holder is known (not after its rank, by the
+     * expert the entry names): their loads overlap the count. */
+    float hold_s = 0.0f;
+    int hold_slot = MEMRA_SLOT_BAD;
+    memra_vrows_macro hold_m = mine;
     int counted = 0;
     const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
     const int holds = valid && tid - seg_lo < lim_own && ((allowed >> my_group) & 1u);
@@ -325,6 +333,11 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             }
             const int part = p < P && h < lim;
             const memra_u64 own = part ? sh_list[wlo + h] : 0u;
+            if (part) {
+                hold_s = sh_s[wlo + h];
+                if (o.tables)
+                    hold_slot = sh_slot[wlo + h], hold_m = sh_mac[wlo + h];
+            }
             const memra_u32 mk = (memra_u32)(own >> 32);
             const int live = part && mk >= tau;
             memra_u32 beat = 0;
@@ -364,6 +377,9 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         }
     } else if (holds) {
         mine_e = sh_list[tid];
+        hold_s = sh_s[tid];
+        if (o.tables)
+            hold_slot = sh_slot[tid], hold_m = sh_mac[tid];
         memra_u64 tau = 0;
         for (memra_u32 g = 0; g < n_group; g++) {
             if (!((allowed >> g) & 1u))
@@ -416,9 +432,9 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     if (counted && rank < top_k) {
         const int e = (int)~(memra_u32)mine_e;
         sh_sel[rank] = e;
-        sh_w[rank] = sh_s[e];
+        sh_w[rank] = hold_s;
         if (o.tables)
-            sh_wslot[rank] = sh_slot[e], sh_wmac[rank] = sh_mac[e];
+            sh_wslot[rank] = hold_slot, sh_wmac[rank] = hold_m;
     }
     MEMRA_PROBE(6, "final rank");
     memra_block_sync();
