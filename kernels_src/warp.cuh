@@ -20,6 +20,7 @@ typedef uint4 memra_u32x4; /* a 16-byte shared-memory load */
 #if __CUDA_ARCH__ >= 800
 #define memra_warp_max_u32(x) __reduce_max_sync(0xffffffffu, (x))
 #define memra_warp_min_u32(x) __reduce_min_sync(0xffffffffu, (x))
+#define memra_warp_or_u32(x) __reduce_or_sync(0xffffffffu, (x))
 #else
 MEMRA_DEVICE memra_u32 memra_warp_max_u32(memra_u32 x)
 {
@@ -35,6 +36,12 @@ MEMRA_DEVICE memra_u32 memra_warp_min_u32(memra_u32 x)
         const memra_u32 o = __shfl_xor_sync(0xffffffffu, x, off);
         x = o < x ? o : x;
     }
+    return x;
+}
+MEMRA_DEVICE memra_u32 memra_warp_or_u32(memra_u32 x)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        x |= __shfl_xor_sync(0xffffffffu, x, off);
     return x;
 }
 #endif

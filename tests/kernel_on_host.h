@@ -214,6 +214,17 @@ static inline memra_u32 memra_warp_min_u32(memra_u32 x)
     memra_warp_sync();
     return m;
 }
+static inline memra_u32 memra_warp_or_u32(memra_u32 x)
+{
+    host_warp *w = HOST_WARP;
+    w->i[HOST_LANE] = (int)x;
+    memra_warp_sync();
+    memra_u32 m = 0;
+    for (int l = 0; l < 32; l++)
+        m |= (memra_u32)w->i[l];
+    memra_warp_sync();
+    return m;
+}
 
 #define MEMRA_KERNEL static void
 #define MEMRA_BOUNDS(threads)
