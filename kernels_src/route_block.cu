@@ -347,32 +347,37 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
             }
             const memra_u32 mk = (memra_u32)(own >> 32);
             const int live = part && mk >= tau;
+            /* Every lane counts, live or not (a dead holder's count is
+             * never used): the loads need nothing of tau, so they issue
+             * with tau's own instead of after it. */
             memra_u32 beat = 0;
-            if (live) {
+            {
                 for (memra_u32 w0 = 0; w0 < nw; w0 += P) {
                     const memra_u32 w = w0 + p;
-                    const memra_u32 len = memra_rb_warp_len(E, w);
-                    const memra_u32 n = len < top_k ? len : top_k;
                     /* w past the block has no group (its shift would pass
-                     * 31, undefined): the bound is tested first. */
-                    if (w < nw && w != wid && memra_rb_warp_plays(w, n_group, G, allowed)) {
-                        /* Another warp's entry of the same key beats this
-                         * one when its index is lower, i.e. its warp is:
-                         * key > mk - 1 there. A listed key is never 0
-                         * (only a NaN's is, and a non-finite token left at
-                         * the barrier), so mk - 1 does not wrap. */
-                        const memra_u32 thr = mk - (w < wid ? 1u : 0u);
-                        const memra_u32 *const kl = sh_klist + MEMRA_ROUTE_KLIST_STRIDE * w;
-                        memra_u32 b4[4] = {0u, 0u, 0u, 0u};
-                        for (memra_u32 i0 = 0; i0 < top_k; i0 += 4u) {
-                            const memra_u32x4 q = *(const memra_u32x4 *)(kl + i0);
-                            b4[0] += i0 < n && q.x > thr;
-                            b4[1] += i0 + 1u < n && q.y > thr;
-                            b4[2] += i0 + 2u < n && q.z > thr;
-                            b4[3] += i0 + 3u < n && q.w > thr;
-                        }
-                        beat += (b4[0] + b4[1]) + (b4[2] + b4[3]);
+                     * 31, undefined): the bound is tested first, and its
+                     * lanes read warp 0's row and count none of it. No
+                     * branch: the loads go out at once. */
+                    const int use = w < nw && w != wid && memra_rb_warp_plays(w, n_group, G, allowed);
+                    const memra_u32 wr = w < nw ? w : 0u, len = memra_rb_warp_len(E, wr);
+                    const memra_u32 n = !use ? 0u : len < top_k ? len : top_k;
+                    /* Another warp's entry of the same key beats this one
+                     * when its index is lower, i.e. its warp is: key > mk -
+                     * 1 there. A listed key is never 0 (only a NaN's is,
+                     * and a non-finite token left at the barrier), so a
+                     * holder's mk - 1 does not wrap (a lane that holds
+                     * nothing counts for nothing). */
+                    const memra_u32 thr = mk - (w < wid ? 1u : 0u);
+                    const memra_u32 *const kl = sh_klist + MEMRA_ROUTE_KLIST_STRIDE * wr;
+                    memra_u32 b4[4] = {0u, 0u, 0u, 0u};
+                    for (memra_u32 i0 = 0; i0 < top_k; i0 += 4u) {
+                        const memra_u32x4 q = *(const memra_u32x4 *)(kl + i0);
+                        b4[0] += i0 < n && q.x > thr;
+                        b4[1] += i0 + 1u < n && q.y > thr;
+                        b4[2] += i0 + 2u < n && q.z > thr;
+                        b4[3] += i0 + 3u < n && q.w > thr;
                     }
+                    beat += (b4[0] + b4[1]) + (b4[2] + b4[3]);
                 }
             }
             /* The parts' counts to the holders (every lane shuffles). */
