@@ -7,10 +7,12 @@
  *     scored at once, a thread each;
  *  2. each warp ranks its experts by counting, inside each run of the warp
  *     that lies in one group (a "segment"), and lists each segment's best in
- *     shared memory, in order, where the segment's own experts sit;
- *  3. one barrier; then every warp alike scores the groups from their
- *     segments' heads and ranks them by counting (no barrier: each warp
- *     gets the same answer);
+ *     shared memory, in order, where the segment's own experts sit (ties
+ *     by index, asked of match_any only where two counts collide); where a
+ *     group is a warp, the warp also scores it now;
+ *  3. one barrier; then every warp alike ranks the groups by counting (no
+ *     barrier: each warp gets the same answer), scoring them first from
+ *     their segments' heads where a group is not one warp;
  *  4. each listed expert of a segment in play counts the experts of the
  *     other segments' lists that beat it (sorted lists: their first ones):
  *     where each segment is a warp, every list's first top_k keys (32-bit:
@@ -358,7 +360,8 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                      * 31, undefined): the bound is tested first, and its
                      * lanes read warp 0's row and count none of it. No
                      * branch: the loads go out at once. */
-                    const int use = w < nw && w != wid && memra_rb_warp_plays(w, n_group, G, allowed);
+                    const int use =
+                        w < nw && w != wid && memra_rb_warp_plays(w, n_group, G, allowed);
                     const memra_u32 wr = w < nw ? w : 0u, len = memra_rb_warp_len(E, wr);
                     const memra_u32 n = !use ? 0u : len < top_k ? len : top_k;
                     /* Another warp's entry of the same key beats this one

@@ -192,39 +192,35 @@ static inline memra_u32 memra_shfl_xor_u(memra_u32 v, int off)
     return r;
 }
 
-static inline memra_u32 memra_warp_max_u32(memra_u32 x)
+/* __reduce_{max,min,or}_sync: every lane publishes its value, then folds
+ * the warp's 32 with `op` from `init`. */
+static inline memra_u32 host_max_u32(memra_u32 a, memra_u32 b)
+{
+    return b > a ? b : a;
+}
+static inline memra_u32 host_min_u32(memra_u32 a, memra_u32 b)
+{
+    return b < a ? b : a;
+}
+static inline memra_u32 host_or_u32(memra_u32 a, memra_u32 b)
+{
+    return a | b;
+}
+static inline memra_u32 host_warp_fold(memra_u32 x, memra_u32 init,
+                                       memra_u32 (*op)(memra_u32, memra_u32))
 {
     host_warp *w = HOST_WARP;
     w->i[HOST_LANE] = (int)x;
     memra_warp_sync();
-    memra_u32 m = 0;
+    memra_u32 m = init;
     for (int l = 0; l < 32; l++)
-        m = (memra_u32)w->i[l] > m ? (memra_u32)w->i[l] : m;
+        m = op(m, (memra_u32)w->i[l]);
     memra_warp_sync();
     return m;
 }
-static inline memra_u32 memra_warp_min_u32(memra_u32 x)
-{
-    host_warp *w = HOST_WARP;
-    w->i[HOST_LANE] = (int)x;
-    memra_warp_sync();
-    memra_u32 m = 0xffffffffu;
-    for (int l = 0; l < 32; l++)
-        m = (memra_u32)w->i[l] < m ? (memra_u32)w->i[l] : m;
-    memra_warp_sync();
-    return m;
-}
-static inline memra_u32 memra_warp_or_u32(memra_u32 x)
-{
-    host_warp *w = HOST_WARP;
-    w->i[HOST_LANE] = (int)x;
-    memra_warp_sync();
-    memra_u32 m = 0;
-    for (int l = 0; l < 32; l++)
-        m |= (memra_u32)w->i[l];
-    memra_warp_sync();
-    return m;
-}
+#define memra_warp_max_u32(x) host_warp_fold((x), 0u, host_max_u32)
+#define memra_warp_min_u32(x) host_warp_fold((x), 0xffffffffu, host_min_u32)
+#define memra_warp_or_u32(x) host_warp_fold((x), 0u, host_or_u32)
 
 #define MEMRA_KERNEL static void
 #define MEMRA_BOUNDS(threads)
