@@ -198,6 +198,63 @@ static void test_specialized_every_config(void **state)
     }
 }
 
+/* T tokens of f32 `logits` through each kernel (the block kernel, the team
+ * kernel, and for sigmoid the team kernel unscreened) on engine e, with the
+ * spec's device addresses in ds and its host ones in hs (spec_upload),
+ * against the host arm: sel, selw and the tables bit for bit, and the fault
+ * counts each call adds. Returns the host arm's faults. */
+static memra_faults kernels_match_host(memra_engine *e, const memra_route_spec *ds,
+                                       const memra_route_spec *hs, const memra_vrows_macros *mac,
+                                       int il, const void *logits, size_t lbytes, uint32_t T,
+                                       const char *what)
+{
+    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
+    const size_t np = (size_t)T * (hs->top_k + hs->n_shared);
+    memra_stream own;
+    memra_engine_stream(e, &own);
+    memra_devptr dl, dsel, dselw, dptrs, dscl;
+    assert_int_equal(memra_alloc(e, lbytes, &dl), MEMRA_OK);
+    assert_int_equal(memra_alloc(e, 4 * np, &dsel), MEMRA_OK);
+    assert_int_equal(memra_alloc(e, 4 * np, &dselw), MEMRA_OK);
+    assert_int_equal(memra_alloc(e, 24 * np, &dptrs), MEMRA_OK);
+    assert_int_equal(memra_alloc(e, 12 * np, &dscl), MEMRA_OK);
+    assert_int_equal(memra_upload(e, dl, logits, lbytes), MEMRA_OK);
+    int32_t *hsel = malloc(4 * np), *gsel = malloc(4 * np);
+    float *hselw = malloc(4 * np), *gselw = malloc(4 * np);
+    uint64_t *hp = malloc(24 * np), *gp = malloc(24 * np);
+    float *hs3 = malloc(12 * np), *gs3 = malloc(12 * np);
+    assert_true(hsel && gsel && hselw && gselw && hp && gp && hs3 && gs3);
+    memra_faults hf, f;
+    memra_route_tables_host(logits, T, hs, mac, &sl, hsel, hselw, hp, hs3, &hf);
+    for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
+        if (v == MEMRA_ROUTE_VARIANT_WARP_EXACT && hs->scoring != MEMRA_ROUTE_SIGMOID)
+            continue;
+        assert_int_equal(memra_engine_faults(e, own, &f, 1), MEMRA_OK); /* cleared */
+        memra_route_variant = v;
+        const memra_status st =
+            memra_route_tables(e, dl, T, ds, il, mac, &sl, dsel, dselw, dptrs, dscl, own);
+        memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
+        if (st != MEMRA_OK)
+            fail_msg("%s, variant %d: %s", what, v, memra_last_error());
+        assert_int_equal(memra_download_i32_async(e, gsel, dsel, np, own), MEMRA_OK);
+        assert_int_equal(memra_download_f32_async(e, gselw, dselw, np, own), MEMRA_OK);
+        assert_int_equal(memra_download_u64_async(e, gp, dptrs, 3 * np, own), MEMRA_OK);
+        assert_int_equal(memra_download_f32_async(e, gs3, dscl, 3 * np, own), MEMRA_OK);
+        assert_int_equal(memra_engine_faults(e, own, &f, 1), MEMRA_OK);
+        if (memcmp(gsel, hsel, 4 * np) || memcmp(gselw, hselw, 4 * np) || memcmp(gp, hp, 24 * np) ||
+            memcmp(gs3, hs3, 12 * np))
+            fail_msg("%s, variant %d: the device's outputs differ from the host arm's", what, v);
+        assert_int_equal(f.nonfinite, hf.nonfinite);
+        assert_int_equal(f.bad_expert, hf.bad_expert);
+        assert_int_equal(f.not_local, hf.not_local);
+        assert_int_equal(f.first_pair, hf.first_pair);
+    }
+    memra_free(e, dl), memra_free(e, dsel), memra_free(e, dselw);
+    memra_free(e, dptrs), memra_free(e, dscl);
+    free(hsel), free(gsel), free(hselw), free(gselw), free(hp), free(gp), free(hs3), free(gs3);
+    return hf;
+}
+
 /* Ties everywhere: inside warps, across warps and groups, every expert. */
 static void test_crafted_ties(void **state)
 {
@@ -216,40 +273,10 @@ static void test_crafted_ties(void **state)
                                   : t == 3 ? (e >= 240 ? 2.0f : 1.0f)
                                   : t == 4 ? (e == 0 || e == 255 ? 9.0f : 9.0f - 1e-6f)
                                            : -0.0f;
-    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
-    memra_devptr dl, dsel, dselw, dptrs, dscl;
-    assert_int_equal(memra_alloc(eng, sizeof logits, &dl), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 4 * 48, &dsel), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 4 * 48, &dselw), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 24 * 48, &dptrs), MEMRA_OK);
-    assert_int_equal(memra_alloc(eng, 12 * 48, &dscl), MEMRA_OK);
-    assert_int_equal(memra_upload(eng, dl, logits, sizeof logits), MEMRA_OK);
-    memra_stream own;
-    memra_engine_stream(eng, &own);
-    for (int g = MEMRA_GROUP_TOP2_SUM; g <= MEMRA_GROUP_MAX; g++)
-        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
-            s.group_scoring = (memra_group_scoring)g;
-            memra_route_variant = v;
-            assert_int_equal(
-                memra_route_tables(eng, dl, T, &s, 0, NULL, &sl, dsel, dselw, dptrs, dscl, own),
-                MEMRA_OK);
-            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
-            int32_t gsel[48], hsel[48];
-            float gw[48], hw[48], gscl[144], hscl[144];
-            uint64_t gp[144], hp[144];
-            assert_int_equal(memra_download_i32_async(eng, gsel, dsel, 48, own), MEMRA_OK);
-            assert_int_equal(memra_download_f32_async(eng, gw, dselw, 48, own), MEMRA_OK);
-            assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 144, own), MEMRA_OK);
-            assert_int_equal(memra_download_f32_async(eng, gscl, dscl, 144, own), MEMRA_OK);
-            assert_int_equal(memra_sync(eng, own), MEMRA_OK);
-            memra_route_tables_host(logits, T, &s, NULL, &sl, hsel, hw, hp, hscl, NULL);
-            assert_memory_equal(gsel, hsel, sizeof gsel);
-            assert_memory_equal(gw, hw, sizeof gw);
-            assert_memory_equal(gp, hp, sizeof gp);
-            assert_memory_equal(gscl, hscl, sizeof gscl);
-        }
-    memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
-    memra_free(eng, dptrs), memra_free(eng, dscl);
+    for (int g = MEMRA_GROUP_TOP2_SUM; g <= MEMRA_GROUP_MAX; g++) {
+        s.group_scoring = (memra_group_scoring)g;
+        (void)kernels_match_host(eng, &s, &s, NULL, 0, logits, sizeof logits, T, "crafted ties");
+    }
 }
 
 /* route_group_top2_tie's token (route_case_util.h): the fourth group is a
@@ -278,36 +305,9 @@ static void test_group_top2_tie(void **state)
         }
         spec_uploads up;
         const memra_route_spec ds = spec_upload(e, &hs, &up);
-        memra_devptr dl, dsel, dselw, dptrs, dscl;
-        assert_int_equal(memra_alloc(e, sizeof logits, &dl), MEMRA_OK);
-        assert_int_equal(memra_alloc(e, sizeof hsel, &dsel), MEMRA_OK);
-        assert_int_equal(memra_alloc(e, sizeof hw, &dselw), MEMRA_OK);
-        assert_int_equal(memra_alloc(e, sizeof hp, &dptrs), MEMRA_OK);
-        assert_int_equal(memra_alloc(e, sizeof hscl, &dscl), MEMRA_OK);
-        assert_int_equal(memra_upload(e, dl, logits, sizeof logits), MEMRA_OK);
-        memra_stream own;
-        memra_engine_stream(e, &own);
-        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++) {
-            memra_route_variant = v;
-            assert_int_equal(
-                memra_route_tables(e, dl, 1, &ds, 0, NULL, &sl, dsel, dselw, dptrs, dscl, own),
-                MEMRA_OK);
-            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
-            int32_t gsel[8];
-            float gw[8], gscl[24];
-            uint64_t gp[24];
-            assert_int_equal(memra_download_i32_async(e, gsel, dsel, 8, own), MEMRA_OK);
-            assert_int_equal(memra_download_f32_async(e, gw, dselw, 8, own), MEMRA_OK);
-            assert_int_equal(memra_download_u64_async(e, gp, dptrs, 24, own), MEMRA_OK);
-            assert_int_equal(memra_download_f32_async(e, gscl, dscl, 24, own), MEMRA_OK);
-            assert_int_equal(memra_sync(e, own), MEMRA_OK);
-            if (memcmp(gsel, hsel, sizeof gsel) || memcmp(gw, hw, sizeof gw) ||
-                memcmp(gp, hp, sizeof gp) || memcmp(gscl, hscl, sizeof gscl))
-                fail_msg("group top-2 tie, variant %d, %s: device %d %d, host %d %d", v,
-                         special ? "spec-compiled" : "generic", gsel[6], gsel[7], hsel[6], hsel[7]);
-        }
-        memra_free(e, dl), memra_free(e, dsel), memra_free(e, dselw);
-        memra_free(e, dptrs), memra_free(e, dscl);
+        (void)kernels_match_host(e, &ds, &hs, NULL, 0, logits, sizeof logits, 1,
+                                 special ? "group top-2 tie, spec-compiled"
+                                         : "group top-2 tie, generic");
         spec_upload_free(e, &up);
         if (!special)
             memra_engine_destroy(e);
@@ -381,69 +381,26 @@ static void test_tables_ex_expert_map(void **state)
 static void test_route_faulting_tables(void **state)
 {
     (void)state;
-    memra_stream own;
-    memra_engine_stream(eng, &own);
     const route_case *cases[] = {&route_cases[route_case_named("Qwen3-MoE")],
                                  &route_cases[route_case_named("DeepSeek-V3, rank 1")],
                                  &route_cases[route_case_named("DeepSeek-V3: 256")]};
-    const int variants[] = {MEMRA_ROUTE_VARIANT_BLOCK, MEMRA_ROUTE_VARIANT_WARP,
-                            MEMRA_ROUTE_VARIANT_WARP_EXACT};
-    const memra_vrows_slabs sl = GATE_SERVING_SLABS;
     const uint32_t T = 300;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         static route_inputs in;
         memra_route_spec s = route_case_inputs(cases[i], &in);
         route_case_fault_tables(&in, &s);
-        const size_t K = s.top_k + s.n_shared, np = (size_t)T * K,
-                     lb = (size_t)T * s.n_expert * route_logit_bytes(&s);
         void *logits = route_case_logits(&s, T, 500 + i, 0);
-        memra_devptr dl, dsel, dselw, dptrs, dscl;
-        assert_int_equal(memra_alloc(eng, lb, &dl), MEMRA_OK);
-        assert_int_equal(memra_alloc(eng, 4 * np, &dsel), MEMRA_OK);
-        assert_int_equal(memra_alloc(eng, 4 * np, &dselw), MEMRA_OK);
-        assert_int_equal(memra_alloc(eng, 24 * np, &dptrs), MEMRA_OK);
-        assert_int_equal(memra_alloc(eng, 12 * np, &dscl), MEMRA_OK);
-        assert_int_equal(memra_upload(eng, dl, logits, lb), MEMRA_OK);
         spec_uploads up;
         const memra_route_spec ds = spec_upload(eng, &s, &up);
-        int32_t *hsel = malloc(4 * np), *gsel = malloc(4 * np);
-        float *hselw = malloc(4 * np), *gselw = malloc(4 * np);
-        uint64_t *hp = malloc(24 * np), *gp = malloc(24 * np);
-        float *hs = malloc(12 * np), *gs = malloc(12 * np);
-        memra_faults hf, f0, f1;
-        memra_route_tables_host(logits, T, &s, &in.mac, &sl, hsel, hselw, hp, hs, &hf);
-        assert_true(hf.nonfinite > 0);
+        const memra_faults hf =
+            kernels_match_host(eng, &ds, &s, &in.mac, 50 + (int)i, logits,
+                               (size_t)T * s.n_expert * route_logit_bytes(&s), T, cases[i]->name);
+        assert_true(hf.nonfinite > 0); /* the case faults as it means to */
         if (s.expert_map)
             assert_true(hf.bad_expert > 0 && hf.not_local > 0);
-        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-            if (variants[v] == MEMRA_ROUTE_VARIANT_WARP_EXACT && s.scoring != MEMRA_ROUTE_SIGMOID)
-                continue;
-            assert_int_equal(memra_engine_faults(eng, own, &f0, 1), MEMRA_OK);
-            memra_route_variant = variants[v];
-            const memra_status st = memra_route_tables(eng, dl, T, &ds, 50 + (int)i, &in.mac, &sl,
-                                                       dsel, dselw, dptrs, dscl, own);
-            memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
-            assert_int_equal(st, MEMRA_OK);
-            assert_int_equal(memra_download_i32_async(eng, gsel, dsel, np, own), MEMRA_OK);
-            assert_int_equal(memra_download_f32_async(eng, gselw, dselw, np, own), MEMRA_OK);
-            assert_int_equal(memra_download_u64_async(eng, gp, dptrs, 3 * np, own), MEMRA_OK);
-            assert_int_equal(memra_download_f32_async(eng, gs, dscl, 3 * np, own), MEMRA_OK);
-            assert_int_equal(memra_engine_faults(eng, own, &f1, 1), MEMRA_OK);
-            assert_memory_equal(gsel, hsel, 4 * np);
-            assert_memory_equal(gselw, hselw, 4 * np);
-            assert_memory_equal(gp, hp, 24 * np);
-            assert_memory_equal(gs, hs, 12 * np);
-            assert_int_equal(f1.nonfinite, hf.nonfinite);
-            assert_int_equal(f1.bad_expert, hf.bad_expert);
-            assert_int_equal(f1.not_local, hf.not_local);
-            assert_int_equal(f1.first_pair, hf.first_pair);
-        }
         printf("%s: faulting tables exact (%u non-finite, %u bad, %u not local)\n", cases[i]->name,
                hf.nonfinite, hf.bad_expert, hf.not_local);
-        memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
-        memra_free(eng, dptrs), memra_free(eng, dscl);
         spec_upload_free(eng, &up);
-        free(hsel), free(gsel), free(hselw), free(gselw), free(hp), free(gp), free(hs), free(gs);
         free(logits);
     }
 }
