@@ -199,10 +199,14 @@ class Layer:
         self.faults = alloc(20)  # abi.h: MEMRA_FAULT_WORDS x 4 bytes
         self.flags = (F_SIGMOID if sig else 0) | (F_RENORM if renorm else 0)
         self.n_group, self.topk_group, self.scale = G, TG, scale
-        # The fused layout's outputs (vLLM's sizes, block size 16) and its
-        # ticket (one block: never counted, but it must be there).
+        # The fused layout's outputs (block size 16; vLLM's sizes, capped at
+        # n_pairs * block_size below n_expert pairs as memra_layout_sizes
+        # does) and its ticket (one block: never counted, but it must be there).
         self.bs = 16
-        self.sorted_len = K * n_tokens + E * (self.bs - 1)
+        n_pairs = K * n_tokens
+        self.sorted_len = n_pairs + E * (self.bs - 1)
+        if n_pairs < E:
+            self.sorted_len = min(self.sorted_len, n_pairs * self.bs)
         self.n_blocks = (self.sorted_len + self.bs - 1) // self.bs
         self.lay = [alloc(4 * self.sorted_len), alloc(4 * self.n_blocks), alloc(4), alloc(4)]
 

@@ -14,8 +14,9 @@
  * a batch of chunks at a time (the first batch once for both walks).
  * Decode-sized batches take one block (memra_layout_block: the standalone
  * kernel, or the last block of a routing launch that lays its own batch
- * out); larger ones three launches over tiles of MEMRA_LAYOUT_TILE pairs:
- * count, scan, place. */
+ * out; a one-token routing launch, the warp that routed the token,
+ * memra_layout_token); larger ones three launches over tiles of
+ * MEMRA_LAYOUT_TILE pairs: count, scan, place. */
 
 /* A run's block label: the expert, or through the map its local id. */
 MEMRA_DEVICE int memra_layout_label(const memra_layout_params *lp, memra_u32 e)
@@ -175,18 +176,27 @@ MEMRA_DEVICE void memra_layout_scans(const memra_layout_params *lp, const memra_
     }
 }
 
+/* The labels of the blocks of expert e's run [start, end). */
+MEMRA_DEVICE void memra_layout_labels(const memra_layout_params *lp, memra_u32 e, memra_u32 start,
+                                      memra_u32 end)
+{
+    const memra_u32 bs = lp->block_size;
+    int *eids = (int *)lp->expert_ids;
+    const int label = memra_layout_label(lp, e);
+    for (memra_u32 b = memra_udiv(start, bs); b < memra_udiv(end, bs); b++)
+        eids[b] = label;
+}
+
 /* Expert e's run from `start`: the sentinel in its padding and its
  * blocks' label. */
 MEMRA_DEVICE void memra_layout_run(const memra_layout_params *lp, memra_u32 e, memra_u32 start,
                                    memra_u32 count, memra_u32 n_pairs)
 {
-    const memra_u32 bs = lp->block_size, end = start + memra_layout_round_up(count, bs);
-    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    const memra_u32 end = start + memra_layout_round_up(count, lp->block_size);
+    int *sorted = (int *)lp->sorted_ids;
     for (memra_u32 q = start + count; q < end; q++)
         sorted[q] = (int)n_pairs;
-    const int label = memra_layout_label(lp, e);
-    for (memra_u32 b = memra_udiv(start, bs); b < memra_udiv(end, bs); b++)
-        eids[b] = label;
+    memra_layout_labels(lp, e, start, end);
 }
 
 /* The optional per-expert outputs of expert x (x = n_expert: the totals'
@@ -242,15 +252,49 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
     memra_layout_tail(lp, cum[E], n_pairs, tid, nthreads);
 }
 
-/* The whole layout of up to 32 pairs (a decode step of a few tokens),
+/* Up to this many pairs (a decode step of a few tokens) the layout takes
+ * no barrier and no shared memory (memra_layout_small, memra_layout_token)
+ * and finds the padding already written (memra_layout_prefill). */
+#define MEMRA_LAYOUT_SMALL_PAIRS 32u
+
+/* Whether a layout writes the pairs' places, the labels and n_post_pad
+ * only, none of the per-expert outputs. */
+MEMRA_DEVICE int memra_layout_places_only(const memra_layout_params *lp)
+{
+    return !lp->offsets && !lp->padded_offsets && !lp->counts && !lp->load;
+}
+
+/* A small layout's every position the sentinel and every block label -1,
+ * by the whole of block 0 (every thread of every block calls), before
+ * anything decides where the pairs go: the placing then writes the pairs
+ * and their runs' labels over it and nothing else, and its chain from the
+ * ids to the last store is a few instructions long. A routing launch
+ * calls it after its grid wait (an engine's previous kernel may still read
+ * the buffers until then), where the stores overlap the logits' trip; it
+ * is ordered before the placing by the launch's barriers, or in a launch
+ * of several blocks by the layout's count (memra_route_layout). Up to 32
+ * pairs the sorted list has at most 32 * block_size entries (the sizes'
+ * cap, memra_layout_sizes). */
+MEMRA_DEVICE void memra_layout_prefill(const memra_layout_params *lp, memra_u32 n_pairs)
+{
+    if (n_pairs > MEMRA_LAYOUT_SMALL_PAIRS || blockIdx.x != 0u)
+        return;
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    for (memra_u32 q = threadIdx.x; q < lp->sorted_len; q += blockDim.x)
+        sorted[q] = (int)n_pairs;
+    for (memra_u32 b = threadIdx.x; b < lp->n_blocks; b += blockDim.x)
+        eids[b] = -1;
+}
+
+/* The whole layout of up to 32 pairs over memra_layout_prefill's fill,
  * with no barrier and no shared memory: every warp loads the ids, a pair a
  * lane, and finds from registers alone what the general path counts and
  * sums through shared memory: a pair's rank inside its expert (its match's
  * lower lanes) and, over the experts present (each one's lowest lane), the
- * padded sums below its expert and in all. Warp 0 places the
- * pairs and writes each present expert's padding and block labels; the
- * block's threads share the fill past the last run and the per-expert
- * outputs. The same numbers as memra_layout_block's, so the same bits. */
+ * padded sums below its expert and in all. Warp 0 places the pairs and
+ * writes each present expert's block labels and n_post_pad; the block's
+ * threads share the per-expert outputs. The same numbers as
+ * memra_layout_block's, so the same bits. */
 MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *ids,
                                      memra_u32 n_pairs, int fresh)
 {
@@ -272,11 +316,12 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
     if (tid < 32u && e < E) {
         sorted[cp + below] = (int)lane;
         if (below == 0u)
-            memra_layout_run(lp, e, cp, n_e, n_pairs);
+            memra_layout_labels(lp, e, cp, cp + memra_layout_round_up(n_e, bs));
     }
-    memra_layout_tail(lp, tp, n_pairs, tid, nthreads);
+    if (tid == 0u)
+        *(int *)lp->n_post_pad = (int)tp;
     MEMRA_PROBE(13, "layout: placed, padding written");
-    if (!lp->offsets && !lp->padded_offsets && !lp->counts && !lp->load)
+    if (memra_layout_places_only(lp))
         return;
     /* Expert x's sums and count, x a thread's share of [0, E]. */
     for (memra_u32 x0 = 0; x0 <= E; x0 += nthreads) { /* the same for the whole warp */
@@ -294,6 +339,33 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
     }
 }
 
+/* The layout of one token's pairs, from the registers of the warp that
+ * routed it (every lane calls; lane j < n_pairs holds pair j's expert, any
+ * id outside [0, n_expert) none), over memra_layout_prefill's fill, for a
+ * layout with no per-expert outputs. A token's experts are distinct (the
+ * routing picks each once; its shared experts follow the routed ones), so
+ * each present expert's run is one pair and its padding, one block, and a
+ * pair's run is the number of present experts below its own: n_pairs
+ * shuffles, where memra_layout_small waits out a trip to memory for the
+ * ids, a match and a loop over the experts present. The same numbers for
+ * distinct experts, so the same bits. */
+MEMRA_DEVICE void memra_layout_token(const memra_layout_params *lp, int id, memra_u32 n_pairs)
+{
+    const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert, bs = lp->block_size;
+    const memra_u32 e = (memra_u32)id < E ? (memra_u32)id : E;
+    memra_u32 run = 0; /* present experts below e: its run, and its first block */
+    for (memra_u32 i = 0; i < n_pairs; i++) /* the same for the whole warp */
+        run += memra_shfl_u(e, (int)i) < e ? 1u : 0u;
+    if (e < E) {
+        ((int *)lp->sorted_ids)[run * bs] = (int)lane;
+        ((int *)lp->expert_ids)[run] = memra_layout_label(lp, e);
+    }
+    const memra_u32 present = memra_popc(memra_warp_ballot(e < E));
+    if (lane == 0u)
+        *(int *)lp->n_post_pad = (int)(present * bs);
+    MEMRA_PROBE(13, "layout: placed, padding written");
+}
+
 /* The scratch memra_layout_block needs for n_expert experts and `warps`
  * placing warps, in 32-bit words. */
 #define MEMRA_LAYOUT_BLOCK_WORDS(E, warps) ((warps) * (E) + (E) + 2u * ((E) + 1u))
@@ -302,12 +374,14 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
  * calls), in `scratch` (`words` 32-bit words of shared memory, at least
  * MEMRA_LAYOUT_BLOCK_WORDS(n_expert, 1)): as many warps as the scratch
  * holds the counts of, and the batch has chunks for, each count and then
- * place a range of whole chunks. */
+ * place a range of whole chunks. Up to MEMRA_LAYOUT_SMALL_PAIRS pairs, over
+ * memra_layout_prefill's fill, which the caller has made and ordered
+ * before this call. */
 MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *ids,
                                      memra_u32 n_pairs, memra_u32 *scratch, memra_u32 words,
                                      int fresh)
 {
-    if (n_pairs <= 32u) { /* the whole block */
+    if (n_pairs <= MEMRA_LAYOUT_SMALL_PAIRS) { /* the whole block */
         memra_layout_small(lp, ids, n_pairs, fresh);
         return;
     }
@@ -364,6 +438,8 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SMALL_THREADS)
     MEMRA_SHARED memra_u32 sh[MEMRA_LAYOUT_SMALL_WORDS];
     memra_grid_wait();
     memra_grid_launch_dependents();
+    memra_layout_prefill(&lp, n_pairs);
+    memra_block_sync();
     memra_layout_block(&lp, ids, n_pairs, sh, MEMRA_LAYOUT_SMALL_WORDS, 0);
 }
 

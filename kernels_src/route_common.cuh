@@ -207,8 +207,9 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
  *
  * The ordering is one acquire-release add by thread 0 between two
  * barriers (the pattern of a grid barrier): the barrier orders the block's
- * sel before the add's release, and the last block's acquire orders every
- * block's sel before its reads. A fence by every thread (fence.sc.gpu) cost
+ * sel (and block 0's, memra_layout_prefill's fill) before the add's
+ * release, and the last block's acquire orders every block's sel before
+ * its reads, and the fill before its own stores. A fence by every thread (fence.sc.gpu) cost
  * far more. A launch of one block is its own last: no count, no fence. */
 MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_pairs,
                                      memra_u32 *scratch, memra_u32 words, int *last)

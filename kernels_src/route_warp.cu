@@ -742,6 +742,10 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS) MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
+    /* A fused layout's padding: block 0's stores, ordered before the
+     * placing by memra_route_layout's barrier and count. */
+    if (lp.ticket)
+        memra_layout_prefill(&lp, n_tokens * (top_k + n_shared));
     memra_route_layout(&lp, sel, n_tokens * (top_k + n_shared), MEMRA_RW_FN(memra_rw_sh).words,
                        (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u),
                        &MEMRA_RW_FN(memra_rw_last));

@@ -93,8 +93,9 @@ static void reference(const int32_t *ids, uint32_t n, const memra_layout_spec *s
     r->post = (int32_t)at;
 }
 
-static void expect_same_layout(const lay *a, const lay *b, const memra_layout_spec *s,
-                               const char *what)
+/* sorted_ids, expert_ids and n_post_pad only: a call that asked for none
+ * of the per-expert outputs. */
+static void expect_same_places(const lay *a, const lay *b, const char *what)
 {
     for (uint64_t q = 0; q < a->len; q++)
         if (a->sorted[q] != b->sorted[q])
@@ -105,6 +106,12 @@ static void expect_same_layout(const lay *a, const lay *b, const memra_layout_sp
             fail_msg("%s: expert_ids[%llu] %d / %d", what, (unsigned long long)k, a->eids[k],
                      b->eids[k]);
     assert_int_equal(a->post, b->post);
+}
+
+static void expect_same_layout(const lay *a, const lay *b, const memra_layout_spec *s,
+                               const char *what)
+{
+    expect_same_places(a, b, what);
     assert_memory_equal(a->offsets, b->offsets, (s->n_expert + 1) * 4);
     assert_memory_equal(a->padded, b->padded, (s->n_expert + 1) * 4);
     assert_memory_equal(a->counts, b->counts, s->n_expert * 4);
@@ -423,13 +430,23 @@ static void test_device_layout_matches_host(void **state)
  * second call is right too) and above MEMRA_LAYOUT_ONE_LAUNCH pairs (three
  * launches after the routing one), against memra_route_tables_host_ex:
  * expert maps (the blocks' labels are the tables' slots), shared experts,
- * padded batches. */
-static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed)
+ * padded batches. `per_expert` 0: a call that asks for no per-expert
+ * output (the offsets, counts and load: 0 on both arms), which a one-token
+ * launch lays out from the routing warp's registers; `real` >= 0: that
+ * many real tokens (an int32 count), in place of the case's own. */
+static void fused_case_ex(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed,
+                          int per_expert, int real)
 {
     static route_inputs in;
     const route_case *rc = &route_cases[ci];
     memra_route_spec s = route_case_inputs(rc, &in);
     route_case_padding(rc, &in, &s, T);
+    if (real >= 0) {
+        const int32_t r32 = real;
+        memcpy(&in.n_real, &r32, 4);
+        s.n_real_dtype = MEMRA_COUNT_I32;
+        s.n_real = (uint64_t)(uintptr_t)&in.n_real;
+    }
     const uint32_t K = s.top_k + s.n_shared, n = T * K;
     const memra_vrows_macros *mac = rc->with_macros ? &in.mac : NULL;
     const memra_vrows_slabs sl = GATE_SERVING_SLABS;
@@ -455,9 +472,13 @@ static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, ui
     dlay d;
     /* outputs 0-3 ints off a 16-byte boundary: the blocks' shares of the
      * fill begin and end between vector stores */
-    const memra_layout o = dlay_alloc_skewed(eng, &d, n, &ls, &h, (uint32_t)(seed % 4));
+    memra_layout o = dlay_alloc_skewed(eng, &d, n, &ls, &h, (uint32_t)(seed % 4));
     memra_faults hf;
-    const memra_layout ho = lay_out(&h, &ls);
+    memra_layout ho = lay_out(&h, &ls);
+    if (!per_expert) {
+        o.offsets = o.padded_offsets = o.counts = o.expert_load = 0;
+        ho.offsets = ho.padded_offsets = ho.counts = ho.expert_load = 0;
+    }
     const memra_status hst = memra_route_tables_host_ex(logits, T, &s, mac, &sl, hsel, hselw, hptrs,
                                                         hscl, &hf, &ls, &ho);
     assert_true(hst == MEMRA_OK || hst == MEMRA_ERR_NONFINITE_SCALE ||
@@ -473,8 +494,16 @@ static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, ui
         assert_int_equal(memra_download(eng, gsel, dsel, (size_t)n * 4), MEMRA_OK);
         assert_memory_equal(gsel, hsel, (size_t)n * 4);
         dlay_read(eng, &d, &ls, &g);
-        snprintf(what, sizeof what, "%s, %u tokens, %s kernel, call %d", rc->name, T,
-                 variant == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "team", rep + 1);
+        snprintf(what, sizeof what, "%s, %u tokens (%d real), %s kernel, call %d%s", rc->name, T,
+                 real,
+                 variant == MEMRA_ROUTE_VARIANT_BLOCK  ? "block"
+                 : variant == MEMRA_ROUTE_VARIANT_WARP ? "team"
+                                                       : "chosen",
+                 rep + 1, per_expert ? "" : ", no per-expert outputs");
+        if (!per_expert) {
+            expect_same_places(&g, &h, what);
+            continue;
+        }
         if (rep == 1) /* the load was added twice on the device */
             for (uint32_t e = 0; e < ls.n_expert; e++)
                 h.load32[e] *= 2;
@@ -488,6 +517,11 @@ static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, ui
     spec_upload_free(eng, &up);
     lay_free(&h), lay_free(&g);
     free(logits), free(hsel), free(gsel), free(hselw), free(hscl), free(hptrs);
+}
+
+static void fused_case(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed)
+{
+    fused_case_ex(eng, ci, T, variant, seed, 1, -1);
 }
 
 static void test_fused_layout_matches_host(void **state)
@@ -518,6 +552,38 @@ static void test_fused_layout_matches_host(void **state)
     fused_case(eng, mix, MEMRA_LAYOUT_ONE_LAUNCH / 4 + 3, MEMRA_ROUTE_VARIANT_AUTO, 7);
     /* Above one launch's size: the team kernel, then three launches. */
     fused_case(eng, mix, MEMRA_LAYOUT_ONE_LAUNCH / 2 + 7, MEMRA_ROUTE_VARIANT_AUTO, 5);
+    memra_engine_destroy(eng);
+}
+
+/* One token on the block kernel with no per-expert outputs, the decode
+ * step an engine's fused MoE runs: its warp 0 lays the pairs out from its
+ * registers over the padding written before the routing (route_block.cu
+ * step 7), for every route case (maps, shared experts, groups, the three
+ * dtypes, non-finite logits, which leave for the barrier path) and as a
+ * padding row (0 real tokens: nothing placed); the same call on the team
+ * kernel, and one with the per-expert outputs, against the host arm. */
+static void test_fused_one_token(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        if (route_cases[ci].spec.top_k + route_cases[ci].spec.n_shared > 32u)
+            continue;
+        for (uint64_t seed = 0; seed < 3; seed++) {
+            fused_case_ex(eng, ci, 1, MEMRA_ROUTE_VARIANT_BLOCK, 40 + seed, 0, -1);
+            fused_case_ex(eng, ci, 1, MEMRA_ROUTE_VARIANT_AUTO, 50 + seed, 0, -1);
+        }
+        fused_case_ex(eng, ci, 1, MEMRA_ROUTE_VARIANT_BLOCK, 60, 0, 0);
+        fused_case_ex(eng, ci, 1, MEMRA_ROUTE_VARIANT_WARP, 61, 0, -1);
+        fused_case_ex(eng, ci, 1, MEMRA_ROUTE_VARIANT_BLOCK, 62, 1, -1);
+    }
+    /* Two to four tokens (up to 32 pairs: the barrier-free path over block
+     * 0's padding, laid out by the last block) with no per-expert outputs. */
+    const size_t ds3 = route_case_named("DeepSeek-V3, rank 1 of 8");
+    for (uint32_t T = 2; T <= 4; T++) {
+        fused_case_ex(eng, ds3, T, MEMRA_ROUTE_VARIANT_BLOCK, 70 + T, 0, -1);
+        fused_case_ex(eng, ds3, T, MEMRA_ROUTE_VARIANT_WARP, 80 + T, 0, -1);
+    }
     memra_engine_destroy(eng);
 }
 
@@ -774,6 +840,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest device[] = {
         cmocka_unit_test_setup_teardown(test_device_layout_matches_host, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layout_matches_host, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_one_token, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layer_out_of_range, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_null_spec_refused, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_zero_tokens_writes_empty_layout, mock_setup,
@@ -786,6 +853,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest gpu[] = {
         cmocka_unit_test(test_device_layout_matches_host),
         cmocka_unit_test(test_fused_layout_matches_host),
+        cmocka_unit_test(test_fused_one_token),
         cmocka_unit_test(test_fused_zero_tokens_writes_empty_layout),
     };
     if (argc > 1 && strcmp(argv[1], "device") == 0)
