@@ -341,8 +341,8 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
 
 /* The layout of one token's pairs, from the registers of the warp that
  * routed it (every lane calls; lane j < n_pairs holds pair j's expert, any
- * id outside [0, n_expert) none), over memra_layout_prefill's fill, for a
- * layout with no per-expert outputs. A token's experts are distinct (the
+ * id outside [0, n_expert) none), over memra_layout_prefill's fill (the
+ * per-expert outputs: memra_layout_token_outputs). A token's experts are distinct (the
  * routing picks each once; its shared experts follow the routed ones), so
  * each present expert's run is one pair and its padding, one block, and a
  * pair's run is the number of present experts below its own: n_pairs
@@ -364,6 +364,28 @@ MEMRA_DEVICE void memra_layout_token(const memra_layout_params *lp, int id, memr
     if (lane == 0u)
         *(int *)lp->n_post_pad = (int)(present * bs);
     MEMRA_PROBE(13, "layout: placed, padding written");
+}
+
+/* memra_layout_token's per-expert outputs, by every thread of the block
+ * (each takes every blockDim.x-th expert of [0, n_expert]): the token's
+ * pair j has expert routed[j] for j < top_k (shared memory the routing
+ * filled before its last barrier), first_shared + (j - top_k) after; the
+ * experts are distinct, so below x there are as many pairs as experts,
+ * each one block. */
+MEMRA_DEVICE void memra_layout_token_outputs(const memra_layout_params *lp, const int *routed,
+                                             memra_u32 top_k, memra_u32 first_shared,
+                                             memra_u32 n_pairs)
+{
+    const memra_u32 E = lp->n_expert, bs = lp->block_size;
+    for (memra_u32 x = threadIdx.x; x <= E; x += blockDim.x) {
+        memra_u32 below = 0, count = 0;
+        for (memra_u32 j = 0; j < n_pairs; j++) {
+            const memra_u32 e = j < top_k ? (memra_u32)routed[j] : first_shared + (j - top_k);
+            below += e < x ? 1u : 0u;
+            count += e == x ? 1u : 0u;
+        }
+        memra_layout_expert_outputs(lp, x, below, below * bs, count);
+    }
 }
 
 /* The scratch memra_layout_block needs for n_expert experts and `warps`

@@ -485,11 +485,14 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     /* 7. A launch of one token lays its fused layout out here, from the
      *    experts in warp 0's registers (memra_layout_token), where
      *    memra_route_layout would wait for a barrier and read them back
-     *    from memory; the per-expert outputs take that path. */
-    if (!lp.ticket || gridDim.x != 1u || !memra_layout_places_only(&lp))
+     *    from memory; the per-expert outputs from the winners in shared
+     *    memory, which the last barrier made every thread's. */
+    if (!lp.ticket || gridDim.x != 1u)
         return 0;
     if (wid == 0u)
         memra_layout_token(&lp, e, K);
+    if (!memra_layout_places_only(&lp))
+        memra_layout_token_outputs(&lp, sh_sel, top_k, E, K);
     return 1;
 }
 
