@@ -264,26 +264,38 @@ MEMRA_DEVICE int memra_layout_places_only(const memra_layout_params *lp)
     return !lp->offsets && !lp->padded_offsets && !lp->counts && !lp->load;
 }
 
-/* A small layout's every position the sentinel and every block label -1,
- * by the whole of block 0 (every thread of every block calls), before
- * anything decides where the pairs go: the placing then writes the pairs
- * and their runs' labels over it and nothing else, and its chain from the
- * ids to the last store is a few instructions long. A routing launch
- * calls it after its grid wait (an engine's previous kernel may still read
- * the buffers until then), where the stores overlap the logits' trip; it
- * is ordered before the placing by the launch's barriers, or in a launch
- * of several blocks by the layout's count (memra_route_layout). Up to 32
- * pairs the sorted list has at most 32 * block_size entries (the sizes'
- * cap, memra_layout_sizes). */
+/* The sentinel in every position of the sorted list and -1 as every
+ * block label, block b of the grid taking the b-th of gridDim.x equal
+ * shares (every thread of every block calls), before anything decides
+ * where the pairs go: the placing then writes the pairs and their runs'
+ * labels and nothing else, and its chain from the ids to the last store
+ * is short. A routing launch fills after its grid wait (an engine's
+ * previous kernel may still read the buffers until then), where the stores
+ * overlap the logits' trip; the fill is ordered before the placing by the
+ * launch's barriers, and in a launch of several blocks by the layout's
+ * count (memra_route_layout). */
+MEMRA_DEVICE void memra_layout_fill(const memra_layout_params *lp, memra_u32 n_pairs)
+{
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    /* 32-bit arithmetic (sorted_len < 2^31, and a launch that fills has at
+     * most 256 tokens, so the shares' ends do not wrap) */
+    const memra_u32 b = blockIdx.x, nb = gridDim.x, L = lp->sorted_len, NB = lp->n_blocks;
+    const memra_u32 qs = L / nb + (L % nb != 0u), ks = NB / nb + (NB % nb != 0u);
+    const memra_u32 q1 = b * qs + qs < L ? b * qs + qs : L,
+                    k1 = b * ks + ks < NB ? b * ks + ks : NB;
+    for (memra_u32 q = b * qs + threadIdx.x; q < q1; q += blockDim.x)
+        sorted[q] = (int)n_pairs;
+    for (memra_u32 k = b * ks + threadIdx.x; k < k1; k += blockDim.x)
+        eids[k] = -1;
+}
+
+/* The standalone kernel's fill, where the small path takes the batch: up
+ * to 32 pairs the sorted list has at most 32 * block_size entries (the
+ * sizes' cap, memra_layout_sizes). */
 MEMRA_DEVICE void memra_layout_prefill(const memra_layout_params *lp, memra_u32 n_pairs)
 {
-    if (n_pairs > MEMRA_LAYOUT_SMALL_PAIRS || blockIdx.x != 0u)
-        return;
-    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
-    for (memra_u32 q = threadIdx.x; q < lp->sorted_len; q += blockDim.x)
-        sorted[q] = (int)n_pairs;
-    for (memra_u32 b = threadIdx.x; b < lp->n_blocks; b += blockDim.x)
-        eids[b] = -1;
+    if (n_pairs <= MEMRA_LAYOUT_SMALL_PAIRS)
+        memra_layout_fill(lp, n_pairs);
 }
 
 /* The whole layout of up to 32 pairs over memra_layout_prefill's fill,
@@ -443,6 +455,120 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
     if (wid < lw)
         memra_layout_walk(lp, ids, lo, hi, first, scratch + wid * E, cum, fresh);
     memra_layout_finish(lp, count, cum, off, n_pairs, tid, nthreads);
+    MEMRA_PROBE(13, "layout: placed, padding written");
+}
+
+/* A routing launch's batch (the fused layout) is n_tokens tokens of K
+ * pairs, and a token's experts are distinct: the routing picks each once,
+ * its shared experts follow the routed ones, a token with a non-finite
+ * logit takes experts 0 .. top_k - 1, a padding row none. So expert e's
+ * pairs are one per token that chose it, in token order, and a bitmap of
+ * those tokens (W words an expert) gives both its count (their population)
+ * and each pair's place in its run (the tokens before it): no match and no
+ * walk in order, each thread's pairs at once. Up to
+ * MEMRA_LAYOUT_TOKEN_WORDS words (256 tokens, a decode batch) and `per`
+ * pairs a thread (held in registers from the load to the placing; the
+ * kernel's constant, at most MEMRA_LAYOUT_TOKEN_PER_MAX: the block kernel
+ * takes 16, the team kernels 4, as many as leave each kernel's register
+ * count where it was without the layout), where the bitmap and the sums
+ * fit the scratch; larger batches take memra_layout_block. */
+#define MEMRA_LAYOUT_TOKEN_WORDS 8u
+#define MEMRA_LAYOUT_TOKEN_PER_MAX 16u
+
+/* The bitmap's words an expert for this batch, 0 where memra_layout_tokens
+ * does not take it (up to 32 pairs the small path does). */
+MEMRA_DEVICE memra_u32 memra_layout_token_words(const memra_layout_params *lp, memra_u32 n_tokens,
+                                                memra_u32 K, memra_u32 words, memra_u32 per)
+{
+    const memra_u32 E = lp->n_expert, W = (n_tokens + 31u) >> 5;
+    const memra_u64 n_pairs = (memra_u64)n_tokens * K;
+    if (n_pairs <= MEMRA_LAYOUT_SMALL_PAIRS || W > MEMRA_LAYOUT_TOKEN_WORDS ||
+        n_pairs > (memra_u64)per * blockDim.x)
+        return 0;
+    return (memra_u64)E * W + E + 2u * (E + 1u) <= words ? W : 0u;
+}
+
+/* Whether a routing launch's fused layout is written over
+ * memra_layout_fill's sentinel (the small and the bitmap paths), so that
+ * every block fills its share after its grid wait. */
+MEMRA_DEVICE int memra_layout_routed_prefilled(const memra_layout_params *lp, memra_u32 n_tokens,
+                                               memra_u32 K, memra_u32 words, memra_u32 per)
+{
+    return (memra_u64)n_tokens * K <= MEMRA_LAYOUT_SMALL_PAIRS ||
+           memra_layout_token_words(lp, n_tokens, K, words, per) != 0u;
+}
+
+/* The layout of a routing launch's batch by the calling block (every
+ * thread calls), over memra_layout_fill's sentinel, with W =
+ * memra_layout_token_words(...) != 0: bit t % 32 of word
+ * mask[e * W + t / 32] says token t chose expert e. */
+MEMRA_DEVICE void memra_layout_tokens(const memra_layout_params *lp, const int *sel,
+                                      memra_u32 n_tokens, memra_u32 K, memra_u32 *scratch,
+                                      memra_u32 W, memra_u32 per)
+{
+    const memra_u32 E = lp->n_expert, tid = threadIdx.x, nthreads = blockDim.x;
+    const memra_u32 n_pairs = n_tokens * K, bs = lp->block_size;
+    memra_u32 *mask = scratch, *count = mask + E * W, *cum = count + E, *off = cum + E + 1u;
+    /* Pair tid + i * nthreads: its expert and token, one word (e < 2^16,
+     * t < 2^16), held from the load to the placing. The ids' loads go out
+     * first, in flight while the bitmap is zeroed; the tokens step without
+     * a division (nthreads = a * K + r). */
+    memra_u32 et[MEMRA_LAYOUT_TOKEN_PER_MAX];
+    {
+        const memra_u32 a = nthreads / K, r = nthreads - a * K;
+        memra_u32 tt = tid / K, jj = tid - tt * K;
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_TOKEN_PER_MAX; i++) {
+            const memra_u32 p = tid + i * nthreads;
+            if (i == per) /* the kernel's constant: the loops end here */
+                break;
+            et[i] = (p < n_pairs ? memra_layout_expert(sel, p, E, 1) : E) | tt << 16;
+            tt += a, jj += r;
+            if (jj >= K)
+                tt++, jj -= K;
+        }
+    }
+    for (memra_u32 k = tid; k < E * W; k += nthreads)
+        mask[k] = 0;
+    memra_block_sync();
+    MEMRA_UNROLL
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_TOKEN_PER_MAX && i < per; i++) {
+        const memra_u32 e = et[i] & 0xffffu, t = et[i] >> 16;
+        if (e < E)
+            atomicOr(&mask[e * W + (t >> 5)], 1u << (t & 31u));
+    }
+    memra_block_sync();
+    MEMRA_PROBE(11, "layout: counted (barrier passed)");
+    for (memra_u32 x = tid; x < E; x += nthreads) {
+        memra_u32 c = 0;
+        for (memra_u32 w = 0; w < W; w++)
+            c += memra_popc(mask[x * W + w]);
+        count[x] = c;
+    }
+    memra_block_sync();
+    memra_layout_scans(lp, count, cum, off);
+    memra_block_sync();
+    MEMRA_PROBE(12, "layout: summed (barrier passed)");
+    int *sorted = (int *)lp->sorted_ids;
+    MEMRA_UNROLL
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_TOKEN_PER_MAX && i < per; i++) {
+        const memra_u32 e = et[i] & 0xffffu, t = et[i] >> 16;
+        if (e >= E)
+            continue;
+        const memra_u32 *row = mask + e * W, tw = t >> 5;
+        memra_u32 rank = memra_popc(row[tw] & ((1u << (t & 31u)) - 1u));
+        for (memra_u32 w = 0; w < tw; w++)
+            rank += memra_popc(row[w]);
+        sorted[cum[e] + rank] = (int)(tid + i * nthreads);
+    }
+    for (memra_u32 x = tid; x <= E; x += nthreads) {
+        const memra_u32 c = x < E ? count[x] : 0u;
+        memra_layout_expert_outputs(lp, x, lp->offsets ? off[x] : 0u, cum[x], c);
+        if (c)
+            memra_layout_labels(lp, x, cum[x], cum[x] + memra_layout_round_up(c, bs));
+    }
+    if (tid == 0u)
+        *(int *)lp->n_post_pad = (int)cum[E];
     MEMRA_PROBE(13, "layout: placed, padding written");
 }
 

@@ -61,6 +61,10 @@ typedef union memra_rb_shared {
     memra_u32x4 align16; /* the key rows' 16-byte loads */
 } memra_rb_shared;
 MEMRA_SHARED memra_rb_shared memra_rb_sh;
+#define MEMRA_RB_WORDS ((memra_u32)(sizeof memra_rb_sh.words / sizeof memra_rb_sh.words[0]))
+/* The fused layout's pairs a thread in the bitmap path (memra_layout_tokens):
+ * 256 tokens of top-8 on 256 experts' threads, at no register cost here. */
+#define MEMRA_RB_LAYOUT_PER 16u
 MEMRA_SHARED int memra_rb_last;
 /* The fused layout's counts fit the buffer for the most experts a layout
  * has: a smaller one would make memra_layout_block's warp count wrap. */
@@ -118,8 +122,8 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     MEMRA_ROUTE_OUT_INIT(o);
     const memra_u32 K = o.K;
-    if (lp.ticket) /* a fused layout's padding, while the logits are on their way */
-        memra_layout_prefill(&lp, o.n_pairs);
+    /* a fused layout's padding, while the logits are on their way */
+    memra_route_layout_fill(&lp, n_tokens, K, MEMRA_RB_WORDS, MEMRA_RB_LAYOUT_PER);
     /* A padding row: the whole block leaves together. */
     if (t >= memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens)) {
         if (tid < K)
@@ -499,7 +503,6 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ABI_ROUTE_MAX_EXPERT) memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
     if (!memra_route_block(MEMRA_ROUTE_ARGS))
-        memra_route_layout(&lp, sel, n_tokens * (top_k + n_shared), memra_rb_sh.words,
-                           (memra_u32)(sizeof memra_rb_sh.words / sizeof memra_rb_sh.words[0]),
-                           &memra_rb_last);
+        memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, memra_rb_sh.words, MEMRA_RB_WORDS,
+                           MEMRA_RB_LAYOUT_PER, 0, &memra_rb_last);
 }

@@ -198,9 +198,22 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
  * leaves 32x to spare and still keeps a handful of candidates. */
 #define MEMRA_ROUTE_SCREEN_MARGIN 0x1p-12f
 
+/* Every block's share of the fused layout's sentinel, where the layout is
+ * written over it (memra_layout_routed_prefilled): by every thread, after
+ * the grid wait and before memra_route_layout. */
+MEMRA_DEVICE void memra_route_layout_fill(const memra_layout_params *lp, memra_u32 n_tokens,
+                                          memra_u32 K, memra_u32 words, memra_u32 per)
+{
+    if (lp->ticket && memra_layout_routed_prefilled(lp, n_tokens, K, words, per))
+        memra_layout_fill(lp, n_tokens * K);
+}
+
 /* The fused layout (memra_route_tables_ex, one launch): each block, its
  * pairs written, counts itself done on the layer's count (lp.ticket); the
- * last lays the whole batch out from sel, in `scratch` (shared memory the
+ * last lays the whole batch out from sel (up to 256 tokens from a bitmap
+ * of each expert's tokens, memra_layout_tokens; above, memra_layout_block;
+ * `per`: the kernel's pairs a thread for the first, `fill`: whether the
+ * block's share of the sentinel is still to be written), in `scratch` (shared memory the
  * routing no longer needs, `words` 32-bit words), and sets the count back
  * to 0 for the layer's next call. Every thread of every block calls it,
  * after its last write of sel.
@@ -211,11 +224,14 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
  * release, and the last block's acquire orders every block's sel before
  * its reads, and the fill before its own stores. A fence by every thread (fence.sc.gpu) cost
  * far more. A launch of one block is its own last: no count, no fence. */
-MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_pairs,
-                                     memra_u32 *scratch, memra_u32 words, int *last)
+MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_tokens,
+                                     memra_u32 K, memra_u32 *scratch, memra_u32 words,
+                                     memra_u32 per, int fill, int *last)
 {
     if (!lp->ticket)
         return;
+    if (fill) /* the block's share of the sentinel, unless made already */
+        memra_route_layout_fill(lp, n_tokens, K, words, per);
     memra_block_sync();
     if (gridDim.x > 1u) {
         if (threadIdx.x == 0)
@@ -227,5 +243,9 @@ MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, me
             *(volatile memra_u32 *)lp->ticket = 0;
     }
     MEMRA_PROBE(10, "layout: the last block in");
-    memra_layout_block(lp, sel, n_pairs, scratch, words, 1);
+    const memra_u32 W = memra_layout_token_words(lp, n_tokens, K, words, per);
+    if (W)
+        memra_layout_tokens(lp, sel, n_tokens, K, scratch, W, per);
+    else
+        memra_layout_block(lp, sel, n_tokens * K, scratch, words, 1);
 }

@@ -113,6 +113,12 @@ typedef union MEMRA_RW_FN(memra_rw_block) {
 } MEMRA_RW_FN(memra_rw_block);
 MEMRA_SHARED MEMRA_RW_FN(memra_rw_block) MEMRA_RW_FN(memra_rw_sh);
 MEMRA_SHARED int MEMRA_RW_FN(memra_rw_last);
+/* The fused layout's pairs a thread in the bitmap path (memra_layout_tokens):
+ * more would raise the team kernels' register counts, which their
+ * occupancy at prefill sizes pays for (8 already lifts route_warp4's). */
+#ifndef MEMRA_RW_LAYOUT_PER
+#define MEMRA_RW_LAYOUT_PER 4u
+#endif
 /* The fused layout's counts fit the buffer for the most experts this
  * kernel routes (32 a lane) and the shared ones: a smaller buffer would
  * make memra_layout_block's warp count wrap. */
@@ -742,13 +748,9 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS) MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
-    /* A fused layout's padding: block 0's stores, ordered before the
-     * placing by memra_route_layout's barrier and count. */
-    if (lp.ticket)
-        memra_layout_prefill(&lp, n_tokens * (top_k + n_shared));
-    memra_route_layout(&lp, sel, n_tokens * (top_k + n_shared), MEMRA_RW_FN(memra_rw_sh).words,
-                       (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u),
-                       &MEMRA_RW_FN(memra_rw_last));
+    memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, MEMRA_RW_FN(memra_rw_sh).words,
+                       (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u), MEMRA_RW_LAYOUT_PER,
+                       1, &MEMRA_RW_FN(memra_rw_last));
 }
 
 #undef MEMRA_RW_KERNEL

@@ -39,6 +39,10 @@ static inline memra_u32 atomicAdd(memra_u32 *a, memra_u32 v)
 {
     return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
 }
+static inline memra_u32 atomicOr(memra_u32 *a, memra_u32 v)
+{
+    return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);
+}
 static inline memra_u32 atomicExch(memra_u32 *a, memra_u32 v)
 {
     return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);
