@@ -524,7 +524,7 @@ def shared_bytes(fn):
 def batch(build, arch, stream, sizes, srcs, configs, results):
     """Decode-sized batches: for each configuration and batch size, the node
     time (32-node CUDA graph, fused route + tables, spec-compiled as memra
-    does by default) of the block kernel, the team kernel in its decode form
+    does by default; and with the fused layout, block size 16) of the block kernel, the team kernel in its decode form
     and in its throughput form (MEMRA_ROUTE_FLAG_FEW_LANES), for the shipped
     source and each variant of srcs. Every arm's output bytes are held to
     the shipped block kernel's: the kernels are one function of the
@@ -569,6 +569,10 @@ def batch(build, arch, stream, sizes, srcs, configs, results):
                             launch(fn, threads, stream, buf, grid)
                             nb()
                         beside[nb_name] = graph_node_us(stream, pair) - nb_alone[nb_name]
+                    # The same node with the fused layout (block size 16): the
+                    # last block lays the batch out.
+                    lbuf = layer.params(True, True, few_lanes=few)
+                    us_lay = graph_node_us(stream, lambda: launch(fn, threads, stream, lbuf, grid))
                     clear_outputs(layer)
                     launch(fn, threads, stream, buf, grid)
                     got = read_outputs(layer, stream)
@@ -576,11 +580,13 @@ def batch(build, arch, stream, sizes, srcs, configs, results):
                     same = got == ref
                     if not same:
                         differ.append("%s: %s %s %d tokens" % (tag, name, cfg[0], n))
-                    res.setdefault(name, {})[str(n)] = {"us": us, "same_bits": same,
+                    res.setdefault(name, {})[str(n)] = {"us": us, "layout_us": us_lay,
+                                                        "same_bits": same,
                                                         "shared_bytes": shared_bytes(fn),
                                                         "beside_us": beside}
-                    line.append("%s %.2f (%s)%s" % (name, us, ", ".join(
-                        "%s %.2f" % kv for kv in beside.items()), "" if same else " (DIFFERS)"))
+                    line.append("%s %.2f (%s; + layout %.2f)%s" % (name, us, ", ".join(
+                        "%s %.2f" % kv for kv in beside.items()), us_lay,
+                        "" if same else " (DIFFERS)"))
                 print("  %-12s %4d tokens, %s: %s us per node" % (cfg[0], n, tag, ", ".join(line)))
     return differ
 
