@@ -25,7 +25,10 @@
  *     tables from the values read in step 1;
  *  6. with a fused layout, the last block to finish lays the whole batch
  *     out (memra_route_layout), a one-token launch's warp 0 from its
- *     registers (memra_layout_token); the padding was written in step 1.
+ *     registers (memra_layout_token), each over the sentinel its block
+ *     wrote first (memra_layout_fill; not in step 1, where its branch
+ *     between the logits' loads and the rest cost the routing itself
+ *     0.05-0.14 us a node on the H100, layout or not).
  * Softmax adds two barriers before step 2 (the max, then the sum in the
  * fixed order, which every warp takes alike from the exps in shared
  * memory) when the experts span more than one warp. */
@@ -122,8 +125,6 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     MEMRA_ROUTE_OUT_INIT(o);
     const memra_u32 K = o.K;
-    /* a fused layout's padding, while the logits are on their way */
-    memra_route_layout_fill(&lp, n_tokens, K, MEMRA_RB_WORDS, MEMRA_RB_LAYOUT_PER);
     /* A padding row: the whole block leaves together. */
     if (t >= memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens)) {
         if (tid < K)
@@ -488,11 +489,14 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     /* 7. A launch of one token lays its fused layout out here, from the
      *    experts in warp 0's registers (memra_layout_token), where
-     *    memra_route_layout would wait for a barrier and read them back
-     *    from memory; the per-expert outputs from the winners in shared
-     *    memory, which the last barrier made every thread's. */
+     *    memra_route_layout would count, wait for two barriers and read
+     *    them back from memory; the per-expert outputs from the winners in
+     *    shared memory, which the last barrier made every thread's. The
+     *    sentinel first, by the whole block, ordered by one barrier. */
     if (!lp.ticket || gridDim.x != 1u)
         return 0;
+    memra_layout_fill(&lp, K);
+    memra_block_sync();
     if (wid == 0u)
         memra_layout_token(&lp, e, K);
     if (!memra_layout_places_only(&lp))
@@ -504,5 +508,5 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ABI_ROUTE_MAX_EXPERT) memra_route_block_kernel(M
 {
     if (!memra_route_block(MEMRA_ROUTE_ARGS))
         memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, memra_rb_sh.words, MEMRA_RB_WORDS,
-                           MEMRA_RB_LAYOUT_PER, 0, &memra_rb_last);
+                           MEMRA_RB_LAYOUT_PER, 1, &memra_rb_last);
 }
