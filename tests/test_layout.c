@@ -431,8 +431,7 @@ static void test_device_layout_matches_host(void **state)
  * launches after the routing one), against memra_route_tables_host_ex:
  * expert maps (the blocks' labels are the tables' slots), shared experts,
  * padded batches. `per_expert` 0: a call that asks for no per-expert
- * output (the offsets, counts and load: 0 on both arms), which a one-token
- * launch lays out from the routing warp's registers; `real` >= 0: that
+ * output (the offsets, counts and load: 0 on both arms); `real` >= 0: that
  * many real tokens (an int32 count), in place of the case's own. */
 static void fused_case_ex(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed,
                           int per_expert, int real)
@@ -555,13 +554,12 @@ static void test_fused_layout_matches_host(void **state)
     memra_engine_destroy(eng);
 }
 
-/* One token on the block kernel with no per-expert outputs, the decode
- * step an engine's fused MoE runs: its warp 0 lays the pairs out from its
- * registers over the padding written before the routing (route_block.cu
- * step 7), for every route case (maps, shared experts, groups, the three
- * dtypes, non-finite logits, which leave for the barrier path) and as a
+/* One token on the block kernel with and without per-expert outputs, the
+ * decode step an engine's fused MoE runs: the small path over the sentinel
+ * its launch wrote first (memra_layout_fill), for every route case (maps,
+ * shared experts, groups, the three dtypes, non-finite logits) and as a
  * padding row (0 real tokens: nothing placed); the same call on the team
- * kernel, and one with the per-expert outputs, against the host arm. */
+ * kernel; two to four tokens; against the host arm. */
 static void test_fused_one_token(void **state)
 {
     (void)state;
@@ -577,8 +575,9 @@ static void test_fused_one_token(void **state)
         fused_case_ex(eng, ci, 1, MEMRA_ROUTE_VARIANT_WARP, 61, 0, -1);
         fused_case_ex(eng, ci, 1, MEMRA_ROUTE_VARIANT_BLOCK, 62, 1, -1);
     }
-    /* Two to four tokens (up to 32 pairs: the barrier-free path over block
-     * 0's padding, laid out by the last block) with no per-expert outputs. */
+    /* Two to four tokens (up to 32 pairs: the barrier-free path over every
+     * block's share of the sentinel, laid out by the last block) with no
+     * per-expert outputs. */
     const size_t ds3 = route_case_named("DeepSeek-V3, rank 1 of 8");
     for (uint32_t T = 2; T <= 4; T++) {
         fused_case_ex(eng, ds3, T, MEMRA_ROUTE_VARIANT_BLOCK, 70 + T, 0, -1);
