@@ -489,6 +489,6 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ABI_ROUTE_MAX_EXPERT) memra_route_block_kernel(M
      * with no layout at all (docs/runs/2026-12-06-h100-3c3769b/,
      * benchmarks/variants/block-token-layout.patch). */
     memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, memra_rb_sh.words,
-                       (memra_u32)(sizeof memra_rb_sh.words / sizeof memra_rb_sh.words[0]), 0u, 1,
+                       (memra_u32)(sizeof memra_rb_sh.words / sizeof memra_rb_sh.words[0]), 0u,
                        &memra_rb_last);
 }

@@ -199,8 +199,9 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
 #define MEMRA_ROUTE_SCREEN_MARGIN 0x1p-12f
 
 /* Every block's share of the fused layout's sentinel, where the layout is
- * written over it (memra_layout_routed_prefilled): by every thread, after
- * the grid wait and before memra_route_layout. */
+ * written over it (memra_layout_routed_prefilled): by every thread, at
+ * memra_route_layout's start, after the routing (the block kernel wrote it
+ * in its first step once and its routing measured slower, BENCHMARKS.md). */
 MEMRA_DEVICE void memra_route_layout_fill(const memra_layout_params *lp, memra_u32 n_tokens,
                                           memra_u32 K, memra_u32 words, memra_u32 per)
 {
@@ -212,8 +213,8 @@ MEMRA_DEVICE void memra_route_layout_fill(const memra_layout_params *lp, memra_u
  * pairs written, counts itself done on the layer's count (lp.ticket); the
  * last lays the whole batch out from sel (up to 256 tokens from a bitmap
  * of each expert's tokens, memra_layout_tokens; above, memra_layout_block;
- * `per`: the kernel's pairs a thread for the first, `fill`: whether the
- * block's share of the sentinel is still to be written), in `scratch` (shared memory the
+ * `per`: the kernel's pairs a thread for the first), over the sentinel each
+ * block writes first where those paths take it, in `scratch` (shared memory the
  * routing no longer needs, `words` 32-bit words), and sets the count back
  * to 0 for the layer's next call. Every thread of every block calls it,
  * after its last write of sel.
@@ -226,12 +227,11 @@ MEMRA_DEVICE void memra_route_layout_fill(const memra_layout_params *lp, memra_u
  * far more. A launch of one block is its own last: no count, no fence. */
 MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_tokens,
                                      memra_u32 K, memra_u32 *scratch, memra_u32 words,
-                                     memra_u32 per, int fill, int *last)
+                                     memra_u32 per, int *last)
 {
     if (!lp->ticket)
         return;
-    if (fill) /* the block's share of the sentinel, unless made already */
-        memra_route_layout_fill(lp, n_tokens, K, words, per);
+    memra_route_layout_fill(lp, n_tokens, K, words, per);
     memra_block_sync();
     if (gridDim.x > 1u) {
         if (threadIdx.x == 0)
