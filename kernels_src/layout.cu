@@ -269,11 +269,9 @@ MEMRA_DEVICE int memra_layout_places_only(const memra_layout_params *lp)
  * shares (every thread of every block calls), before anything decides
  * where the pairs go: the placing then writes the pairs and their runs'
  * labels and nothing else, and its chain from the ids to the last store
- * is short. A routing launch fills after its grid wait (an engine's
- * previous kernel may still read the buffers until then), where the stores
- * overlap the logits' trip; the fill is ordered before the placing by the
- * launch's barriers, and in a launch of several blocks by the layout's
- * count (memra_route_layout). */
+ * is short. A routing launch fills at memra_route_layout's start, after
+ * its routing; the fill is ordered before the placing by the launch's
+ * barriers, and in a launch of several blocks by the layout's count. */
 MEMRA_DEVICE void memra_layout_fill(const memra_layout_params *lp, memra_u32 n_pairs)
 {
     int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
@@ -289,7 +287,8 @@ MEMRA_DEVICE void memra_layout_fill(const memra_layout_params *lp, memra_u32 n_p
         eids[k] = -1;
 }
 
-/* The standalone kernel's fill, where the small path takes the batch: up
+/* The fill where the small path takes the batch (the standalone kernel's,
+ * and a routing launch's below the bitmap path): up
  * to 32 pairs the sorted list has at most 32 * block_size entries (the
  * sizes' cap, memra_layout_sizes). */
 MEMRA_DEVICE void memra_layout_prefill(const memra_layout_params *lp, memra_u32 n_pairs)
@@ -437,16 +436,6 @@ MEMRA_DEVICE memra_u32 memra_layout_token_words(const memra_layout_params *lp, m
         n_pairs > (memra_u64)per * blockDim.x)
         return 0;
     return (memra_u64)E * W + E + 2u * (E + 1u) <= words ? W : 0u;
-}
-
-/* Whether a routing launch's fused layout is written over
- * memra_layout_fill's sentinel (the small and the bitmap paths), so that
- * every block fills its share after its grid wait. */
-MEMRA_DEVICE int memra_layout_routed_prefilled(const memra_layout_params *lp, memra_u32 n_tokens,
-                                               memra_u32 K, memra_u32 words, memra_u32 per)
-{
-    return (memra_u64)n_tokens * K <= MEMRA_LAYOUT_SMALL_PAIRS ||
-           memra_layout_token_words(lp, n_tokens, K, words, per) != 0u;
 }
 
 /* The layout of a routing launch's batch by the calling block (every

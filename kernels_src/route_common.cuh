@@ -198,17 +198,6 @@ MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
  * leaves 32x to spare and still keeps a handful of candidates. */
 #define MEMRA_ROUTE_SCREEN_MARGIN 0x1p-12f
 
-/* Every block's share of the fused layout's sentinel, where the layout is
- * written over it (memra_layout_routed_prefilled): by every thread, at
- * memra_route_layout's start, after the routing (the block kernel wrote it
- * in its first step once and its routing measured slower, BENCHMARKS.md). */
-MEMRA_DEVICE void memra_route_layout_fill(const memra_layout_params *lp, memra_u32 n_tokens,
-                                          memra_u32 K, memra_u32 words, memra_u32 per)
-{
-    if (lp->ticket && memra_layout_routed_prefilled(lp, n_tokens, K, words, per))
-        memra_layout_fill(lp, n_tokens * K);
-}
-
 /* The fused layout (memra_route_tables_ex, one launch): each block, its
  * pairs written, counts itself done on the layer's count (lp.ticket); the
  * last lays the whole batch out from sel (up to 256 tokens from a bitmap
@@ -221,9 +210,9 @@ MEMRA_DEVICE void memra_route_layout_fill(const memra_layout_params *lp, memra_u
  *
  * The ordering is one acquire-release add by thread 0 between two
  * barriers (the pattern of a grid barrier): the barrier orders the block's
- * sel (and block 0's, memra_layout_prefill's fill) before the add's
- * release, and the last block's acquire orders every block's sel before
- * its reads, and the fill before its own stores. A fence by every thread (fence.sc.gpu) cost
+ * sel (and its share of the sentinel) before the add's release, and the
+ * last block's acquire orders every block's sel before its reads, and the
+ * sentinel before its own stores. A fence by every thread (fence.sc.gpu) cost
  * far more. A launch of one block is its own last: no count, no fence. */
 MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, memra_u32 n_tokens,
                                      memra_u32 K, memra_u32 *scratch, memra_u32 words,
@@ -231,7 +220,13 @@ MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, me
 {
     if (!lp->ticket)
         return;
-    memra_route_layout_fill(lp, n_tokens, K, words, per);
+    /* The sentinel first where the bitmap or the small path takes the
+     * batch (the block's share; the general path writes its own). */
+    const memra_u32 W = memra_layout_token_words(lp, n_tokens, K, words, per);
+    if (W)
+        memra_layout_fill(lp, n_tokens * K);
+    else
+        memra_layout_prefill(lp, n_tokens * K);
     memra_block_sync();
     if (gridDim.x > 1u) {
         if (threadIdx.x == 0)
@@ -243,7 +238,6 @@ MEMRA_DEVICE void memra_route_layout(memra_layout_params *lp, const int *sel, me
             *(volatile memra_u32 *)lp->ticket = 0;
     }
     MEMRA_PROBE(10, "layout: the last block in");
-    const memra_u32 W = memra_layout_token_words(lp, n_tokens, K, words, per);
     if (W)
         memra_layout_tokens(lp, sel, n_tokens, K, scratch, W, per);
     else

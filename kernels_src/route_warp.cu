@@ -116,9 +116,7 @@ MEMRA_SHARED int MEMRA_RW_FN(memra_rw_last);
 /* The fused layout's pairs a thread in the bitmap path (memra_layout_tokens):
  * more would raise the team kernels' register counts, which their
  * occupancy at prefill sizes pays for (8 already lifts route_warp4's). */
-#ifndef MEMRA_RW_LAYOUT_PER
 #define MEMRA_RW_LAYOUT_PER 4u
-#endif
 /* The fused layout's counts fit the buffer for the most experts this
  * kernel routes (32 a lane) and the shared ones: a smaller buffer would
  * make memra_layout_block's warp count wrap. */
