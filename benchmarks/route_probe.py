@@ -172,6 +172,23 @@ def alloc(nbytes, data=None):
     return p.value
 
 
+
+# The library built beside the module texts, for what it answers on the host
+# (the layout's sizes), so that the probe sizes its buffers as memra does.
+LIB_PATH = None
+
+
+def layout_sizes(n_pairs, n_expert, block_size):
+    """memra_layout_sizes: (sorted_len, n_blocks) for n_pairs pairs."""
+    lib = ctypes.CDLL(LIB_PATH)
+    # memra_layout_spec: n_expert, block_size, pad_sorted_ids, load_dtype, expert_map
+    spec = struct.pack("<IIiiQ", n_expert, block_size, 0, 0, 0)
+    sorted_len, n_blocks = ctypes.c_uint64(), ctypes.c_uint64()
+    st = lib.memra_layout_sizes(ctypes.c_uint32(n_pairs), ctypes.create_string_buffer(spec, len(spec)),
+                                ctypes.byref(sorted_len), ctypes.byref(n_blocks))
+    assert st == 0, "memra_layout_sizes: status %d" % st
+    return sorted_len.value, n_blocks.value
+
 class Layer:
     """One configuration's device buffers and parameter block (src/route/route_abi.h)."""
 
@@ -199,15 +216,10 @@ class Layer:
         self.faults = alloc(20)  # abi.h: MEMRA_FAULT_WORDS x 4 bytes
         self.flags = (F_SIGMOID if sig else 0) | (F_RENORM if renorm else 0)
         self.n_group, self.topk_group, self.scale = G, TG, scale
-        # The fused layout's outputs (block size 16; vLLM's sizes, capped at
-        # n_pairs * block_size below n_expert pairs as memra_layout_sizes
-        # does) and its ticket (one block: never counted, but it must be there).
+        # The fused layout's outputs (block size 16, the library's sizes)
+        # and its ticket (one block: never counted, but it must be there).
         self.bs = 16
-        n_pairs = K * n_tokens
-        self.sorted_len = n_pairs + E * (self.bs - 1)
-        if n_pairs < E:
-            self.sorted_len = min(self.sorted_len, n_pairs * self.bs)
-        self.n_blocks = (self.sorted_len + self.bs - 1) // self.bs
+        self.sorted_len, self.n_blocks = layout_sizes(K * n_tokens, E, self.bs)
         self.lay = [alloc(4 * self.sorted_len), alloc(4 * self.n_blocks), alloc(4), alloc(4)]
 
     def params(self, tables, layout=False, few_lanes=False):
@@ -646,6 +658,8 @@ def main():
     ap.add_argument("--configs", default="",
                     help="a comma list of route_configs.h's names to measure (default: all)")
     a = ap.parse_args()
+    global LIB_PATH
+    LIB_PATH = os.path.join(a.build, "src", "libmemra.so.2")
     want = [c for c in a.configs.split(",") if c]
     unknown = [c for c in want if c not in [cfg[0] for cfg in CONFIGS]]
     if unknown:
