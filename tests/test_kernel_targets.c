@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "cubin_stats.h"
 
 #include "jit/jit.h"
 #include "jit/kernels.h"
@@ -61,6 +62,56 @@ static unsigned max_threads(memra_kernel_id k)
     }
 }
 
+/* What each kernel may cost on the H200's arch (sm_90, this NVRTC's ptxas):
+ * its registers and machine instructions, where a change that quietly grows
+ * a kernel is caught on a machine with no GPU. A 64-bit division's
+ * subroutine (+14 registers), a 16-pair unrolled loop (+30) and a block
+ * kernel whose code doubled each cost a device run to find. The budgets sit
+ * a little above what the kernels build to now (registers to the next
+ * multiple of 8, the allocation's unit; instructions +10%): a change meant to
+ * grow a kernel raises its row here, on purpose. The rows were built with
+ * NVRTC 13.0; another version gets a margin. spec is NULL for the
+ * generic build, else the route case's family prefix (route_case_util.h). */
+typedef struct kernel_budget {
+    memra_kernel_id kernel;
+    const char *spec;
+    unsigned regs, instrs;
+} kernel_budget;
+
+static const kernel_budget budgets[] = {
+#include "kernel_budgets.inc"
+};
+
+/* Fails where kernel (built as the image holds it) is over its row, or has
+ * no row. */
+static void expect_within_budget(const memra_image *img, memra_kernel_id kernel, const char *spec)
+{
+    const char *name = memra_kernel_name(kernel);
+    unsigned regs, instrs;
+    if (!cubin_kernel_stats(img->data, img->size, name, &regs, &instrs))
+        fail_msg("sm_90 CUBIN: no register count or code for %s", name);
+    printf("sm_90 %-28s %-12s %3u registers %6u instructions\n", name, spec ? spec : "generic",
+           regs, instrs);
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        const kernel_budget *b = &budgets[i];
+        const int same_spec = b->spec && spec ? strcmp(b->spec, spec) == 0 : b->spec == spec;
+        if (b->kernel != kernel || !same_spec)
+            continue;
+        /* Another ptxas allocates a little differently: one allocation
+         * unit and 15% more code before it counts as growth. */
+        const int same_nvrtc = nv->major == 13 && nv->minor == 0;
+        const unsigned max_regs = b->regs + (same_nvrtc ? 0u : 8u);
+        const unsigned max_instrs = same_nvrtc ? b->instrs : b->instrs + b->instrs / 100u * 15u;
+        if (regs > max_regs || instrs > max_instrs)
+            fail_msg("sm_90 %s (%s): %u registers, %u instructions, over its budget of %u and %u "
+                     "(tests/kernel_budgets.inc, NVRTC %d.%d)",
+                     name, spec ? spec : "generic", regs, instrs, max_regs, max_instrs, nv->major,
+                     nv->minor);
+        return;
+    }
+    fail_msg("sm_90 %s (%s): no row in tests/kernel_budgets.inc", name, spec ? spec : "generic");
+}
+
 static void test_every_arch_cubin_and_ptx(void **state)
 {
     (void)state;
@@ -86,6 +137,10 @@ static void test_every_arch_cubin_and_ptx(void **state)
                                 "ELF",
                                 4);
             assert_int_equal(img.is_ptx, 0);
+            if (arch == 90)
+                for (int k = 0; k < MEMRA_KERNEL_COUNT; k++)
+                    if (memra_kernel_module((memra_kernel_id)k) == (memra_module_id)m)
+                        expect_within_budget(&img, (memra_kernel_id)k, NULL);
             memra_image_free(&img);
 
             st = memra_jit_compile(nv, &src, arch, 1, &img);
@@ -202,6 +257,16 @@ static void test_specialised_routing_exact_on_every_target(void **state)
                 memra_image_free(&img);
                 built++;
             }
+            /* What ptxas makes of it for the H200: within its budget. */
+            char family[32];
+            snprintf(family, sizeof family, "%.*s", (int)strcspn(route_cases[ci].name, ":,"),
+                     route_cases[ci].name);
+            memra_image img;
+            if (memra_jit_compile(nv, &src, 90, 0, &img))
+                fail_msg("%s, %s for its spec, sm_90: %s", family, memra_kernel_name(ks[i]),
+                         memra_last_error());
+            expect_within_budget(&img, ks[i], family);
+            memra_image_free(&img);
             free(text);
         }
     }
