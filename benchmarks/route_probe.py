@@ -42,7 +42,7 @@ PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 TEAM_THREADS = 128  # abi.h's MEMRA_ROUTE_TEAM_THREADS
 
 # abi.h's launch flags.
-F_SIGMOID, F_RENORM, F_NO_TABLES, F_FEW_LANES = 1, 4, 64, 512
+F_SIGMOID, F_RENORM, F_NO_TABLES, F_FEW_LANES, F_LAYOUT = 1, 4, 64, 512, 1024
 
 def read_configs():
     """benchmarks/route_configs.h's rows, the list every routing benchmark
@@ -223,7 +223,8 @@ class Layer:
         self.lay = [alloc(4 * self.sorted_len), alloc(4 * self.n_blocks), alloc(4), alloc(4)]
 
     def params(self, tables, layout=False, few_lanes=False):
-        flags = self.flags | (0 if tables else F_NO_TABLES) | (F_FEW_LANES if few_lanes else 0)
+        flags = (self.flags | (0 if tables else F_NO_TABLES) | (F_FEW_LANES if few_lanes else 0) |
+                 (F_LAYOUT if layout else 0))
         E4 = 4 * self.E
         # 18 addresses (the map and the real-token count 0), 8 counts and
         # flags, 2 floats, then the fused layout's parameters (none: zeros)
@@ -353,12 +354,14 @@ def team_module(E, sigmoid):
     return "route_%s%d" % (kind, m), "memra_route_%s%d_kernel" % (kind, m), m
 
 
-def spec_defines(layer):
+def spec_defines(layer, laid=False):
     """The defines that compile a layer's spec in as constants
-    (route_common.cuh's MEMRA_ROUTE_SPEC_CONSTANTS)."""
+    (route_common.cuh's MEMRA_ROUTE_SPEC_CONSTANTS); `laid`: the build for
+    launches with the fused layout (MEMRA_ROUTE_FLAG_LAYOUT), as the library
+    keeps one apart (a build without it holds no layout code)."""
     return ["MEMRA_SPEC_E %d" % layer.E, "MEMRA_SPEC_NG %d" % layer.n_group,
             "MEMRA_SPEC_TG %d" % layer.topk_group, "MEMRA_SPEC_K %d" % layer.K,
-            "MEMRA_SPEC_FLAGS %du" % layer.flags]
+            "MEMRA_SPEC_FLAGS %du" % (layer.flags | (F_LAYOUT if laid else 0))]
 
 
 def team_lanes(text, cfg, m, few=True):
@@ -548,19 +551,23 @@ def batch(build, arch, stream, sizes, srcs, configs, results):
     print("  neighbours alone: %s us per node" % ", ".join("%s %.2f" % kv for kv in nb_alone.items()))
     for cfg in configs:
         arms = {}  # per source: (name, kernel, threads, lanes a token or 0, few lanes)
-        sd = spec_defines(Layer(cfg, 7))
+        sd, sdl = spec_defines(Layer(cfg, 7)), spec_defines(Layer(cfg, 7), True)
         for src, _ in srcs:
             s = None if src == "shipped" else src
             _, bfn, _ = compile_block(build, s, arch, sd)
-            arms[src] = [("block", bfn, (cfg[1] + 31) // 32 * 32, 0, False)]
+            _, blfn, _ = compile_block(build, s, arch, sdl)
+            arms[src] = [("block", (bfn, blfn), (cfg[1] + 31) // 32 * 32, 0, False)]
             print("  %-12s %s: block kernel %d bytes of static shared memory"
                   % (cfg[0], variant_tag(src, True), shared_bytes(bfn)))
             if cfg[1] <= 512:  # abi: the team kernels' most experts
                 module, kernel, m = team_module(cfg[1], cfg[5])
                 text = module_text(build, module, s)
                 _, tfn, _ = compile_block(build, s, arch, sd, module, kernel, text)
-                arms[src] += [("team", tfn, TEAM_THREADS, team_lanes(text, cfg, m, False), False),
-                              ("team-few", tfn, TEAM_THREADS, team_lanes(text, cfg, m), True)]
+                _, tlfn, _ = compile_block(build, s, arch, sdl, module, kernel, text)
+                arms[src] += [("team", (tfn, tlfn), TEAM_THREADS, team_lanes(text, cfg, m, False),
+                               False),
+                              ("team-few", (tfn, tlfn), TEAM_THREADS, team_lanes(text, cfg, m),
+                               True)]
         for n in sizes:
             layer = Layer(cfg, 7, n)
             ref = None
@@ -570,7 +577,7 @@ def batch(build, arch, stream, sizes, srcs, configs, results):
                 tag = variant_tag(src, True)
                 res = results.setdefault(tag, {}).setdefault(cfg[0], {})
                 line = []
-                for name, fn, threads, lanes, few in arms[src]:
+                for name, (fn, lfn), threads, lanes, few in arms[src]:
                     grid = n if not lanes else (n * lanes + TEAM_THREADS - 1) // TEAM_THREADS
                     buf = layer.params(True, few_lanes=few)
                     us = graph_node_us(stream, lambda: launch(fn, threads, stream, buf, grid))
@@ -584,7 +591,7 @@ def batch(build, arch, stream, sizes, srcs, configs, results):
                     # The same node with the fused layout (block size 16): the
                     # last block lays the batch out.
                     lbuf = layer.params(True, True, few_lanes=few)
-                    us_lay = graph_node_us(stream, lambda: launch(fn, threads, stream, lbuf, grid))
+                    us_lay = graph_node_us(stream, lambda: launch(lfn, threads, stream, lbuf, grid))
                     clear_outputs(layer)
                     launch(fn, threads, stream, buf, grid)
                     got = read_outputs(layer, stream)
@@ -697,6 +704,7 @@ def main():
         if not spec:  # a spec build is compiled per config, below
             pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"])
         mod, fn, empty = compile_block(a.build, src, arch, [])
+        lpmod, lpfn, lfn = pmod if not spec else None, pfn if not spec else None, fn
         res = results[tag] = {}
         print("\n== %s" % tag)
         e_us = graph_node_us(stream, lambda: launch_empty(empty, stream))
@@ -708,6 +716,10 @@ def main():
                 sd = spec_defines(layer)
                 pmod, pfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"] + sd)
                 mod, fn, empty = compile_block(a.build, src, arch, sd)
+                # the build for launches with the fused layout, as the library's
+                sdl = spec_defines(layer, True)
+                lpmod, lpfn, _ = compile_block(a.build, src, arch, ["MEMRA_ROUTE_PROBE"] + sdl)
+                _, lfn, _ = compile_block(a.build, src, arch, sdl)
             bufs = {t: layer.params(t) for t in (False, True)}
             router = graph_node_us(stream, lambda: launch(fn, threads, stream, bufs[False]))
             fused = graph_node_us(stream, lambda: launch(fn, threads, stream, bufs[True]))
@@ -722,10 +734,10 @@ def main():
             # The fused layout (block size 16) after the same routing: its
             # node and its phases, where the source marks them.
             lbuf = layer.params(True, True)
-            with_layout = graph_node_us(stream, lambda: launch(fn, threads, stream, lbuf))
+            with_layout = graph_node_us(stream, lambda: launch(lfn, threads, stream, lbuf))
             lmarks = []
             if len(marks_src[0]) > 10:
-                lmarks, _ = probe(pmod, pfn, layer, stream, True, marks_src, True)
+                lmarks, _ = probe(lpmod, lpfn, layer, stream, True, marks_src, True)
                 lmarks = [m for m in lmarks if marks_src[0].index(m[0]) >= 9]
             got = outputs(fn, layer, stream)
             same = reference.setdefault(cfg[0], got) == got

@@ -29,6 +29,12 @@
 #define MEMRA_ROUTE_FLAG_SHARED_SUM 128u /* shared_weight carries SGLang's divisor */
 #define MEMRA_ROUTE_FLAG_NREAL_I64 256u  /* n_real points at an int64 */
 #define MEMRA_ROUTE_FLAG_FEW_LANES 512u  /* the team kernel's throughput form (below) */
+/* The launch lays its own pairs out (memra_layout_params.ticket set: a
+ * decode-sized fused layout). Not a flag of the call for specialisation: a
+ * module built for a spec without it holds no layout code at all, one with
+ * it the one-token path too (route_block.cu), so the routing of a step with
+ * no layout pays nothing for the layout's code. */
+#define MEMRA_ROUTE_FLAG_LAYOUT 1024u
 /* The flags a call chooses (tables or not, the real-token count's type,
  * the team's form by batch size); the others a layer's spec fixes, so a
  * routing module compiled for one spec (MEMRA_SPEC_FLAGS) takes them as

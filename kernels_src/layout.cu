@@ -14,9 +14,9 @@
  * a batch of chunks at a time (the first batch once for both walks).
  * Decode-sized batches take one block (memra_layout_block: the standalone
  * kernel, or the last block of a routing launch that lays its own batch
- * out, which up to 256 tokens takes memra_layout_tokens); larger ones
- * three launches over tiles of MEMRA_LAYOUT_TILE pairs: count, scan,
- * place. */
+ * out; a one-token routing launch, the warp that routed the token,
+ * memra_layout_token); larger ones three launches over tiles of
+ * MEMRA_LAYOUT_TILE pairs: count, scan, place. */
 
 /* A run's block label: the expert, or through the map its local id. */
 MEMRA_DEVICE int memra_layout_label(const memra_layout_params *lp, memra_u32 e)
@@ -253,8 +253,8 @@ MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra
 }
 
 /* Up to this many pairs (a decode step of a few tokens) the layout takes
- * no barrier and no shared memory (memra_layout_small) and finds the
- * padding already written (memra_layout_fill). */
+ * no barrier and no shared memory (memra_layout_small, memra_layout_token)
+ * and finds the padding already written (memra_layout_prefill). */
 #define MEMRA_LAYOUT_SMALL_PAIRS 32u
 
 /* Whether a layout writes the pairs' places, the labels and n_post_pad
@@ -350,6 +350,55 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
     }
 }
 
+/* The layout of one token's pairs, from the registers of the warp that
+ * routed it (every lane calls; lane j < n_pairs holds pair j's expert, any
+ * id outside [0, n_expert) none), over memra_layout_prefill's fill (the
+ * per-expert outputs: memra_layout_token_outputs). A token's experts are distinct (the
+ * routing picks each once; its shared experts follow the routed ones), so
+ * each present expert's run is one pair and its padding, one block, and a
+ * pair's run is the number of present experts below its own: n_pairs
+ * shuffles, where memra_layout_small waits out a trip to memory for the
+ * ids, a match and a loop over the experts present. The same numbers for
+ * distinct experts, so the same bits. */
+MEMRA_DEVICE void memra_layout_token(const memra_layout_params *lp, int id, memra_u32 n_pairs)
+{
+    const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert, bs = lp->block_size;
+    const memra_u32 e = (memra_u32)id < E ? (memra_u32)id : E;
+    memra_u32 run = 0; /* present experts below e: its run, and its first block */
+    for (memra_u32 i = 0; i < n_pairs; i++) /* the same for the whole warp */
+        run += memra_shfl_u(e, (int)i) < e ? 1u : 0u;
+    if (e < E) {
+        ((int *)lp->sorted_ids)[run * bs] = (int)lane;
+        ((int *)lp->expert_ids)[run] = memra_layout_label(lp, e);
+    }
+    const memra_u32 present = memra_popc(memra_warp_ballot(e < E));
+    if (lane == 0u)
+        *(int *)lp->n_post_pad = (int)(present * bs);
+    MEMRA_PROBE(13, "layout: placed, padding written");
+}
+
+/* memra_layout_token's per-expert outputs, by every thread of the block
+ * (each takes every blockDim.x-th expert of [0, n_expert]): the token's
+ * pair j has expert routed[j] for j < top_k (shared memory the routing
+ * filled before its last barrier), first_shared + (j - top_k) after; the
+ * experts are distinct, so below x there are as many pairs as experts,
+ * each one block. */
+MEMRA_DEVICE void memra_layout_token_outputs(const memra_layout_params *lp, const int *routed,
+                                             memra_u32 top_k, memra_u32 first_shared,
+                                             memra_u32 n_pairs)
+{
+    const memra_u32 E = lp->n_expert, bs = lp->block_size;
+    for (memra_u32 x = threadIdx.x; x <= E; x += blockDim.x) {
+        memra_u32 below = 0, count = 0;
+        for (memra_u32 j = 0; j < n_pairs; j++) {
+            const memra_u32 e = j < top_k ? (memra_u32)routed[j] : first_shared + (j - top_k);
+            below += e < x ? 1u : 0u;
+            count += e == x ? 1u : 0u;
+        }
+        memra_layout_expert_outputs(lp, x, below, below * bs, count);
+    }
+}
+
 /* The scratch memra_layout_block needs for n_expert experts and `warps`
  * placing warps, in 32-bit words. */
 #define MEMRA_LAYOUT_BLOCK_WORDS(E, warps) ((warps) * (E) + (E) + 2u * ((E) + 1u))
@@ -418,9 +467,9 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
  * walk in order, each thread's pairs at once. Up to
  * MEMRA_LAYOUT_TOKEN_WORDS words (256 tokens, a decode batch) and `per`
  * pairs a thread (held in registers from the load to the placing; the
- * kernel's constant, at most MEMRA_LAYOUT_TOKEN_PER_MAX: the team kernels
- * take 4, as many as leave their register counts where they were without
- * the layout; the block kernel none, route_block.cu), where the bitmap and the sums
+ * kernel's constant, at most MEMRA_LAYOUT_TOKEN_PER_MAX: the block kernel
+ * takes 16, the team kernels 4, as many as leave each kernel's register
+ * count where it was without the layout), where the bitmap and the sums
  * fit the scratch; larger batches take memra_layout_block. */
 #define MEMRA_LAYOUT_TOKEN_WORDS 8u
 #define MEMRA_LAYOUT_TOKEN_PER_MAX 16u

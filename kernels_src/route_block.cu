@@ -24,7 +24,12 @@
  *  5. a second barrier, then the pairs: weights summed in rank order, the
  *     tables from the values read in step 1;
  *  6. with a fused layout, the last block to finish lays the whole batch
- *     out (memra_route_layout).
+ *     out (memra_route_layout), a one-token launch's warp 0 from its
+ *     registers (memra_layout_token), each over the sentinel its block
+ *     wrote first (memra_layout_fill). The layout's code costs the routing
+ *     itself 0.04-0.25 us a node on the H100 (more code, other choices by
+ *     the compiler), so a spec's build holds it only where its launches
+ *     lay out (MEMRA_ROUTE_FLAG_LAYOUT); the generic build holds it all.
  * Softmax adds two barriers before step 2 (the max, then the sum in the
  * fixed order, which every warp takes alike from the exps in shared
  * memory) when the experts span more than one warp. */
@@ -60,6 +65,7 @@ typedef union memra_rb_shared {
     memra_u32x4 align16; /* the key rows' 16-byte loads */
 } memra_rb_shared;
 MEMRA_SHARED memra_rb_shared memra_rb_sh;
+#define MEMRA_RB_WORDS ((memra_u32)(sizeof memra_rb_sh.words / sizeof memra_rb_sh.words[0]))
 MEMRA_SHARED int memra_rb_last;
 /* The fused layout's counts fit the buffer for the most experts a layout
  * has: a smaller one would make memra_layout_block's warp count wrap. */
@@ -78,7 +84,9 @@ MEMRA_DEVICE int memra_rb_warp_plays(memra_u32 w, memra_u32 n_group, memra_u32 G
     return n_group == 1u || ((allowed >> memra_udiv(32u * w, G)) & 1u);
 }
 
-MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
+/* Routes token blockIdx.x; 1 where it has also laid out the launch's
+ * fused layout (step 7), the same in every thread of the block. */
+MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
 {
     memra_u64 *const sh_list = memra_rb_sh.r.list;
     memra_u32 *const sh_klist = memra_rb_sh.r.klist;
@@ -98,7 +106,6 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
                     nw = MEMRA_ROUTE_BLOCK_WARPS;
     const memra_u32 t = blockIdx.x, E = n_expert;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
-    (void)lp; /* the kernel's, after the routing (memra_route_layout) */
     MEMRA_PROBE(0, "entry");
     memra_grid_wait();
     memra_grid_launch_dependents();
@@ -120,7 +127,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     if (t >= memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens)) {
         if (tid < K)
             memra_route_emit_pad(&o, t, tid);
-        return;
+        return 0;
     }
     const int bad = valid && (MEMRA_VROWS_NONFINITE(x) || MEMRA_VROWS_NONFINITE(b));
     int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD;
@@ -259,7 +266,7 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     if (any_bad) { /* the whole block */
         if (tid < K)
             memra_route_emit_bad(&o, t, tid, top_k);
-        return;
+        return 0;
     }
 
     /* 4. Groups: lane g of every warp merges group g's segment heads, scores
@@ -455,13 +462,14 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
     memra_block_sync();
 
     /* 6. The pairs: the routed ones by rank, then the shared ones. */
+    int e = -1;
     if (tid < K) {
         float W = 0.0f;
         if (MEMRA_ROUTE_NEEDS_SUM(flags))
             for (memra_u32 j = 0; j < top_k; j++)
                 W = memra_add_rn(W, sh_w[j]);
         MEMRA_PROBE(7, "weights summed (barrier passed)");
-        int e, slot = pair_slot;
+        int slot = pair_slot;
         memra_vrows_macro m = pair;
         float sc = 0.0f;
         if (tid < top_k) {
@@ -477,18 +485,31 @@ MEMRA_DEVICE void memra_route_block(MEMRA_ROUTE_PARAMS)
         memra_route_emit_at(&o, t, tid, e, w, slot, m);
         MEMRA_PROBE(9, "pairs written");
     }
+    /* 7. A launch of one token lays its fused layout out here, from the
+     *    experts in warp 0's registers (memra_layout_token), where
+     *    memra_route_layout would count, wait for two barriers and read
+     *    them back from memory; the per-expert outputs from the winners in
+     *    shared memory, which the last barrier made every thread's. The
+     *    sentinel first, by the whole block, ordered by one barrier. */
+    if (!MEMRA_ROUTE_LAID(flags) || !lp.ticket || gridDim.x != 1u)
+        return 0;
+    memra_layout_fill(&lp, K);
+    memra_block_sync();
+    if (wid == 0u)
+        memra_layout_token(&lp, e, K);
+    if (!memra_layout_places_only(&lp))
+        memra_layout_token_outputs(&lp, sh_sel, top_k, E, K);
+    return 1;
 }
 
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ABI_ROUTE_MAX_EXPERT) memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
-    memra_route_block(MEMRA_ROUTE_ARGS);
-    /* No bitmap path here (0 pairs a thread): its code, 16 pairs a thread
-     * unrolled, doubled this kernel's size, and with it (and a one-token
-     * layout from warp 0's registers, the sentinel written in step 1) the
-     * routing itself measured 0.05-0.14 us a node slower on the H100
-     * with no layout at all (docs/runs/2026-12-06-h100-3c3769b/,
-     * benchmarks/variants/block-token-layout.patch). */
-    memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, memra_rb_sh.words,
-                       (memra_u32)(sizeof memra_rb_sh.words / sizeof memra_rb_sh.words[0]), 0u,
-                       &memra_rb_last);
+    /* A spec's build without MEMRA_ROUTE_FLAG_LAYOUT holds none of the
+     * layout. The bitmap path (memra_layout_tokens) is not here (0 pairs a
+     * thread): at 16 pairs a thread it doubled this kernel's code, and
+     * with it the routing measured 0.05-0.25 us a node slower on the H100
+     * (docs/runs/2026-12-06-h100-b76fe8c/, block-token-layout). */
+    if (!memra_route_block(MEMRA_ROUTE_ARGS) && MEMRA_ROUTE_LAID(flags))
+        memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, memra_rb_sh.words, MEMRA_RB_WORDS,
+                           0u, &memra_rb_last);
 }

@@ -32,9 +32,11 @@
             (flags & MEMRA_ROUTE_FLAGS_OF_CALL) | (MEMRA_SPEC_FLAGS & ~MEMRA_ROUTE_FLAGS_OF_CALL); \
     } while (0)
 #define MEMRA_ROUTE_BLOCK_WARPS ((MEMRA_SPEC_E + 31u) / 32u)
+#define MEMRA_ROUTE_LAID(flags) ((MEMRA_SPEC_FLAGS & MEMRA_ROUTE_FLAG_LAYOUT) != 0u)
 #else
 #define MEMRA_ROUTE_SPEC_CONSTANTS() ((void)0)
 #define MEMRA_ROUTE_BLOCK_WARPS (blockDim.x >> 5)
+#define MEMRA_ROUTE_LAID(flags) (((flags) & MEMRA_ROUTE_FLAG_LAYOUT) != 0u)
 #endif
 
 /* Launch flags: abi.h's MEMRA_ROUTE_FLAG_*. */

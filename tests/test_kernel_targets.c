@@ -227,14 +227,20 @@ static void test_specialised_routing_exact_on_every_target(void **state)
             continue;
         static route_inputs in;
         const memra_route_spec spec = route_case_inputs(&route_cases[ci], &in);
+        /* The block kernel also as launches with a fused layout take it
+         * (MEMRA_ROUTE_FLAG_LAYOUT), its own build: the one without holds
+         * none of the layout's code, so it is the smaller. */
         const memra_kernel_id ks[] = {
             memra_route_kernel(MEMRA_ROUTE_VARIANT_BLOCK, 1, &spec),
             memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 4096, &spec),
-            memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP_EXACT, 4096, &spec)};
+            memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP_EXACT, 4096, &spec),
+            memra_route_kernel(MEMRA_ROUTE_VARIANT_BLOCK, 1, &spec)};
+        unsigned block_instrs[2] = {0, 0};
         for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
             if (i == 2 && ks[2] == ks[1])
                 continue;
-            const memra_special_key key = memra_route_special_key(ks[i], &spec);
+            const int laid = i == 3;
+            const memra_special_key key = memra_route_special_key(ks[i], &spec, laid);
             const memra_source base = memra_module_source(memra_kernel_module(ks[i]));
             memra_source src = base;
             char *text = memra_engine_special_text(&key, &base, &src.len);
@@ -258,21 +264,30 @@ static void test_specialised_routing_exact_on_every_target(void **state)
                 built++;
             }
             /* What ptxas makes of it for the H200: within its budget. */
-            char family[32];
-            snprintf(family, sizeof family, "%.*s", (int)strcspn(route_cases[ci].name, ":,"),
-                     route_cases[ci].name);
+            char family[48];
+            snprintf(family, sizeof family, "%.*s%s", (int)strcspn(route_cases[ci].name, ":,"),
+                     route_cases[ci].name, laid ? "+layout" : "");
             memra_image img;
             if (memra_jit_compile(nv, &src, 90, 0, &img))
                 fail_msg("%s, %s for its spec, sm_90: %s", family, memra_kernel_name(ks[i]),
                          memra_last_error());
             expect_within_budget(&img, ks[i], family);
+            if (ks[i] == MEMRA_KERNEL_ROUTE_BLOCK) {
+                unsigned regs;
+                assert_true(cubin_kernel_stats(img.data, img.size, memra_kernel_name(ks[i]), &regs,
+                                               &block_instrs[laid]));
+            }
             memra_image_free(&img);
             free(text);
         }
+        if (block_instrs[0] >= block_instrs[1])
+            fail_msg("%s: the block kernel's build without the layout has %u sm_90 instructions, "
+                     "with it %u: its layout code was not left out",
+                     route_cases[ci].name, block_instrs[0], block_instrs[1]);
     }
     printf("%d specialised routing builds: IEEE divisions, nothing approximate or flushed\n",
            built);
-    assert_true(built >= 6 * 2 * 3);
+    assert_true(built >= 6 * 3 * 3);
 }
 
 static void test_exactness_options(void **state)

@@ -56,14 +56,15 @@ static memra_kernel_id team_kernel(uint32_t n_expert, int sigmoid, int exact)
 static const char *const spec_names[] = {"MEMRA_SPEC_E", "MEMRA_SPEC_NG", "MEMRA_SPEC_TG",
                                          "MEMRA_SPEC_K", "MEMRA_SPEC_FLAGS"};
 
-memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec)
+memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec, int laid)
 {
     const memra_special_key key = {
         .k = k,
         .n = (int)(sizeof spec_names / sizeof spec_names[0]),
         .names = spec_names,
         .vals = {spec->n_expert, spec->n_group, spec->topk_group, spec->top_k,
-                 memra_route_flags(spec) & ~MEMRA_ROUTE_FLAGS_OF_CALL},
+                 (memra_route_flags(spec) & ~MEMRA_ROUTE_FLAGS_OF_CALL) |
+                     (laid ? MEMRA_ROUTE_FLAG_LAYOUT : 0u)},
     };
     return key;
 }
@@ -76,10 +77,11 @@ memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_s
  * kernels: its made-up specs must not use up the modules the model's
  * layers will want. */
 static memra_status route_function(memra_call *c, memra_capture cap, memra_kernel_id k,
-                                   const memra_route_spec *spec, int scratch, CUfunction *f)
+                                   const memra_route_spec *spec, int laid, int scratch,
+                                   CUfunction *f)
 {
     if (c->eng->route_specialize && !scratch) {
-        const memra_special_key key = memra_route_special_key(k, spec);
+        const memra_special_key key = memra_route_special_key(k, spec, laid);
         memra_status st = memra_engine_special_kernel(c, cap, &key, f);
         if (st || *f)
             return st;
@@ -91,7 +93,7 @@ static memra_status route_function(memra_call *c, memra_capture cap, memra_kerne
  * anything, the context, what the stream meets (refused where the launch
  * would join another stream's capture), and the loaded kernel `k`. */
 static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec, int il,
-                          int scratch, int have_macros, CUstream s, memra_kernel_id k,
+                          int scratch, int have_macros, CUstream s, memra_kernel_id k, int laid,
                           memra_call *c, memra_capture *cap, CUfunction *f)
 {
     memra_status st;
@@ -102,7 +104,7 @@ static memra_status enter(memra_engine *eng, const char *fn, const memra_route_s
         return st;
     if (*cap == MEMRA_CAPTURE_JOINS)
         return memra_refuse_capture(c, s, "launch the kernel", NULL);
-    return route_function(c, *cap, k, spec, scratch, f);
+    return route_function(c, *cap, k, spec, laid, scratch, f);
 }
 
 /* The layer's mirrored planes (macro planes, host bias) on the device, in
@@ -152,11 +154,11 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
      * specialisation, their builds for this spec and the generic ones too,
      * which a spec first met under capture takes. */
     const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
-    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, &c, &cap,
+    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, 0, &c, &cap,
                      &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
-        !(st = route_function(&c, cap, team, spec, 0, &f)) &&
+        !(st = route_function(&c, cap, team, spec, 0, 0, &f)) &&
         (!eng->route_specialize ||
          (!(st = memra_engine_kernel(&c, cap, MEMRA_KERNEL_ROUTE_BLOCK, &f)) &&
           !(st = memra_engine_kernel(&c, cap, team, &f)))))
@@ -280,13 +282,14 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                                             : memra_layout_launch(&c, cap, sel, 0, &lp, s);
         goto done;
     }
-    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
-                    memra_route_kernel(variant, n_tokens, spec), &c, &cap, &f)))
-        goto done;
     /* Decode-sized batches are laid out by the routing launch's last block
      * (the layer's count); larger ones by the layout's own launches after
-     * it. */
+     * it. A spec's module for launches that lay out is its own
+     * (MEMRA_ROUTE_FLAG_LAYOUT): one that does not holds no layout code. */
     const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
+    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
+                    memra_route_kernel(variant, n_tokens, spec), one_launch, &c, &cap, &f)))
+        goto done;
     uint64_t ticket = 0;
     if (one_launch && (st = memra_layout_ticket(&c, cap, il, scratch, &ticket)))
         goto done;
@@ -313,7 +316,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .top_k = spec->top_k,
         .n_group = spec->n_group,
         .topk_group = spec->topk_group,
-        .flags = memra_route_flags(spec) | memra_route_team_form(variant, n_tokens),
+        .flags = memra_route_flags(spec) | memra_route_team_form(variant, n_tokens) |
+                 (one_launch ? MEMRA_ROUTE_FLAG_LAYOUT : 0u),
         .n_local = spec->n_local,
         .n_shared = spec->n_shared,
         .scale = spec->routed_scaling_factor,

@@ -43,8 +43,11 @@ int memra_route_use_block(uint32_t n_tokens, uint32_t n_expert);
 uint32_t memra_route_block_max_tokens(uint32_t n_expert);
 memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_route_spec *spec);
 /* The key of kernel k's build for a checked spec (MEMRA_ROUTE_SPECIALIZE):
- * the spec's counts and the flags a layer fixes, as defines. */
-memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec);
+ * the spec's counts and the flags a layer fixes, as defines; `laid`: for
+ * launches that lay their pairs out (MEMRA_ROUTE_FLAG_LAYOUT), a build of
+ * its own, since one without holds no layout code. */
+memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec,
+                                          int laid);
 
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);
