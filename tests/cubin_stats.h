@@ -27,18 +27,29 @@ static uint64_t cubin_le(const unsigned char *p, int bytes)
     return v;
 }
 
+/* Whether [at, at + bytes) lies inside the image, without an addition
+ * that could wrap. */
+static int cubin_fits(const cubin_elf *e, uint64_t at, uint64_t bytes)
+{
+    return at <= e->n && bytes <= e->n - at;
+}
+
 /* Section i's header field at offset off (of the given width), or 0. */
 static uint64_t cubin_sh(const cubin_elf *e, unsigned i, unsigned off, int bytes)
 {
-    const uint64_t at = e->shoff + (uint64_t)i * e->shentsize + off;
-    return i < e->shnum && at + (uint64_t)bytes <= e->n ? cubin_le(e->d + at, bytes) : 0;
+    /* shnum and shentsize are 16-bit: their product cannot wrap. */
+    const uint64_t rel = (uint64_t)i * e->shentsize + off;
+    if (i >= e->shnum || !cubin_fits(e, e->shoff, rel) ||
+        !cubin_fits(e, e->shoff + rel, (uint64_t)bytes))
+        return 0;
+    return cubin_le(e->d + e->shoff + rel, bytes);
 }
 
 /* The NUL-terminated string at offset off of section strtab, or NULL. */
 static const char *cubin_str(const cubin_elf *e, unsigned strtab, uint64_t off)
 {
     const uint64_t base = cubin_sh(e, strtab, 24, 8), size = cubin_sh(e, strtab, 32, 8);
-    if (off >= size || base + size > e->n || base + size < base)
+    if (off >= size || !cubin_fits(e, base, size))
         return NULL;
     const char *s = (const char *)e->d + base + off;
     return memchr(s, 0, (size_t)(size - off)) ? s : NULL;
@@ -92,7 +103,9 @@ static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, un
     const unsigned strtab = (unsigned)cubin_sh(&e, sym, 40, 4);
     const uint64_t sbase = cubin_sh(&e, sym, 24, 8), ssize = cubin_sh(&e, sym, 32, 8);
     uint64_t index = 0;
-    for (uint64_t k = 1; (k + 1) * 24 <= ssize && sbase + (k + 1) * 24 <= e.n; k++) {
+    if (!cubin_fits(&e, sbase, ssize))
+        return 0;
+    for (uint64_t k = 1; k < ssize / 24; k++) {
         const char *s = cubin_str(&e, strtab, cubin_le(e.d + sbase + k * 24, 4));
         if (s && strcmp(s, kernel) == 0) {
             index = k;
@@ -103,7 +116,7 @@ static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, un
      * value; format 4 (EIFMT_SVAL) makes that value the size of a payload
      * that follows. REGCOUNT (0x2f) holds the symbol index, the count. */
     const uint64_t ibase = cubin_sh(&e, info, 24, 8), isize = cubin_sh(&e, info, 32, 8);
-    if (!index || ibase + isize > e.n || ibase + isize < ibase)
+    if (!index || !cubin_fits(&e, ibase, isize))
         return 0;
     for (uint64_t p = ibase; p + 4 <= ibase + isize;) {
         const unsigned fmt = e.d[p], attr = e.d[p + 1], len = (unsigned)cubin_le(e.d + p + 2, 2);

@@ -112,6 +112,51 @@ static void expect_within_budget(const memra_image *img, memra_kernel_id kernel,
     fail_msg("sm_90 %s (%s): no row in tests/kernel_budgets.inc", name, spec ? spec : "generic");
 }
 
+/* The budget's reader on images that do not parse: a section table whose
+ * offset wraps answers 0; a section whose offset plus its size wraps, or
+ * a truncated image, answers 0 or what the whole image answers, and
+ * never reads outside (tests/cubin_stats.h's checks; held under
+ * AddressSanitizer when they were written). */
+static void test_cubin_stats_refuses_malformed(void **state)
+{
+    (void)state;
+    const memra_source src = memra_module_source(MEMRA_MODULE_VROWS);
+    memra_image img;
+    if (memra_jit_compile(nv, &src, 90, 0, &img))
+        fail_msg("sm_90 CUBIN of %s: %s", src.name, memra_last_error());
+    unsigned regs, instrs, regs0, instrs0;
+    assert_true(cubin_kernel_stats(img.data, img.size, "memra_vrows_kernel", &regs0, &instrs0));
+    assert_false(cubin_kernel_stats(img.data, img.size, "no_such_kernel", &regs, &instrs));
+    unsigned char *bad = malloc(img.size);
+    assert_non_null(bad);
+    /* e_shoff two bytes short of 2^64: section 1's header would wrap to
+     * offset 62. */
+    memcpy(bad, img.data, img.size);
+    const uint64_t wrap = UINT64_MAX - 65u;
+    for (int i = 0; i < 8; i++)
+        bad[0x28 + i] = (unsigned char)(wrap >> (8 * i));
+    assert_false(cubin_kernel_stats(bad, img.size, "memra_vrows_kernel", &regs, &instrs));
+    /* Each section's offset in turn made to wrap with its size. */
+    cubin_elf e;
+    assert_true(cubin_open(&e, img.data, img.size));
+    for (unsigned i = 1; i < e.shnum; i++) {
+        memcpy(bad, img.data, img.size);
+        const uint64_t at = e.shoff + (uint64_t)i * e.shentsize + 24;
+        const uint64_t off = UINT64_MAX - 29u;
+        for (int b = 0; b < 8; b++)
+            bad[at + (uint64_t)b] = (unsigned char)(off >> (8 * b));
+        if (cubin_kernel_stats(bad, img.size, "memra_vrows_kernel", &regs, &instrs))
+            assert_true(regs == regs0 && instrs == instrs0);
+    }
+    /* A truncated image either still holds everything read (the same
+     * answer) or answers 0. */
+    for (size_t n = 0; n < img.size; n += 1 + n / 64)
+        if (cubin_kernel_stats(img.data, n, "memra_vrows_kernel", &regs, &instrs))
+            assert_true(regs == regs0 && instrs == instrs0);
+    free(bad);
+    memra_image_free(&img);
+}
+
 static void test_every_arch_cubin_and_ptx(void **state)
 {
     (void)state;
@@ -443,6 +488,7 @@ int main(void)
     printf("NVRTC %d.%d (%s, %s)\n", nv->major, nv->minor, nv->path, nv->origin);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exactness_options),
+        cmocka_unit_test(test_cubin_stats_refuses_malformed),
         cmocka_unit_test(test_specialised_routing_exact_on_every_target),
         cmocka_unit_test(test_every_arch_cubin_and_ptx),
         cmocka_unit_test(test_sass_multiply_is_exact_on_every_target),
