@@ -504,12 +504,14 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
 
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ABI_ROUTE_MAX_EXPERT) memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
-    /* A spec's build without MEMRA_ROUTE_FLAG_LAYOUT holds none of the
-     * layout. The bitmap path (memra_layout_tokens) is not here (0 pairs a
-     * thread): at 16 pairs a thread it doubled this kernel's code, and
-     * with it the routing measured 0.05-0.25 us a node slower on the H100
-     * (docs/runs/2026-12-06-h100-b76fe8c/, block-token-layout). */
-    if (!memra_route_block(MEMRA_ROUTE_ARGS) && MEMRA_ROUTE_LAID(flags))
+    /* Every build holds the general layout (it tests lp.ticket at run
+     * time): a spec's build without it, its routing unchanged, measured
+     * 0.15-0.29 us a node slower on the H100 (32 registers instead of 59
+     * for DeepSeek-V3; docs/runs/2026-12-06-h100-93c2b5a/). The bitmap path
+     * (memra_layout_tokens) is not here (0 pairs a thread): at 16 pairs a
+     * thread it doubled this kernel's code, and the routing measured
+     * 0.05-0.25 us a node slower (docs/runs/2026-12-06-h100-b76fe8c/). */
+    if (!memra_route_block(MEMRA_ROUTE_ARGS))
         memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, memra_rb_sh.words, MEMRA_RB_WORDS,
                            0u, &memra_rb_last);
 }

@@ -746,11 +746,9 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS) MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
-    /* A spec's build without MEMRA_ROUTE_FLAG_LAYOUT holds none of this. */
-    if (MEMRA_ROUTE_LAID(flags))
-        memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, MEMRA_RW_FN(memra_rw_sh).words,
-                           (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u),
-                           MEMRA_RW_LAYOUT_PER, &MEMRA_RW_FN(memra_rw_last));
+    memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, MEMRA_RW_FN(memra_rw_sh).words,
+                       (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u), MEMRA_RW_LAYOUT_PER,
+                       &MEMRA_RW_FN(memra_rw_last));
 }
 
 #undef MEMRA_RW_KERNEL
