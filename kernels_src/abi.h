@@ -31,9 +31,9 @@
 #define MEMRA_ROUTE_FLAG_FEW_LANES 512u  /* the team kernel's throughput form (below) */
 /* The launch lays its own pairs out (memra_layout_params.ticket set: a
  * decode-sized fused layout). Not a flag of the call for specialisation: a
- * module built for a spec without it holds no layout code at all, one with
- * it the one-token path too (route_block.cu), so the routing of a step with
- * no layout pays nothing for the layout's code. */
+ * module built for a spec with it adds the block kernel's one-token layout
+ * path (route_block.cu), which, compiled in, slows the routing of a step
+ * with no layout. */
 #define MEMRA_ROUTE_FLAG_LAYOUT 1024u
 /* The flags a call chooses (tables or not, the real-token count's type,
  * the team's form by batch size); the others a layer's spec fixes, so a

@@ -26,10 +26,11 @@
  *  6. with a fused layout, the last block to finish lays the whole batch
  *     out (memra_route_layout), a one-token launch's warp 0 from its
  *     registers (memra_layout_token), each over the sentinel its block
- *     wrote first (memra_layout_fill). The layout's code costs the routing
- *     itself 0.04-0.25 us a node on the H100 (more code, other choices by
- *     the compiler), so a spec's build holds it only where its launches
- *     lay out (MEMRA_ROUTE_FLAG_LAYOUT); the generic build holds it all.
+ *     wrote first (memra_layout_fill). The one-token path, compiled in,
+ *     costs the routing itself 0.04 us a node on the H100 (more code, other
+ *     choices by the compiler), so a spec's build holds it only where its
+ *     launches lay out (MEMRA_ROUTE_FLAG_LAYOUT); the generic build holds
+ *     it all.
  * Softmax adds two barriers before step 2 (the max, then the sum in the
  * fixed order, which every warp takes alike from the exps in shared
  * memory) when the experts span more than one warp. */

@@ -274,7 +274,7 @@ static void test_specialised_routing_exact_on_every_target(void **state)
         const memra_route_spec spec = route_case_inputs(&route_cases[ci], &in);
         /* The block kernel also as launches with a fused layout take it
          * (MEMRA_ROUTE_FLAG_LAYOUT), its own build: the one without holds
-         * none of the layout's code, so it is the smaller. */
+         * no one-token layout path, so it is the smaller. */
         const memra_kernel_id ks[] = {
             memra_route_kernel(MEMRA_ROUTE_VARIANT_BLOCK, 1, &spec),
             memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 4096, &spec),
@@ -326,8 +326,8 @@ static void test_specialised_routing_exact_on_every_target(void **state)
             free(text);
         }
         if (block_instrs[0] >= block_instrs[1])
-            fail_msg("%s: the block kernel's build without the layout has %u sm_90 instructions, "
-                     "with it %u: its layout code was not left out",
+            fail_msg("%s: the block kernel's build without the layout flag has %u sm_90 "
+                     "instructions, with it %u: the one-token layout path was not left out",
                      route_cases[ci].name, block_instrs[0], block_instrs[1]);
     }
     printf("%d specialised routing builds: IEEE divisions, nothing approximate or flushed\n",

@@ -285,7 +285,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     /* Decode-sized batches are laid out by the routing launch's last block
      * (the layer's count); larger ones by the layout's own launches after
      * it. A spec's module for launches that lay out is its own
-     * (MEMRA_ROUTE_FLAG_LAYOUT): one that does not holds no layout code. */
+     * (MEMRA_ROUTE_FLAG_LAYOUT): only it holds the one-token path. */
     const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
     if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
                     memra_route_kernel(variant, n_tokens, spec), one_launch, &c, &cap, &f)))
