@@ -467,9 +467,9 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
  * walk in order, each thread's pairs at once. Up to
  * MEMRA_LAYOUT_TOKEN_WORDS words (256 tokens, a decode batch) and `per`
  * pairs a thread (held in registers from the load to the placing; the
- * kernel's constant, at most MEMRA_LAYOUT_TOKEN_PER_MAX: the block kernel
- * takes 16, the team kernels 4, as many as leave each kernel's register
- * count where it was without the layout), where the bitmap and the sums
+ * kernel's constant, at most MEMRA_LAYOUT_TOKEN_PER_MAX: the team kernels
+ * take 4, as many as leave their register counts where they were without
+ * the layout; the block kernel none, route_block.cu), where the bitmap and the sums
  * fit the scratch; larger batches take memra_layout_block. */
 #define MEMRA_LAYOUT_TOKEN_WORDS 8u
 #define MEMRA_LAYOUT_TOKEN_PER_MAX 16u

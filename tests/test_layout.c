@@ -586,6 +586,42 @@ static void test_fused_one_token(void **state)
     memra_engine_destroy(eng);
 }
 
+/* The layer spec's builds a fused layout takes (the mock's NVRTC keeps the
+ * defines it last compiled): a one-token block-kernel launch, its own
+ * build with MEMRA_ROUTE_FLAG_LAYOUT (the one-token path); larger batches
+ * and the team kernel's launches, the build every other launch of the spec
+ * takes, since the path is not theirs (it slows the rest of the kernel:
+ * a second build would cost them time, a compile and a module slot). */
+static unsigned last_spec_flags(void)
+{
+    const char *f = strstr(mock.spec_defines, "MEMRA_SPEC_FLAGS ");
+    assert_non_null(f);
+    return (unsigned)strtoul(f + strlen("MEMRA_SPEC_FLAGS "), NULL, 10);
+}
+static void test_fused_layout_builds(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    assert_int_equal(eng->route_specialize, 1);
+    const size_t ds3 = route_case_named("DeepSeek-V3: 256");
+    const size_t mixtral = route_case_named("Mixtral");
+    int before = mock.spec_programs;
+    fused_case_ex(eng, ds3, 1, MEMRA_ROUTE_VARIANT_BLOCK, 90, 0, -1);
+    assert_int_equal(mock.spec_programs, before + 1);
+    assert_true(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    /* 4 tokens: the block kernel, laid out by its last block, no
+     * one-token path: the spec's plain build. */
+    before = mock.spec_programs;
+    fused_case_ex(eng, ds3, 4, MEMRA_ROUTE_VARIANT_BLOCK, 91, 0, -1);
+    assert_int_equal(mock.spec_programs, before + 1);
+    assert_false(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    before = mock.spec_programs;
+    fused_case_ex(eng, mixtral, 1, MEMRA_ROUTE_VARIANT_AUTO, 92, 0, -1);
+    assert_int_equal(mock.spec_programs, before + 1);
+    assert_false(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    memra_engine_destroy(eng);
+}
+
 /* The fused call with nothing to route writes the empty layout. */
 static void test_fused_zero_tokens_writes_empty_layout(void **state)
 {
@@ -840,6 +876,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_layout_matches_host, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layout_matches_host, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_one_token, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_layout_builds, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layer_out_of_range, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_null_spec_refused, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_zero_tokens_writes_empty_layout, mock_setup,

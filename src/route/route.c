@@ -284,11 +284,15 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     }
     /* Decode-sized batches are laid out by the routing launch's last block
      * (the layer's count); larger ones by the layout's own launches after
-     * it. A spec's module for launches that lay out is its own
-     * (MEMRA_ROUTE_FLAG_LAYOUT): only it holds the one-token path. */
+     * it. A one-token launch of the block kernel takes a spec's build of
+     * its own (MEMRA_ROUTE_FLAG_LAYOUT), the only one with the one-token
+     * path; every other launch shares the plain build, whose general
+     * layout tests the ticket at run time. */
     const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
+    const uint32_t layout_flag =
+        one_launch && block && n_tokens == 1 ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
     if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
-                    memra_route_kernel(variant, n_tokens, spec), one_launch, &c, &cap, &f)))
+                    memra_route_kernel(variant, n_tokens, spec), layout_flag != 0, &c, &cap, &f)))
         goto done;
     uint64_t ticket = 0;
     if (one_launch && (st = memra_layout_ticket(&c, cap, il, scratch, &ticket)))
@@ -316,8 +320,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         .top_k = spec->top_k,
         .n_group = spec->n_group,
         .topk_group = spec->topk_group,
-        .flags = memra_route_flags(spec) | memra_route_team_form(variant, n_tokens) |
-                 (one_launch ? MEMRA_ROUTE_FLAG_LAYOUT : 0u),
+        .flags = memra_route_flags(spec) | memra_route_team_form(variant, n_tokens) | layout_flag,
         .n_local = spec->n_local,
         .n_shared = spec->n_shared,
         .scale = spec->routed_scaling_factor,
