@@ -180,11 +180,12 @@ LIB_PATH = None
 
 def layout_sizes(n_pairs, n_expert, block_size):
     """memra_layout_sizes: (sorted_len, n_blocks) for n_pairs pairs."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from memra._lib import LayoutSpec  # the package's memra_layout_spec, not a copy
     lib = ctypes.CDLL(LIB_PATH)
-    # memra_layout_spec: n_expert, block_size, pad_sorted_ids, load_dtype, expert_map
-    spec = struct.pack("<IIiiQ", n_expert, block_size, 0, 0, 0)
+    spec = LayoutSpec(n_expert=n_expert, block_size=block_size)
     sorted_len, n_blocks = ctypes.c_uint64(), ctypes.c_uint64()
-    st = lib.memra_layout_sizes(ctypes.c_uint32(n_pairs), ctypes.create_string_buffer(spec, len(spec)),
+    st = lib.memra_layout_sizes(ctypes.c_uint32(n_pairs), ctypes.byref(spec),
                                 ctypes.byref(sorted_len), ctypes.byref(n_blocks))
     assert st == 0, "memra_layout_sizes: status %d" % st
     return sorted_len.value, n_blocks.value
