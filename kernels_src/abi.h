@@ -29,12 +29,14 @@
 #define MEMRA_ROUTE_FLAG_SHARED_SUM 128u /* shared_weight carries SGLang's divisor */
 #define MEMRA_ROUTE_FLAG_NREAL_I64 256u  /* n_real points at an int64 */
 #define MEMRA_ROUTE_FLAG_FEW_LANES 512u  /* the team kernel's throughput form (below) */
-/* A one-token block-kernel launch that lays its pair out
- * (memra_layout_params.ticket set). Not a flag of the call for
- * specialisation: a module built for a spec with it adds the block kernel's
- * one-token layout path (route_block.cu), which, compiled in, slows the
- * routing of every other launch. No other launch carries it (their layout,
- * memra_route_layout, tests the ticket at run time in every build). */
+/* A launch that lays its pairs out itself (memra_layout_params.ticket
+ * set): any team-kernel launch that does, and a one-token block-kernel
+ * launch. Not a flag of the call for specialisation: a module built for a
+ * spec with it adds the layout (the team kernels' memra_route_layout, the
+ * block kernel's one-token path), which, compiled in, slows the routing of
+ * every other launch. The block kernel's larger batches do not carry it:
+ * every build of that kernel holds the general layout, testing the ticket
+ * at run time (route_block.cu says why). */
 #define MEMRA_ROUTE_FLAG_LAYOUT 1024u
 /* The flags a call chooses (tables or not, the real-token count's type,
  * the team's form by batch size); the others a layer's spec fixes, so a

@@ -746,7 +746,11 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS) MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
-    memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, MEMRA_RW_FN(memra_rw_sh).words,
+    /* Only a launch that lays its pairs out here carries the layout flag
+     * (part of a spec's key): a spec's other build holds no layout code,
+     * which takes e.g. Qwen3-MoE's kernel from 56 registers to 32. */
+    if (MEMRA_ROUTE_LAID(flags))
+        memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, MEMRA_RW_FN(memra_rw_sh).words,
                        (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u), MEMRA_RW_LAYOUT_PER,
                        &MEMRA_RW_FN(memra_rw_last));
 }

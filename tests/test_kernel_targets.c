@@ -274,19 +274,22 @@ static void test_specialised_routing_exact_on_every_target(void **state)
             continue;
         static route_inputs in;
         const memra_route_spec spec = route_case_inputs(&route_cases[ci], &in);
-        /* The block kernel also as launches with a fused layout take it
-         * (MEMRA_ROUTE_FLAG_LAYOUT), its own build: the one without holds
-         * no one-token layout path, so it is the smaller. */
+        /* The block kernel and the team kernel also as launches with a
+         * fused layout take them (MEMRA_ROUTE_FLAG_LAYOUT), builds of
+         * their own: the ones without hold no one-token layout path (the
+         * block kernel) or no layout at all (the team kernel), so they are
+         * the smaller. */
         const memra_kernel_id ks[] = {
             memra_route_kernel(MEMRA_ROUTE_VARIANT_BLOCK, 1, &spec),
             memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 4096, &spec),
             memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP_EXACT, 4096, &spec),
-            memra_route_kernel(MEMRA_ROUTE_VARIANT_BLOCK, 1, &spec)};
-        unsigned block_instrs[2] = {0, 0};
+            memra_route_kernel(MEMRA_ROUTE_VARIANT_BLOCK, 1, &spec),
+            memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 4096, &spec)};
+        unsigned block_instrs[2] = {0, 0}, team_instrs[2] = {0, 0};
         for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
             if (i == 2 && ks[2] == ks[1])
                 continue;
-            const int laid = i == 3;
+            const int laid = i >= 3;
             const memra_special_key key = memra_route_special_key(ks[i], &spec, laid);
             const memra_source base = memra_module_source(memra_kernel_module(ks[i]));
             memra_source src = base;
@@ -321,6 +324,8 @@ static void test_specialised_routing_exact_on_every_target(void **state)
             const unsigned instrs = expect_within_budget(&img, ks[i], family);
             if (ks[i] == MEMRA_KERNEL_ROUTE_BLOCK)
                 block_instrs[laid] = instrs;
+            else if (i == 1 || i == 4)
+                team_instrs[laid] = instrs;
             memra_image_free(&img);
             free(text);
         }
@@ -328,10 +333,14 @@ static void test_specialised_routing_exact_on_every_target(void **state)
             fail_msg("%s: the block kernel's build without the layout flag has %u sm_90 "
                      "instructions, with it %u: the one-token layout path was not left out",
                      route_cases[ci].name, block_instrs[0], block_instrs[1]);
+        if (team_instrs[0] >= team_instrs[1])
+            fail_msg("%s: the team kernel's build without the layout flag has %u sm_90 "
+                     "instructions, with it %u: the layout was not left out",
+                     route_cases[ci].name, team_instrs[0], team_instrs[1]);
     }
     printf("%d specialised routing builds: IEEE divisions, nothing approximate or flushed\n",
            built);
-    assert_true(built >= 6 * 3 * 3);
+    assert_true(built >= 6 * 4 * 3);
 }
 
 static void test_exactness_options(void **state)

@@ -587,11 +587,13 @@ static void test_fused_one_token(void **state)
 }
 
 /* The layer spec's builds a fused layout takes (the mock's NVRTC keeps the
- * defines it last compiled): a one-token block-kernel launch, its own
- * build with MEMRA_ROUTE_FLAG_LAYOUT (the one-token path); larger batches
- * and the team kernel's launches, the build every other launch of the spec
- * takes, since the path is not theirs (it slows the rest of the kernel:
- * a second build would cost them time, a compile and a module slot). */
+ * defines it last compiled): a launch that lays out in its own launch, a
+ * build with MEMRA_ROUTE_FLAG_LAYOUT (the team kernels' layout, the block
+ * kernel's one-token path), except the block kernel's larger batches,
+ * whose plain build holds the general layout (without it that kernel
+ * routes slower); a launch laid out by the layout's own launches (more
+ * than MEMRA_LAYOUT_ONE_LAUNCH pairs), the plain build, which holds no
+ * layout code. */
 static unsigned last_spec_flags(void)
 {
     const char *f = strstr(mock.spec_defines, "MEMRA_SPEC_FLAGS ");
@@ -615,8 +617,20 @@ static void test_fused_layout_builds(void **state)
     fused_case_ex(eng, ds3, 4, MEMRA_ROUTE_VARIANT_BLOCK, 91, 0, -1);
     assert_int_equal(mock.spec_programs, before + 1);
     assert_false(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    /* The team kernel (memra's choice for Mixtral at any size): its build
+     * with the layout for a batch laid out in the routing launch... */
     before = mock.spec_programs;
     fused_case_ex(eng, mixtral, 1, MEMRA_ROUTE_VARIANT_AUTO, 92, 0, -1);
+    assert_int_equal(mock.spec_programs, before + 1);
+    assert_true(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    before = mock.spec_programs;
+    fused_case_ex(eng, ds3, 4, MEMRA_ROUTE_VARIANT_WARP, 93, 0, -1);
+    assert_int_equal(mock.spec_programs, before + 1);
+    assert_true(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    /* ...and the plain one where the layout's own launches lay it out. */
+    before = mock.spec_programs;
+    fused_case_ex(eng, mixtral, MEMRA_LAYOUT_ONE_LAUNCH / 2u + 1u, MEMRA_ROUTE_VARIANT_AUTO, 94, 0,
+                  -1);
     assert_int_equal(mock.spec_programs, before + 1);
     assert_false(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
     memra_engine_destroy(eng);

@@ -284,13 +284,15 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     }
     /* Decode-sized batches are laid out by the routing launch's last block
      * (the layer's count); larger ones by the layout's own launches after
-     * it. A one-token launch of the block kernel takes a spec's build of
-     * its own (MEMRA_ROUTE_FLAG_LAYOUT), the only one with the one-token
-     * path; every other launch shares the plain build, whose general
-     * layout tests the ticket at run time. */
+     * it. A launch that lays out takes a spec's build of its own
+     * (MEMRA_ROUTE_FLAG_LAYOUT): the team kernels' other builds hold no
+     * layout code, and the block kernel's holds only the one-token path.
+     * The block kernel's plain build keeps the general layout for its
+     * larger batches (testing the ticket at run time): without it that
+     * build routed slower (kernels_src/route_block.cu says by how much). */
     const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
     const uint32_t layout_flag =
-        one_launch && block && n_tokens == 1 ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
+        one_launch && (!block || n_tokens == 1) ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
     if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
                     memra_route_kernel(variant, n_tokens, spec), layout_flag != 0, &c, &cap, &f)))
         goto done;
