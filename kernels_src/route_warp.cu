@@ -472,15 +472,17 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                     const memra_u32 held = memra_warp_ballot(key[i] == k1);
                     const memra_u32 rest = memra_warp_max_u32(key[i] == k1 ? 0u : key[i]);
                     const memra_u32 k2 = (held & (held - 1u)) ? k1 : rest;
+                    /* k1, k2 are the warp's: every lane scores the group
+                     * and lane i keeps it. A branch on the lane here made
+                     * eight divergent arms a token (DeepSeek-V3's prefill
+                     * 147.1 -> 138.2 us on the H100 without them). */
+                    const memra_u32 gki = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
+                    gk = lane == (memra_u32)i ? gki : gk;
                     if (pass == 0) {
-                        if (lane == (memra_u32)i)
-                            gk = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
                         const float bound = memra_route_unkey(by_max ? k1 : k2);
                         if ((valid >> i) & 1u &&
                             c[i] >= memra_sub_rn(bound, MEMRA_ROUTE_SCREEN_MARGIN))
                             exact |= 1u << i; /* marked; made exact below */
-                    } else if (lane == (memra_u32)i) {
-                        gk = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
                     }
                 }
             } else {
@@ -743,7 +745,21 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     }
 }
 
-MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS) MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
+/* A spec's screened build without the layout asks ptxas for eight blocks
+ * an SM (64 registers a thread): Kimi-K2's took 96 (five blocks) and routes
+ * 65,536 tokens 1.5% faster held to 64, a few spilled bytes included;
+ * DeepSeek-V3's 80, the same time at 64. Not the others: under the bound
+ * ptxas takes more registers where it chose fewer (Qwen3-MoE's 32 -> 48,
+ * fewer blocks an SM). The generic build (over 160 registers for 16
+ * experts a lane) and the +layout builds, run at decode sizes, keep
+ * ptxas's own choice too. */
+#if defined(MEMRA_SPEC_E) && MEMRA_ROUTE_SCREEN && MEMRA_ROUTE_M >= 8 &&                          \
+    !(MEMRA_SPEC_FLAGS & MEMRA_ROUTE_FLAG_LAYOUT)
+#define MEMRA_RW_BOUNDS MEMRA_BOUNDS_MIN(MEMRA_ROUTE_TEAM_THREADS, 8)
+#else
+#define MEMRA_RW_BOUNDS MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS)
+#endif
+MEMRA_KERNEL MEMRA_RW_BOUNDS MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
 {
     MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_ARGS);
     /* Only a launch that lays its pairs out here carries the layout flag
@@ -755,5 +771,6 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS) MEMRA_RW_KERNEL(MEMRA_ROUTE_
                        &MEMRA_RW_FN(memra_rw_last));
 }
 
+#undef MEMRA_RW_BOUNDS
 #undef MEMRA_RW_KERNEL
 #undef MEMRA_RW_FN

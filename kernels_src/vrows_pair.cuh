@@ -11,6 +11,8 @@
 #ifdef __CUDACC_RTC__
 #define MEMRA_KERNEL extern "C" __global__ void
 #define MEMRA_BOUNDS(threads) __launch_bounds__(threads)
+/* ...and at least `blocks` of them resident on an SM (a register cap). */
+#define MEMRA_BOUNDS_MIN(threads, blocks) __launch_bounds__(threads, blocks)
 #define MEMRA_STATIC_ASSERT(c, why) static_assert(c, why)
 typedef unsigned long long memra_u64;
 typedef unsigned int memra_u32;

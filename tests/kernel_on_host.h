@@ -228,6 +228,7 @@ static inline memra_u32 host_warp_fold(memra_u32 x, memra_u32 init,
 
 #define MEMRA_KERNEL static void
 #define MEMRA_BOUNDS(threads)
+#define MEMRA_BOUNDS_MIN(threads, blocks)
 #define MEMRA_STATIC_ASSERT(c, why) _Static_assert(c, why)
 #define MEMRA_DEVICE static inline
 #define MEMRA_RESTRICT restrict
