@@ -476,7 +476,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                      * and lane i keeps it. A branch on the lane here made
                      * eight divergent arms a token (DeepSeek-V3's prefill
                      * 147.1 -> 138.2 us on the H100 without them). */
-                    const memra_u32 gki = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
+                    const memra_u32 gki =
+                        memra_route_key(memra_route_group_score(k1, k2, by_max, G));
                     gk = lane == (memra_u32)i ? gki : gk;
                     if (pass == 0) {
                         const float bound = memra_route_unkey(by_max ? k1 : k2);
@@ -753,7 +754,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
  * fewer blocks an SM). The generic build (over 160 registers for 16
  * experts a lane) and the +layout builds, run at decode sizes, keep
  * ptxas's own choice too. */
-#if defined(MEMRA_SPEC_E) && MEMRA_ROUTE_SCREEN && MEMRA_ROUTE_M >= 8 &&                          \
+#if defined(MEMRA_SPEC_E) && MEMRA_ROUTE_SCREEN && MEMRA_ROUTE_M >= 8 &&                           \
     !(MEMRA_SPEC_FLAGS & MEMRA_ROUTE_FLAG_LAYOUT)
 #define MEMRA_RW_BOUNDS MEMRA_BOUNDS_MIN(MEMRA_ROUTE_TEAM_THREADS, 8)
 #else
@@ -767,8 +768,8 @@ MEMRA_KERNEL MEMRA_RW_BOUNDS MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
      * which takes e.g. Qwen3-MoE's kernel from 56 registers to 32. */
     if (MEMRA_ROUTE_LAID(flags))
         memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, MEMRA_RW_FN(memra_rw_sh).words,
-                       (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u), MEMRA_RW_LAYOUT_PER,
-                       &MEMRA_RW_FN(memra_rw_last));
+                           (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u),
+                           MEMRA_RW_LAYOUT_PER, &MEMRA_RW_FN(memra_rw_last));
 }
 
 #undef MEMRA_RW_BOUNDS

@@ -600,6 +600,16 @@ static unsigned last_spec_flags(void)
     assert_non_null(f);
     return (unsigned)strtoul(f + strlen("MEMRA_SPEC_FLAGS "), NULL, 10);
 }
+/* A fused call of case ci compiles one new spec build, with the layout flag
+ * or without it (`laid`). */
+static void expect_spec_build(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed,
+                              int laid)
+{
+    const int before = mock.spec_programs;
+    fused_case_ex(eng, ci, T, variant, seed, 0, -1);
+    assert_int_equal(mock.spec_programs, before + 1);
+    assert_int_equal((last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT) != 0, laid);
+}
 static void test_fused_layout_builds(void **state)
 {
     (void)state;
@@ -607,32 +617,17 @@ static void test_fused_layout_builds(void **state)
     assert_int_equal(eng->route_specialize, 1);
     const size_t ds3 = route_case_named("DeepSeek-V3: 256");
     const size_t mixtral = route_case_named("Mixtral");
-    int before = mock.spec_programs;
-    fused_case_ex(eng, ds3, 1, MEMRA_ROUTE_VARIANT_BLOCK, 90, 0, -1);
-    assert_int_equal(mock.spec_programs, before + 1);
-    assert_true(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    expect_spec_build(eng, ds3, 1, MEMRA_ROUTE_VARIANT_BLOCK, 90, 1);
     /* 4 tokens: the block kernel, laid out by its last block, no
      * one-token path: the spec's plain build. */
-    before = mock.spec_programs;
-    fused_case_ex(eng, ds3, 4, MEMRA_ROUTE_VARIANT_BLOCK, 91, 0, -1);
-    assert_int_equal(mock.spec_programs, before + 1);
-    assert_false(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    expect_spec_build(eng, ds3, 4, MEMRA_ROUTE_VARIANT_BLOCK, 91, 0);
     /* The team kernel (memra's choice for Mixtral at any size): its build
      * with the layout for a batch laid out in the routing launch... */
-    before = mock.spec_programs;
-    fused_case_ex(eng, mixtral, 1, MEMRA_ROUTE_VARIANT_AUTO, 92, 0, -1);
-    assert_int_equal(mock.spec_programs, before + 1);
-    assert_true(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
-    before = mock.spec_programs;
-    fused_case_ex(eng, ds3, 4, MEMRA_ROUTE_VARIANT_WARP, 93, 0, -1);
-    assert_int_equal(mock.spec_programs, before + 1);
-    assert_true(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    expect_spec_build(eng, mixtral, 1, MEMRA_ROUTE_VARIANT_AUTO, 92, 1);
+    expect_spec_build(eng, ds3, 4, MEMRA_ROUTE_VARIANT_WARP, 93, 1);
     /* ...and the plain one where the layout's own launches lay it out. */
-    before = mock.spec_programs;
-    fused_case_ex(eng, mixtral, MEMRA_LAYOUT_ONE_LAUNCH / 2u + 1u, MEMRA_ROUTE_VARIANT_AUTO, 94, 0,
-                  -1);
-    assert_int_equal(mock.spec_programs, before + 1);
-    assert_false(last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT);
+    expect_spec_build(eng, mixtral, MEMRA_LAYOUT_ONE_LAUNCH / 2u + 1u, MEMRA_ROUTE_VARIANT_AUTO, 94,
+                      0);
     memra_engine_destroy(eng);
 }
 
