@@ -7,9 +7,10 @@
 #   benchmarks/ncu_source.sh BUILD OUTDIR N CONFIG...
 #
 # Writes OUTDIR/ncu-CONFIG.csv.gz (ncu --page source --print-source sass) and
-# OUTDIR/ncu-CONFIG.log. route_probe.py --prefill --reps 1 launches the
-# generic kernel twice, then the spec build twice: the third launch is the
-# one profiled.
+# OUTDIR/ncu-CONFIG.log. route_probe.py --prefill --reps 1 --no-generic
+# launches the spec build alone (timed, then again for its bytes): the first
+# launch is the one profiled. (Counting launches past the generic kernel's
+# broke once when the probe's order changed, and profiled the generic.)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 4 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
@@ -19,9 +20,9 @@ ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for cfg in "$@"; do
     case $cfg in '' | *[!A-Za-z0-9.-]*) echo "bad configuration name: $cfg" >&2; exit 2 ;; esac
     rep=/tmp/memra-ncu-$cfg
-    "$ncu" --section SourceCounters --kernel-name regex:memra_route_ --launch-skip 2 \
+    "$ncu" --section SourceCounters --kernel-name regex:memra_route_ --launch-skip 0 \
         --launch-count 1 -f -o "$rep" python3 "$here/route_probe.py" --build "$build" \
-        --prefill "$n" --reps 1 --configs "$cfg" --spec-src shipped >"$out/ncu-$cfg.log" 2>&1
+        --prefill "$n" --reps 1 --no-generic --configs "$cfg" --spec-src shipped >"$out/ncu-$cfg.log" 2>&1
     echo "ncu $cfg: rc $?"
     "$ncu" -i "$rep.ncu-rep" --page source --print-source sass --csv >"$out/ncu-$cfg.csv" 2>>"$out/ncu-$cfg.log"
     "$ncu" -i "$rep.ncu-rep" --page details >>"$out/ncu-$cfg.log" 2>&1

@@ -663,6 +663,10 @@ def main():
     ap.add_argument("--grid-div", type=int, default=1, metavar="N",
                     help="--prefill: divide the team kernel's grid by N (variants whose warps "
                     "loop over tokens)")
+    ap.add_argument("--no-generic", action="store_true",
+                    help="--prefill: leave the generic kernel out (only --src/--spec-src builds;"
+                         " the first is the others' reference): ncu_source.sh profiles the spec"
+                         " build's first launch")
     ap.add_argument("--configs", default="",
                     help="a comma list of route_configs.h's names to measure (default: all)")
     a = ap.parse_args()
@@ -675,6 +679,10 @@ def main():
     configs = [cfg for cfg in CONFIGS if not want or cfg[0] in want]
     arch, stream = open_device()
     srcs = [(None, False)] + [(d, False) for d in a.src] + [(d, True) for d in a.spec_src]
+    if a.no_generic:
+        if not a.prefill or len(srcs) < 2:
+            ap.error("--no-generic: with --prefill and at least one --src or --spec-src")
+        srcs = srcs[1:]
     def finish(key, results, differ, against):
         if a.json:
             with open(a.json, "w") as f:
