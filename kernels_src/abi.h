@@ -38,6 +38,11 @@
  * every build of that kernel holds the general layout, testing the ticket
  * at run time (route_block.cu says why). */
 #define MEMRA_ROUTE_FLAG_LAYOUT 1024u
+/* The layer has a bias (a host one mirrored, or the caller's device one).
+ * The generic kernels test the pointer; a spec's build without it takes
+ * the bias as absent at compile time, so a softmax family's kernel holds
+ * no biased path (its keys, its sums' late division). */
+#define MEMRA_ROUTE_FLAG_BIAS 2048u
 /* The flags a call chooses (tables or not, the real-token count's type,
  * the team's form by batch size); the others a layer's spec fixes, so a
  * routing module compiled for one spec (MEMRA_SPEC_FLAGS) takes them as

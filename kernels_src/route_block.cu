@@ -120,7 +120,7 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     float x = 0.0f, b = 0.0f;
     if (valid) {
         x = memra_route_load(logits, dt, (memra_u64)t * E + tid);
-        b = bias ? memra_route_load(bias, bias_dt, tid) : 0.0f;
+        b = MEMRA_ROUTE_HAS_BIAS(bias) ? memra_route_load(bias, bias_dt, tid) : 0.0f;
     }
     MEMRA_ROUTE_OUT_INIT(o);
     const memra_u32 K = o.K;
@@ -174,7 +174,7 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
         if (valid)
             s = memra_div_rn(ex, v);
     }
-    const float c = bias ? memra_add_rn(s, b) : s;
+    const float c = MEMRA_ROUTE_HAS_BIAS(bias) ? memra_add_rn(s, b) : s;
     MEMRA_PROBE(2, "scores");
 
     /* 3. Each expert's rank in its segment (the run of its warp inside its

@@ -160,7 +160,7 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, co
             valid |= 1u << i;
         if (live && ((valid >> i) & 1u)) {
             x[i] = memra_route_load(logits, dt, (memra_u64)t * E + e);
-            b[i] = bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
+            b[i] = MEMRA_ROUTE_HAS_BIAS(bias) ? memra_route_load(bias, bias_dt, e) : 0.0f;
         }
     }
     *real =
@@ -245,7 +245,8 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
     const memra_u32 tl = lane - base, nv = P / Q;
     const memra_u32 t = memra_route_team_token(blockIdx.x, blockDim.x, threadIdx.x, Q, n_tokens);
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
-    const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0, has_bias = bias != 0;
+    const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0,
+              has_bias = MEMRA_ROUTE_HAS_BIAS(bias);
     (void)lp, (void)n_group, (void)topk_group;
     memra_grid_wait();
     memra_grid_launch_dependents();
@@ -373,7 +374,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     const memra_u32 t = memra_route_team_token(blockIdx.x, blockDim.x, threadIdx.x, P, n_tokens);
     const memra_u32 m = M == 1 ? 1u : (E + 31u) / 32u;
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
-    const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0, has_bias = bias != 0;
+    const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0,
+              has_bias = MEMRA_ROUTE_HAS_BIAS(bias);
     const int by_max = (flags & MEMRA_ROUTE_FLAG_GROUP_MAX) != 0;
     (void)lp; /* the kernel's, after the routing (memra_route_layout) */
     memra_grid_wait();

@@ -176,6 +176,7 @@ uint32_t memra_route_flags(const memra_route_spec *spec)
            (!spec->bias && spec->bias_ptr && spec->bias_dtype == MEMRA_BIAS_BF16
                 ? MEMRA_ROUTE_FLAG_BIAS_BF16
                 : 0u) |
+           (spec->bias || spec->bias_ptr ? MEMRA_ROUTE_FLAG_BIAS : 0u) |
            (memra_route_group_max(spec) ? MEMRA_ROUTE_FLAG_GROUP_MAX : 0u) |
            (spec->shared_rule == MEMRA_SHARED_ROUTED_SUM ? MEMRA_ROUTE_FLAG_SHARED_SUM : 0u) |
            (spec->n_real && spec->n_real_dtype == MEMRA_COUNT_I64 ? MEMRA_ROUTE_FLAG_NREAL_I64
