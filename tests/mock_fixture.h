@@ -5,6 +5,9 @@
 #ifndef MEMRA_MOCK_FIXTURE_H
 #define MEMRA_MOCK_FIXTURE_H
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "testutil.h"
 
 #include "mock_driver.h"
@@ -38,6 +41,15 @@ static inline memra_engine *mock_engine(void)
     if (memra_engine_create(0, &eng))
         fail_msg("engine_create: %s", memra_last_error());
     return eng;
+}
+
+/* The MEMRA_SPEC_FLAGS of the last program compiled for a layer spec (the
+ * mock's NVRTC keeps its leading defines). */
+static inline unsigned mock_last_spec_flags(void)
+{
+    const char *f = strstr(mock.spec_defines, "MEMRA_SPEC_FLAGS ");
+    assert_non_null(f);
+    return (unsigned)strtoul(f + strlen("MEMRA_SPEC_FLAGS "), NULL, 10);
 }
 
 #endif

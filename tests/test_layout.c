@@ -593,14 +593,8 @@ static void test_fused_one_token(void **state)
  * whose plain build holds the general layout (without it that kernel
  * routes slower); a launch laid out by the layout's own launches (more
  * than MEMRA_LAYOUT_ONE_LAUNCH pairs), the plain build, which holds no
- * layout code. */
-static unsigned last_spec_flags(void)
-{
-    const char *f = strstr(mock.spec_defines, "MEMRA_SPEC_FLAGS ");
-    assert_non_null(f);
-    return (unsigned)strtoul(f + strlen("MEMRA_SPEC_FLAGS "), NULL, 10);
-}
-/* A fused call of case ci compiles one new spec build, with the layout flag
+ * layout code.
+ * A fused call of case ci compiles one new spec build, with the layout flag
  * or without it (`laid`). */
 static void expect_spec_build(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed,
                               int laid)
@@ -608,7 +602,7 @@ static void expect_spec_build(memra_engine *eng, size_t ci, uint32_t T, int vari
     const int before = mock.spec_programs;
     fused_case_ex(eng, ci, T, variant, seed, 0, -1);
     assert_int_equal(mock.spec_programs, before + 1);
-    assert_int_equal((last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT) != 0, laid);
+    assert_int_equal((mock_last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT) != 0, laid);
 }
 static void test_fused_layout_builds(void **state)
 {

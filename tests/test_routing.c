@@ -1904,6 +1904,32 @@ static void test_device_specialized_matches_host(void **state)
     memra_engine_destroy(eng);
 }
 
+/* Whether a layer has a bias is part of its spec's key
+ * (MEMRA_ROUTE_FLAG_BIAS): a spec's build takes the bias as there or not
+ * at compile time, so a layer without one must not share a biased layer's
+ * build, nor the other way round. The same counts with a mirrored bias,
+ * without one and with one read in place: two builds, the third call
+ * taking the first's, each call equal to the host arm. */
+static void test_device_specialized_bias_is_its_own_build(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    assert_int_equal(eng->route_specialize, 1);
+    route_case c = route_cases[route_case_named("GLM-4.5: 160")];
+    const int bias[] = {ROUTE_BIAS_HOST, ROUTE_BIAS_NONE, ROUTE_BIAS_IN_PLACE};
+    const int builds[] = {1, 1, 0};
+    for (int i = 0; i < 3; i++) {
+        c.bias = bias[i];
+        const int before = mock.spec_programs;
+        device_case(eng, &c, MEMRA_ROUTE_VARIANT_WARP, 37, 70 + (uint64_t)i, i);
+        assert_int_equal(mock.spec_programs, before + builds[i]);
+        if (builds[i])
+            assert_int_equal((mock_last_spec_flags() & MEMRA_ROUTE_FLAG_BIAS) != 0,
+                             bias[i] != ROUTE_BIAS_NONE);
+    }
+    memra_engine_destroy(eng);
+}
+
 /* An engine with specialisation on, buffers for T tokens of E f32 logits,
  * top-8, and (with `logits`) the logits, in [-2, 2) from a multiplicative
  * hash, uploaded (the host copy returned for the host arm). */
@@ -2121,6 +2147,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_softmax_late_division, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_matches_host, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_specialized_bias_is_its_own_build, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_specialized_table_full, mock_setup,
                                         mock_teardown),
