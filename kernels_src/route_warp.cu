@@ -61,7 +61,7 @@ typedef struct MEMRA_RW_FN(memra_rw_shared) {
 } MEMRA_RW_FN(memra_rw_shared);
 
 /* The exact scores (and choice scores) of the lanes' experts in `need`
- * (bit i: expert lane + 32 i), gathered across the warp so each lane
+ * (bit i: the lane's slot i), gathered across the warp so each lane
  * computes about one, MEMRA_ROUTE_EXACT_MAX at a time (an input of near
  * ties may need them all). The bias comes from the registers step 1 loaded
  * it into (`b`; `has_bias`), not from memory again. Returns `need`. */
@@ -388,12 +388,20 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     float *ws = &sh->ws[base];
     /* The screened build runs for sigmoid only (the launcher's choice). */
     enum { screen = MEMRA_ROUTE_SCREEN && M > 1 };
+    /* A lane's slot i holds expert e0 + es i: tl + P i (a column of the
+     * team a slot), but in the screened build lane l's m experts side by
+     * side (l m + i), so a group of G experts is G / m whole lanes and its
+     * two best are a lane's own then a few shuffles, where a group a column
+     * took two warp reductions and their bookkeeping a group. Softmax keeps
+     * the columns: its sum's order is lane l's experts l, l + 32, ... */
+    const int side = screen && n_group > 1u;
+    const memra_u32 e0 = side ? tl * m : tl, es = side ? 1u : P;
 
-    /* 1. Logits and bias (bit i of `valid`: expert tl + P i exists). */
+    /* 1. Logits and bias (bit i of `valid`: expert e0 + es i exists). */
     float x[M], b[M], s[M], c[M];
     int real, bad;
     const memra_u32 valid = MEMRA_RW_FN(memra_rw_load)(
-        logits, dt, bias, bias_dt, n_real, flags, n_tokens, t, E, tl, P, m, M,
+        logits, dt, bias, bias_dt, n_real, flags, n_tokens, t, E, e0, es, m, M,
         P == 32u ? 0xffffffffu : ((1u << P) - 1u) << base, x, b, s, &real, &bad);
     /* M = 1: the tables' inputs of this lane's expert, read now; the
      * winners hand them on. */
@@ -455,9 +463,12 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
     memra_u32 in_play = valid;
     if (n_group > 1) {
         const memra_u32 G = E / n_group;
-        const int cols = M > 1 && G == 32u; /* group i is column i */
-        memra_u32 gk = 0;                   /* lane g: group g's score, as a key */
-        memra_u32 allowed = 0;              /* bit g: group g in play */
+        const int cols = !screen && M > 1 && G == 32u; /* group i is column i */
+        /* screened: group g is lanes g L to g L + L - 1 */
+        const memra_u32 L = side && G % m == 0u ? G / m : 0u;
+        const int lanes = L != 0u && L <= 32u && (L & (L - 1u)) == 0u;
+        memra_u32 gk = 0;      /* lane g: group g's score, as a key */
+        memra_u32 allowed = 0; /* bit g: group g in play */
         for (int pass = screen ? 0 : 1; pass < 2; pass++) {
             /* pass 0 (screened): the bounds; pass 1: the scores, from exact
              * values (screened: of the members near the bound only). */
@@ -488,12 +499,40 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                             exact |= 1u << i; /* marked; made exact below */
                     }
                 }
+            } else if (lanes) {
+                /* the lane's two best (with multiplicity), then its
+                 * group's across its L lanes */
+                memra_u32 k1 = 0, k2 = 0;
+                MEMRA_UNROLL
+                for (int i = 0; i < M; i++) {
+                    const memra_u32 lo = key[i] < k1 ? key[i] : k1;
+                    k2 = lo > k2 ? lo : k2;
+                    k1 = key[i] > k1 ? key[i] : k1;
+                }
+                for (memra_u32 off = L / 2u; off > 0; off >>= 1) {
+                    const memra_u32 o1 = memra_shfl_xor_u(k1, (int)off);
+                    const memra_u32 o2 = memra_shfl_xor_u(k2, (int)off);
+                    const memra_u32 lo = o1 < k1 ? o1 : k1, hi2 = o2 > k2 ? o2 : k2;
+                    k2 = lo > hi2 ? lo : hi2;
+                    k1 = o1 > k1 ? o1 : k1;
+                }
+                const memra_u32 gki = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
+                gk = memra_shfl_u(gki, (int)((tl < n_group ? tl : 0u) * L));
+                gk = tl < n_group ? gk : 0u;
+                if (pass == 0) {
+                    const float bound = memra_sub_rn(memra_route_unkey(by_max || G == 1u ? k1 : k2),
+                                                     MEMRA_ROUTE_SCREEN_MARGIN);
+                    MEMRA_UNROLL
+                    for (int i = 0; i < M; i++)
+                        if ((valid >> i) & 1u && c[i] >= bound)
+                            exact |= 1u << i;
+                }
             } else {
                 memra_u32 *sk = &sh->k[M == 1 ? base : 0u];
                 MEMRA_UNROLL
                 for (int i = 0; i < M; i++)
                     if ((valid >> i) & 1u)
-                        sk[tl + P * (memra_u32)i] = key[i];
+                        sk[e0 + es * (memra_u32)i] = key[i];
                 memra_warp_sync();
                 memra_u32 k1 = 0, k2 = 0;
                 if (tl < n_group) {
@@ -511,7 +550,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                     MEMRA_UNROLL
                     for (int i = 0; i < M; i++)
                         if ((valid >> i) & 1u &&
-                            c[i] >= sh->gthr[((tl + P * (memra_u32)i) * gm) >> 21])
+                            c[i] >= sh->gthr[((e0 + es * (memra_u32)i) * gm) >> 21])
                             exact |= 1u << i;
                     memra_warp_sync();
                 }
@@ -561,13 +600,19 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         /* e / G by a multiply: exact for e, G <= 1024 (e * (2^21 / G
          * rounded up) stays within 2^-11 of e / G from above). */
         const memra_u32 gm = ((1u << 21) + G - 1u) / G;
-        MEMRA_UNROLL
-        for (int i = 0; i < M; i++) {
-            /* A lane's slot past the experts is out of play already, and
-             * its group may be 32 or more (a shift C leaves undefined). */
-            const memra_u32 g = ((tl + P * (memra_u32)i) * gm) >> 21;
-            if (g >= 32u || !((allowed >> g) & 1u))
-                in_play &= ~(1u << i);
+        if (lanes) { /* one group a lane */
+            if (!((allowed >> (tl / (lanes ? L : 1u))) & 1u))
+                in_play = 0;
+        } else {
+            MEMRA_UNROLL
+            for (int i = 0; i < M; i++) {
+                /* A lane's slot past the experts is out of play already,
+                 * and its group may be 32 or more (a shift C leaves
+                 * undefined). */
+                const memra_u32 g = ((e0 + es * (memra_u32)i) * gm) >> 21;
+                if (g >= 32u || !((allowed >> g) & 1u))
+                    in_play &= ~(1u << i);
+            }
         }
     }
 
@@ -664,7 +709,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             MEMRA_UNROLL
             for (int i = 0; i < M; i++) {
                 const memra_u32 in = (cand >> i) & 1u, k = in ? at : 32u;
-                sh->cand[k] = ((memra_u64)key[i] << 32) | (memra_u64)(~(lane + 32u * (memra_u32)i));
+                sh->cand[k] = ((memra_u64)key[i] << 32) | (memra_u64)(~(e0 + es * (memra_u32)i));
                 sh->cs[k] = s[i];
                 at += in;
             }
@@ -711,12 +756,14 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                         bk = key[i], bi = (memra_u32)i;
                 const memra_u32 kmax = memra_warp_max_u32(bk);
                 const memra_u32 e =
-                    memra_warp_min_u32(bk == kmax && kmax ? lane + 32u * bi : 0xffffffffu);
-                if (kmax && e % 32u == lane) {
-                    taken |= 1u << (e / 32u);
+                    memra_warp_min_u32(bk == kmax && kmax ? e0 + es * bi : 0xffffffffu);
+                /* the winner's lane and slot (e below e0 wraps: not this lane) */
+                const memra_u32 wi = (e - e0) / es;
+                if (kmax && (e - e0) % es == 0u && wi < m) {
+                    taken |= 1u << wi;
                     MEMRA_UNROLL
                     for (int i = 0; i < M; i++)
-                        if ((memra_u32)i == e / 32u)
+                        if ((memra_u32)i == wi)
                             ws[j] = s[i];
                     we[j] = (int)e;
                 }
