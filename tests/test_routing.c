@@ -1341,6 +1341,54 @@ static void test_device_groups_of_two(void **state)
     memra_engine_destroy(eng);
 }
 
+/* The screened team kernel lays a grouped family's experts side by side
+ * (lane l holds l m to l m + m - 1): a group of whole lanes takes its two
+ * best by shuffles (a power-of-two count of lanes, one lane and more), any
+ * other size by the scan of its keys in shared memory, indexed by that
+ * layout. Each shape, by top-2 sum and by max, screened and not, equals
+ * the host arm. */
+static void test_device_screened_groups_side_by_side(void **state)
+{
+    (void)state;
+    static const route_case shapes[] = {
+        {"192 experts, 16 groups of 12 (2 lanes), top-5 groups, top-6, sigmoid, bias",
+         {ROUTE_SPEC(192, 6, 16, 5, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f),
+          .group_scoring = MEMRA_GROUP_TOP2_SUM},
+         ROUTE_BIAS_HOST,
+         1,
+         0,
+         0},
+        {"96 experts, 2 groups of 48 (16 lanes) by max, top-1 group, top-4, sigmoid, bias",
+         {ROUTE_SPEC(96, 4, 2, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f),
+          .group_scoring = MEMRA_GROUP_MAX},
+         ROUTE_BIAS_HOST,
+         0,
+         0,
+         0},
+        {"320 experts, 10 groups of 32 (not whole lanes of 10), top-3 groups, top-8, sigmoid",
+         {ROUTE_SPEC(320, 8, 10, 3, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f),
+          .group_scoring = MEMRA_GROUP_TOP2_SUM},
+         ROUTE_BIAS_NONE,
+         0,
+         0,
+         0},
+        {"384 experts, 12 groups of 32 by max (not whole lanes of 12), top-4, top-8, bf16, bias",
+         {ROUTE_SPEC(384, 8, 12, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 1, 2.5f),
+          .group_scoring = MEMRA_GROUP_MAX},
+         ROUTE_BIAS_IN_PLACE,
+         0,
+         0,
+         0},
+    };
+    memra_engine *eng;
+    assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
+        for (int v = MEMRA_ROUTE_VARIANT_WARP; v <= MEMRA_ROUTE_VARIANT_WARP_EXACT; v++)
+            for (uint32_t T = 1; T <= 37; T += 36)
+                device_case(eng, &shapes[i], v, T, 600 + (uint64_t)(i * 7 + v) + T, 50 + i);
+    memra_engine_destroy(eng);
+}
+
 /* The block kernel meets ties across warps and groups, and a token where
  * every expert ties: the same choice as the host arm. */
 /* T tokens of f32 logits (uploaded in d) routed by kernel `variant` (no
@@ -2128,6 +2176,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_device_block_ties_many_candidates, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_block_many_candidates, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_device_screened_groups_side_by_side, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_crafted_ties, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_device_group_top2_tie, mock_setup, mock_teardown),
