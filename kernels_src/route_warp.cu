@@ -7,7 +7,8 @@
  *    at or above n_expert, 32 / P tokens per warp, lane l of a team holding
  *    expert l. Experts are ranked by counting over the team.
  *  - M > 1 (n_expert up to 32 M, M up to 16): a warp per token, lane l holding experts
- *    l, l+32, ..., l+32(M-1) in registers. The top_k-th best of the lanes'
+ *    l, l+32, ..., l+32(M-1) in registers (the screened build of a grouped family: its m
+ *    experts side by side, l m to l m + m - 1). The top_k-th best of the lanes'
  *    best values bounds the token's top_k-th best from below, so only the
  *    experts at or above it are candidates; they are gathered into shared
  *    memory in order and ranked by counting among themselves (more than 32:
