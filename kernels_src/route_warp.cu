@@ -466,8 +466,9 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         const memra_u32 G = E / n_group;
         const int cols = !screen && M > 1 && G == 32u; /* group i is column i */
         /* screened: group g is lanes g L to g L + L - 1 */
-        const memra_u32 L = side && G % m == 0u ? G / m : 0u;
-        const int lanes = L != 0u && L <= 32u && (L & (L - 1u)) == 0u;
+        const int whole = side && G % m == 0u;
+        const memra_u32 L = whole ? G / m : 1u;
+        const int lanes = whole && L <= 32u && (L & (L - 1u)) == 0u;
         memra_u32 gk = 0;      /* lane g: group g's score, as a key */
         memra_u32 allowed = 0; /* bit g: group g in play */
         for (int pass = screen ? 0 : 1; pass < 2; pass++) {
@@ -505,17 +506,12 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                  * group's across its L lanes */
                 memra_u32 k1 = 0, k2 = 0;
                 MEMRA_UNROLL
-                for (int i = 0; i < M; i++) {
-                    const memra_u32 lo = key[i] < k1 ? key[i] : k1;
-                    k2 = lo > k2 ? lo : k2;
-                    k1 = key[i] > k1 ? key[i] : k1;
-                }
+                for (int i = 0; i < M; i++)
+                    memra_route_top2_merge(&k1, &k2, key[i], 0u);
                 for (memra_u32 off = L / 2u; off > 0; off >>= 1) {
                     const memra_u32 o1 = memra_shfl_xor_u(k1, (int)off);
                     const memra_u32 o2 = memra_shfl_xor_u(k2, (int)off);
-                    const memra_u32 lo = o1 < k1 ? o1 : k1, hi2 = o2 > k2 ? o2 : k2;
-                    k2 = lo > hi2 ? lo : hi2;
-                    k1 = o1 > k1 ? o1 : k1;
+                    memra_route_top2_merge(&k1, &k2, o1, o2);
                 }
                 const memra_u32 gki = memra_route_key(memra_route_group_score(k1, k2, by_max, G));
                 gk = memra_shfl_u(gki, (int)((tl < n_group ? tl : 0u) * L));
@@ -602,7 +598,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
          * rounded up) stays within 2^-11 of e / G from above). */
         const memra_u32 gm = ((1u << 21) + G - 1u) / G;
         if (lanes) { /* one group a lane */
-            if (!((allowed >> (tl / (lanes ? L : 1u))) & 1u))
+            if (!((allowed >> (tl / L)) & 1u))
                 in_play = 0;
         } else {
             MEMRA_UNROLL
