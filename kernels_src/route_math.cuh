@@ -137,21 +137,20 @@ MEMRA_DEVICE float memra_expf_select(float x, int unbranched, int nonpos)
     const int over = !nonpos && !xsb && hx > 0x42b17217u; /* above ln(FLT_MAX) */
     const int under = neg && hx > 0x42cff1b5u;            /* below -103.972084 (-inf too) */
     const int reduce = hx > 0x3eb17218u;                  /* |x| > 0.5 ln2 */
-    const int near = hx < 0x3f851592u;                    /* and |x| < 1.5 ln2 */
     const int tiny = hx < 0x39000000u;                    /* |x| < 2^-14 */
     const float xs =                                      /* keeps k in range */
         is_nan || is_inf || over || under || (nonpos && !xsb) ? 0.0f : x;
-    /* |x| in (0.5 ln2, 1.5 ln2): k = +-1; x - ln2hi is x + (-ln2hi) exactly. */
-    const float hi_near = memra_add_rn(xs, neg ? ln2hi : -ln2hi);
-    /* |x| >= 1.5 ln2: k = round(x / ln2); k * ln2hi is exact. */
+    /* |x| > 0.5 ln2: k = round(x / ln2); k * ln2hi is exact. memra_expf's
+     * case |x| < 1.5 ln2 (k = +-1, hi = x -+ ln2hi, lo = +-ln2lo) is this
+     * one: k comes out +-1 for every float there (an exhaustive host run;
+     * test_routing holds the two forms equal around the boundary), and
+     * x - (-1) ln2hi is x + ln2hi exactly. */
     const float kf = memra_add_rn(memra_mul_rn(invln2, xs), neg ? -0.5f : 0.5f);
     const int k_far = (int)kf; /* towards zero, as C and cvt.rzi do */
     const float t_far = (float)k_far;
-    const float hi_far = memra_sub_rn(xs, memra_mul_rn(t_far, ln2hi));
-    const float lo_far = memra_mul_rn(t_far, ln2lo);
-    const float hi = !reduce ? 0.0f : near ? hi_near : hi_far;
-    const float lo = !reduce ? 0.0f : near ? (neg ? -ln2lo : ln2lo) : lo_far;
-    const int k = !reduce ? 0 : near ? (neg ? -1 : 1) : k_far;
+    const float hi = reduce ? memra_sub_rn(xs, memra_mul_rn(t_far, ln2hi)) : 0.0f;
+    const float lo = reduce ? memra_mul_rn(t_far, ln2lo) : 0.0f;
+    const int k = reduce ? k_far : 0;
     const float r = reduce ? memra_sub_rn(hi, lo) : xs;
     const float t = memra_mul_rn(r, r);
     const float c = memra_sub_rn(r, memra_mul_rn(t, memra_add_rn(p1, memra_mul_rn(t, p2))));

@@ -109,6 +109,11 @@ static void expf_select_equals_branches(float (*form)(float), const char *name, 
         for (uint32_t neg = 0; neg < 2; neg++)
             for (uint32_t d = 0; d < 8192; d++)
                 EXPF_CHECK((neg << 31) | (edges[i] - 4096u + d));
+    /* Every float of 0.5 ln2 < |x| < 1.5 ln2, memra_expf's k = +-1 case,
+     * which the select forms compute as the general one (k = +-1 there). */
+    for (uint32_t neg = 0; neg < 2; neg++)
+        for (uint32_t h = 0x3eb17219u; h < 0x3f851592u; h += step == 61 ? 1u : step)
+            EXPF_CHECK((neg << 31) | h);
 #undef EXPF_CHECK
     printf("%s vs memra_expf: %llu inputs, %llu differ (first 0x%08x)\n", name,
            (unsigned long long)n, (unsigned long long)bad, first_bad);
