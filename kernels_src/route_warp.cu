@@ -16,8 +16,9 @@
  *    Sigmoid scores are screened first: a fast score within 2^-17 of memra's
  *    (memra_route_sigmoid_screen) ranks the experts, and memra's exact score
  *    is computed only for those within the screening margin of a bound that
- *    decides (a group's second best, the top_k-th best), gathered so that
- *    each lane computes about one. Every choice is then made on exact scores
+ *    decides: a group's second best (gathered so that each lane computes
+ *    about one), the top_k-th best (each candidate by the lane that ranks
+ *    it). Every choice is then made on exact scores
  *    (docs/routing.md has the argument), so the answer is bit for bit the
  *    unscreened one.
  * Either way the softmax sum is the fixed one: with P lanes and n_expert <=
@@ -52,7 +53,8 @@
 typedef struct MEMRA_RW_FN(memra_rw_shared) {
     memra_u32 k[32 * MEMRA_ROUTE_M]; /* keys for the groups' scan */
     float gthr[32];                  /* each group's screening bound */
-    float x[MEMRA_ROUTE_EXACT_MAX];  /* a screened pass's logits, then exact scores */
+    float x[MEMRA_ROUTE_EXACT_MAX];  /* a screened pass's logits, then exact scores;
+                                        the candidates' bias */
     memra_u64 cand[33];              /* candidates: (key, ~expert); 32: a sink */
     float cs[33];                    /* their scores */
     int we[32];                      /* winners by rank: expert, score, tables */
@@ -650,13 +652,13 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
          * below it, made exact. */
         memra_u32 cand = 0;
         if (screen) {
+            /* Made exact below, each candidate by a lane of its own (at
+             * most 32 of them; more take the arg-max). */
             const float bound = memra_sub_rn(memra_route_unkey(tau), MEMRA_ROUTE_SCREEN_MARGIN);
             MEMRA_UNROLL
             for (int i = 0; i < M; i++)
                 if ((in_play >> i) & 1u && (!tau || c[i] >= bound))
                     cand |= 1u << i;
-            exact |= MEMRA_RW_FN(memra_rw_exact)(x, b, has_bias, s, c, cand & ~exact, lane, sh->x);
-            MEMRA_RW_FN(memra_rw_keys)(c, in_play, has_bias, key);
         } else if (late_div) {
             /* tau is an exp here (x_tau say). An expert whose score can
              * reach x_tau's has an exp above x_tau (1 - 2^-21): below,
@@ -707,11 +709,22 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             for (int i = 0; i < M; i++) {
                 const memra_u32 in = (cand >> i) & 1u, k = in ? at : 32u;
                 sh->cand[k] = ((memra_u64)key[i] << 32) | (memra_u64)(~(e0 + es * (memra_u32)i));
-                sh->cs[k] = s[i];
+                /* screened: the logit and bias, for the lane that makes
+                 * the candidate exact */
+                sh->cs[k] = screen ? x[i] : s[i];
+                if (screen && has_bias)
+                    sh->x[k] = b[i];
                 at += in;
             }
-            if (late) /* the entries written before a lane takes its own */
+            if (late || screen) /* the entries written before a lane takes its own */
                 memra_warp_sync();
+            if (screen && lane < C) { /* each lane its own entry: the exact score and key */
+                const float q = memra_route_sigmoid(sh->cs[lane]);
+                const float cq = has_bias ? memra_add_rn(q, sh->x[lane]) : q;
+                sh->cs[lane] = q;
+                sh->cand[lane] =
+                    ((memra_u64)memra_route_key(cq) << 32) | (sh->cand[lane] & 0xffffffffu);
+            }
             if (late && lane < C) { /* each lane its own entry: the score and its key */
                 const float q = memra_div_rn(sh->cs[lane], sum);
                 sh->cs[lane] = q;
@@ -803,6 +816,11 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
 #if defined(MEMRA_SPEC_E) && MEMRA_ROUTE_SCREEN && MEMRA_ROUTE_M >= 8 &&                           \
     !(MEMRA_SPEC_FLAGS & MEMRA_ROUTE_FLAG_LAYOUT)
 #define MEMRA_RW_BOUNDS MEMRA_BOUNDS_MIN(MEMRA_ROUTE_TEAM_THREADS, 8)
+#elif defined(MEMRA_SPEC_E) && MEMRA_ROUTE_SCREEN && MEMRA_ROUTE_M >= 16
+/* Kimi-K2's +layout build: ptxas's own choice went from 79 registers to
+ * 114 when the candidates were made exact in the ranking pass; held to 80
+ * (six blocks an SM, as before). */
+#define MEMRA_RW_BOUNDS MEMRA_BOUNDS_MIN(MEMRA_ROUTE_TEAM_THREADS, 6)
 #else
 #define MEMRA_RW_BOUNDS MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS)
 #endif
