@@ -142,9 +142,9 @@ MEMRA_DEVICE float memra_expf_select(float x, int unbranched, int nonpos)
         is_nan || is_inf || over || under || (nonpos && !xsb) ? 0.0f : x;
     /* |x| > 0.5 ln2: k = round(x / ln2); k * ln2hi is exact. memra_expf's
      * case |x| < 1.5 ln2 (k = +-1, hi = x -+ ln2hi, lo = +-ln2lo) is this
-     * one: k comes out +-1 for every float there (an exhaustive host run;
-     * test_routing holds the two forms equal around the boundary), and
-     * x - (-1) ln2hi is x + ln2hi exactly. */
+     * one: k comes out +-1 for every float there (test_routing compares
+     * the two forms on each of them), and x - (-1) ln2hi is x + ln2hi
+     * exactly. */
     const float kf = memra_add_rn(memra_mul_rn(invln2, xs), neg ? -0.5f : 0.5f);
     const int k_far = (int)kf; /* towards zero, as C and cvt.rzi do */
     const float t_far = (float)k_far;
