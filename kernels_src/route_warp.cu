@@ -718,18 +718,16 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
             }
             if (late || screen) /* the entries written before a lane takes its own */
                 memra_warp_sync();
-            if (screen && lane < C) { /* each lane its own entry: the exact score and key */
-                const float q = memra_route_sigmoid(sh->cs[lane]);
+            if ((late || screen) && lane < C) {
+                /* each lane its own entry: the score (screened: memra's
+                 * exact one; late: the division) and its key (without a
+                 * bias, a score: +0 or more) */
+                const float q =
+                    screen ? memra_route_sigmoid(sh->cs[lane]) : memra_div_rn(sh->cs[lane], sum);
                 const float cq = has_bias ? memra_add_rn(q, sh->x[lane]) : q;
+                const memra_u32 kq = has_bias ? memra_route_key(cq) : memra_route_key_nonneg(cq);
                 sh->cs[lane] = q;
-                sh->cand[lane] =
-                    ((memra_u64)memra_route_key(cq) << 32) | (sh->cand[lane] & 0xffffffffu);
-            }
-            if (late && lane < C) { /* each lane its own entry: the score and its key */
-                const float q = memra_div_rn(sh->cs[lane], sum);
-                sh->cs[lane] = q;
-                sh->cand[lane] =
-                    ((memra_u64)memra_route_key_nonneg(q) << 32) | (sh->cand[lane] & 0xffffffffu);
+                sh->cand[lane] = ((memra_u64)kq << 32) | (sh->cand[lane] & 0xffffffffu);
             }
             memra_warp_sync();
             if (lane < C) {

@@ -40,7 +40,8 @@ static void test_expf_within_2_ulp(void **state)
     /* Every 61st float from -104 to 89 (both signs, through the subnormal
      * results below -87.3), against expl rounded once to binary32; every
      * 6101st under valgrind. */
-    const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 6101 : 61;
+    const int slow = getenv("MEMRA_UNDER_VALGRIND") != NULL;
+    const uint32_t step = slow ? 6101 : 61;
     int64_t worst = 0;
     float worst_x = 0;
     uint64_t n = 0;
@@ -87,7 +88,8 @@ static void expf_select_equals_branches(float (*form)(float), const char *name, 
 {
     /* Every 61st bit pattern (every 6101st under valgrind), then every
      * float within 4096 ulps of each range boundary, both signs. */
-    const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 6101 : 61;
+    const int slow = getenv("MEMRA_UNDER_VALGRIND") != NULL;
+    const uint32_t step = slow ? 6101 : 61;
     uint64_t n = 0, bad = 0;
     uint32_t first_bad = 0;
     /* A form for x <= 0 (nonpos) is held to it there, -0, +0 and NaNs. */
@@ -112,7 +114,7 @@ static void expf_select_equals_branches(float (*form)(float), const char *name, 
     /* Every float of 0.5 ln2 < |x| < 1.5 ln2, memra_expf's k = +-1 case,
      * which the select forms compute as the general one (k = +-1 there). */
     for (uint32_t neg = 0; neg < 2; neg++)
-        for (uint32_t h = 0x3eb17219u; h < 0x3f851592u; h += step == 61 ? 1u : step)
+        for (uint32_t h = 0x3eb17219u; h < 0x3f851592u; h += slow ? step : 1u)
             EXPF_CHECK((neg << 31) | h);
 #undef EXPF_CHECK
     printf("%s vs memra_expf: %llu inputs, %llu differ (first 0x%08x)\n", name,
@@ -167,7 +169,8 @@ static void test_team_token_past_2_to_the_32_threads(void **state)
 static void test_sigmoid_screen_within_its_bound(void **state)
 {
     (void)state;
-    const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 6101 : 61;
+    const int slow = getenv("MEMRA_UNDER_VALGRIND") != NULL;
+    const uint32_t step = slow ? 6101 : 61;
     double worst = 0.0;
     float worst_x = 0.0f;
     uint64_t n = 0;
