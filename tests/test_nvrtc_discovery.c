@@ -907,23 +907,30 @@ static int fifo_child(void)
     return 0;
 }
 
-static void test_fifo_on_the_loader_path(void **state)
+/* The FIFO child, started with LD_LIBRARY_PATH `llp` (with "%s" in it: the
+ * folder of FIFOs) and, where `in_cwd`, that folder as its working
+ * directory: the loader searches an empty element of the path as the
+ * working directory, and the screen must too. */
+static void run_fifo_child(const char *llp, int in_cwd)
 {
-    (void)state;
-    char dir[400], fifo[500];
-    snprintf(dir, sizeof dir, "%s/fifo-llp-%ld", tmp, (long)getpid());
+    char dir[400], fifo[500], path[1200];
+    static int made;
+    snprintf(dir, sizeof dir, "%s/fifo-llp-%ld-%d", tmp, (long)getpid(), made++);
     assert_int_equal(mkdir(dir, 0700), 0);
     static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
     for (int i = 0; i < 3; i++) {
         snprintf(fifo, sizeof fifo, "%s/%s", dir, names[i]);
         assert_int_equal(mkfifo(fifo, 0600), 0);
     }
+    snprintf(path, sizeof path, llp, dir);
     fflush(stdout), fflush(stderr);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         clean_env();
-        setenv("LD_LIBRARY_PATH", dir, 1);
+        setenv("LD_LIBRARY_PATH", path, 1);
+        if (in_cwd && chdir(dir) != 0)
+            _exit(7);
         char *const argv[] = {"test_nvrtc_discovery", FIFO_CHILD_ARG, NULL};
         execv(self_path, argv);
         perror("execv");
@@ -933,6 +940,33 @@ static void test_fifo_on_the_loader_path(void **state)
     assert_int_equal(waitpid(pid, &ws, 0), pid);
     assert_true(WIFEXITED(ws)); /* killed by SIGALRM: discovery blocked */
     assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
+static void test_fifo_on_the_loader_path(void **state)
+{
+    (void)state;
+    run_fifo_child("%s", 0);
+}
+
+/* An empty element of LD_LIBRARY_PATH (last, first or between two) is the
+ * working directory to the loader: FIFOs there were not screened, and
+ * discovery blocked on them for ever. */
+static void test_fifo_in_cwd_by_a_trailing_empty_element(void **state)
+{
+    (void)state;
+    run_fifo_child("/nonexistent-memra:", 1);
+}
+
+static void test_fifo_in_cwd_by_a_leading_empty_element(void **state)
+{
+    (void)state;
+    run_fifo_child(":/nonexistent-memra", 1);
+}
+
+static void test_fifo_in_cwd_by_an_inner_empty_element(void **state)
+{
+    (void)state;
+    run_fifo_child("/nonexistent-memra::/nonexistent-memra-2", 1);
 }
 
 /* ---- the choice itself, with in-process candidates ----------------------- */
@@ -1113,6 +1147,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_callback_may_call_memra_during_a_load),
         cmocka_unit_test(test_duplicate_toolkit_file_then_older_toolkit),
         cmocka_unit_test(test_fifo_on_the_loader_path),
+        cmocka_unit_test(test_fifo_in_cwd_by_a_trailing_empty_element),
+        cmocka_unit_test(test_fifo_in_cwd_by_a_leading_empty_element),
+        cmocka_unit_test(test_fifo_in_cwd_by_an_inner_empty_element),
         cmocka_unit_test_setup_teardown(test_newer_minor_sm_takes_compatible_cubin, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_sm_takes_older_nvrtc, setup, teardown),

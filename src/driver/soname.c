@@ -94,12 +94,17 @@ void *memra_soname_loaded(const char *soname, char *path, size_t n)
 void *memra_soname_load(const char *soname, char *why, size_t n)
 {
     const char *llp = getenv("LD_LIBRARY_PATH");
-    for (const char *p = llp; p && *p;) {
+    /* Every element, the empty ones too: the loader searches an empty
+     * element (first, last or between two separators) as the working
+     * directory, and a FIFO there would block dlopen as surely. */
+    for (const char *p = llp && *llp ? llp : NULL; p;) {
         const size_t len = strcspn(p, ":;");
+        const char *dir = len ? p : ".";
+        const size_t dlen = len ? len : 1u;
         char f[PATH_MAX];
-        if (len && len + strlen(soname) + 2 < sizeof f) {
+        if (dlen + strlen(soname) + 2 < sizeof f) {
             struct stat sb;
-            snprintf(f, sizeof f, "%.*s/%s", (int)len, p, soname);
+            snprintf(f, sizeof f, "%.*s/%s", (int)dlen, dir, soname);
             if (stat(f, &sb) == 0 && !S_ISREG(sb.st_mode)) {
                 char e[MEMRA_ESCAPED_MAX];
                 snprintf(why, n, "%s in LD_LIBRARY_PATH is not a regular file (%s)",
@@ -107,8 +112,7 @@ void *memra_soname_load(const char *soname, char *why, size_t n)
                 return NULL;
             }
         }
-        p += len;
-        p += *p != 0;
+        p = p[len] ? p + len + 1 : NULL;
     }
     void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h)
