@@ -505,6 +505,57 @@ static void test_symlinked_folder_is_not_followed(void **state)
     unlink(link);
 }
 
+/* A link to the folder named with a trailing slash, or with "/." after
+ * it: O_NOFOLLOW guards a path's last component as written, and these made
+ * the link's target the folder (an outside review wrote entries through
+ * both). The slash is dropped and the link refused; a "." or ".."
+ * component turns the cache off. */
+static void symlinked_folder_as(const char *tail, const char *why)
+{
+    char link[400], dir[420];
+    snprintf(link, sizeof link, "%s.link", root);
+    assert_int_equal(symlink(root, link), 0);
+    snprintf(dir, sizeof dir, "%s%s", link, tail);
+    setenv("MEMRA_CACHE_DIR", dir, 1);
+    planted_why = why;
+    const char *err = capture_stderr(get_planted);
+    if (!strstr(err, why))
+        fail_msg("warning does not say '%s': %s", why, err);
+    assert_int_equal(compiles(), 2);
+    unlink(link);
+}
+
+static void test_symlinked_folder_with_a_trailing_slash_is_not_followed(void **state)
+{
+    (void)state;
+    symlinked_folder_as("//", "symbolic link");
+}
+
+static void test_symlinked_folder_with_a_dot_is_not_followed(void **state)
+{
+    (void)state;
+    symlinked_folder_as("/.", "\".\" or \"..\" component");
+}
+
+static void test_dot_dot_in_the_folder_turns_the_cache_off(void **state)
+{
+    (void)state;
+    symlinked_folder_as("/../x", "\".\" or \"..\" component");
+}
+
+/* A trailing slash on a good folder is the folder: the second get reads
+ * the first's entry. */
+static void test_folder_with_a_trailing_slash_is_used(void **state)
+{
+    (void)state;
+    char dir[420];
+    snprintf(dir, sizeof dir, "%s/", root);
+    setenv("MEMRA_CACHE_DIR", dir, 1);
+    get(90, 0);
+    get(90, 1);
+    assert_int_equal(compiles(), 1);
+}
+
 static void test_lock_file_of_another_user_is_not_used(void **state)
 {
     (void)state;
@@ -997,6 +1048,10 @@ int main(void)
         T(test_group_writable_entry_is_not_used),
         T(test_symlinked_entry_is_not_followed),
         T(test_symlinked_folder_is_not_followed),
+        T(test_symlinked_folder_with_a_trailing_slash_is_not_followed),
+        T(test_symlinked_folder_with_a_dot_is_not_followed),
+        T(test_dot_dot_in_the_folder_turns_the_cache_off),
+        T(test_folder_with_a_trailing_slash_is_used),
         T(test_lock_file_of_another_user_is_not_used),
         T(test_created_folders_are_private),
         T(test_planted_temp_link_is_not_written_through),

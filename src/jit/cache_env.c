@@ -9,15 +9,37 @@
 #include "base/warn.h"
 
 /* Writes base+suffix into buf; a path that does not fit turns the cache off
- * rather than pointing it somewhere truncated. */
+ * rather than pointing it somewhere truncated. The folder is opened with
+ * O_NOFOLLOW, which guards the path's last component as written: trailing
+ * slashes are dropped so that it is the folder's own name, and a "." or
+ * ".." component (".../link/." would name a link's target) turns the cache
+ * off. Folders above the last may be links: the system's layout (/home ->
+ * /var/home), not the cache's. */
 static int fit(char *buf, size_t len, const char *var, const char *base, const char *suffix)
 {
-    if ((size_t)snprintf(buf, len, "%s%s", base, suffix) < len)
-        return 1;
-    memra_warn(MEMRA_WARN_CACHE_ENV,
-               "%s gives a kernel cache path longer than %zu bytes: the disk cache is off", var,
-               len - 1);
-    return 0;
+    char e[MEMRA_ESCAPED_MAX];
+    if ((size_t)snprintf(buf, len, "%s%s", base, suffix) >= len) {
+        memra_warn(MEMRA_WARN_CACHE_ENV,
+                   "%s gives a kernel cache path longer than %zu bytes: the disk cache is off", var,
+                   len - 1);
+        return 0;
+    }
+    for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/'; n--)
+        buf[n - 1] = 0;
+    for (const char *c = buf; *c;) {
+        const size_t n = strcspn(c, "/");
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) {
+            memra_warn(MEMRA_WARN_CACHE_ENV,
+                       "%s gives the kernel cache path %s, which has a \".\" or \"..\" component "
+                       "(it could lead through a symbolic link): the disk cache is off; name the "
+                       "folder itself",
+                       var, memra_escape(buf, e, sizeof e));
+            return 0;
+        }
+        c += n;
+        c += *c == '/';
+    }
+    return 1;
 }
 
 int memra_cache_dir(char *buf, size_t len)
