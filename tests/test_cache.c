@@ -858,6 +858,35 @@ static void test_every_bit_flip_is_detected(void **state)
     free(e);
 }
 
+/* An entry whose header says an impossible NVRTC version (a bit flip in
+ * the version, or a planted file): find_any, which an engine with no NVRTC
+ * runs, scored its numbers before it saw the entry was not ours, and the
+ * score's version code overflowed an int (the sanitizer build halts on
+ * that). Not ours, so not found, with nothing computed from its numbers. */
+static void test_find_any_skips_an_impossible_version(void **state)
+{
+    (void)state;
+    char p[1200];
+    static const int32_t minors[] = {300000000, -300000000, 0x7fffffff};
+    for (size_t i = 0; i < 2 * sizeof minors / sizeof minors[0]; i++) {
+        const int is_ptx = (int)(i & 1u);
+        const memra_source s0 = vsrc();
+        memra_image made = {(char *)"MOCKIMG-CUBIN", sizeof "MOCKIMG-CUBIN", is_ptx, 90};
+        memra_cache_put(&mock_nv, &s0, 90, is_ptx, &made);
+        entry_path(90, is_ptx, p, sizeof p);
+        FILE *f = fopen(p, "r+b");
+        assert_non_null(f);
+        assert_int_equal(fseek(f, 52, SEEK_SET), 0); /* the header's nvrtc_minor */
+        assert_int_equal(fwrite(&minors[i / 2], 4, 1, f), 1);
+        assert_int_equal(fclose(f), 0);
+        const memra_source src = vsrc();
+        memra_image img;
+        memra_cache_found found;
+        assert_int_equal(memra_cache_find_any(&src, 90, 12000, 0, &img, &found), 0);
+        assert_int_equal(memra_cache_find_any(&src, 90, 13000, 0, &img, &found), 0);
+    }
+}
+
 /* The same on disk, for the header's last 16 bytes: each flip is a miss
  * that compiles and replaces the entry. */
 static void test_header_tail_flips_on_disk_are_rebuilt(void **state)
@@ -1048,6 +1077,7 @@ int main(void)
         T(test_group_writable_entry_is_not_used),
         T(test_symlinked_entry_is_not_followed),
         T(test_symlinked_folder_is_not_followed),
+        T(test_find_any_skips_an_impossible_version),
         T(test_symlinked_folder_with_a_trailing_slash_is_not_followed),
         T(test_symlinked_folder_with_a_dot_is_not_followed),
         T(test_dot_dot_in_the_folder_turns_the_cache_off),

@@ -429,6 +429,29 @@ static void copy_file(const char *lib, const char *to, mode_t mode)
         _exit(5);
 }
 
+/* An NVRTC that says its version is 12.300000000: its version code
+ * overflowed an int (signed overflow), and went negative, so its PTX was
+ * taken on a 12.8 driver. Refused for the version, named in the list; the
+ * engine starts from the next candidate. */
+static int case_lying_version(void)
+{
+    char msg[4096], why[256] = "";
+    child_driver(12080, 9, 0);
+    setenv("MEMRA_NVRTC_PATH", fake("V12_LYING"), 1);
+    setenv("CUDA_HOME", toolkit_with(fake("V12_8"), 12), 1);
+    memra_kernel_origin o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12080);
+    CHILD_CHECK(state_of(fake("V12_LYING"), why, sizeof why) == MEMRA_NVRTC_REFUSED);
+    CHILD_CHECK(strstr(why, "says its version is 12.300000000, which no CUDA release has") != NULL);
+    return 0;
+}
+
+static void test_nvrtc_with_an_impossible_version_is_refused(void **state)
+{
+    (void)state;
+    in_child(case_lying_version);
+}
+
 /* A FIFO at MEMRA_NVRTC_PATH: refused at once as not a regular file, and
  * the next candidate serves. */
 static int case_fifo_at_env(void)
@@ -1077,6 +1100,31 @@ static void test_target_rules(void **state)
     assert_non_null(strstr(why, "NVRTC 13.0 is newer than the driver (CUDA 12.8)"));
 }
 
+/* A version no release has (a cache entry's header says which NVRTC built
+ * it, and a corrupt one may say anything): no target, and no int overflow
+ * on the way. */
+static void test_target_of_an_impossible_version(void **state)
+{
+    (void)state;
+    memra_nvrtc nv = mock_nv;
+    char why[256];
+    int arch;
+    static const int a[] = {75, 80, 86, 89, 90, 100, 120};
+    memcpy(nv.archs, a, sizeof a), nv.n_archs = 7;
+    static const int bad[][2] = {{12, 300000000}, {12, -1}, {0, 0}, {-5, 0}, {1000, 0}, {12, 100}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        nv.major = bad[i][0], nv.minor = bad[i][1];
+        for (int is_ptx = 0; is_ptx < 2; is_ptx++) {
+            why[0] = 0;
+            assert_false(memra_jit_target(&nv, 90, 13000, is_ptx, &arch, why, sizeof why));
+            assert_non_null(strstr(why, "is no CUDA release's"));
+        }
+    }
+    nv.major = 999, nv.minor = 99; /* the largest there may be: judged, not refused */
+    assert_false(memra_jit_target(&nv, 90, 13000, 0, &arch, why, sizeof why));
+    assert_non_null(strstr(why, "newer than the driver"));
+}
+
 /* An engine whose kernel is in the cache starts with no NVRTC at all. */
 static void test_cache_alone_starts_an_engine(void **state)
 {
@@ -1128,6 +1176,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_only_newer_major),
         cmocka_unit_test(test_already_loaded_comes_first),
         cmocka_unit_test(test_env_wins_over_loader_path),
+        cmocka_unit_test(test_nvrtc_with_an_impossible_version_is_refused),
         cmocka_unit_test(test_set_nvrtc_path),
         cmocka_unit_test(test_load_failure_falls_through),
         cmocka_unit_test(test_plan_more_opens_the_next),
@@ -1155,6 +1204,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_old_sm_takes_older_nvrtc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cubin_preferred_over_earlier_ptx, setup, teardown),
         cmocka_unit_test_setup_teardown(test_target_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_target_of_an_impossible_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_alone_starts_an_engine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_visible_device, setup, teardown),
     };

@@ -105,6 +105,14 @@ typedef struct memra_nvrtc {
 #undef MEMRA_X
 } memra_nvrtc;
 
+/* CUDA's version code, the driver's own form (12080 for 12.8). Only for a
+ * version MEMRA_NVRTC_VERSION_OK passes: one outside [1, 999].[0, 99] is no
+ * release (its code would not fit an int). describe() refuses an NVRTC that
+ * reports one, and memra_jit_target a cache entry that says one built it. */
+#define MEMRA_NVRTC_VERSION_OK(major, minor)                                                       \
+    ((major) >= 1 && (major) <= 999 && (minor) >= 0 && (minor) <= 99)
+#define MEMRA_CUDA_VERSION_CODE(major, minor) ((major)*1000 + (minor)*10)
+
 typedef struct memra_driver {
     /* MEMRA_OK when libcuda loaded and cuInit ran; else why not. */
     memra_status cuda_status;

@@ -110,6 +110,12 @@ static void describe(memra_nvrtc *c, void *h)
         snprintf(c->why, sizeof c->why, "does not say its version or archs");
         return;
     }
+    if (!MEMRA_NVRTC_VERSION_OK(c->major, c->minor)) {
+        c->status = MEMRA_ERR_NVRTC;
+        snprintf(c->why, sizeof c->why, "says its version is %d.%d, which no CUDA release has",
+                 c->major, c->minor);
+        return;
+    }
     c->n_archs = n;
     /* Ascending, whatever order the library reports. */
     for (int i = 1; i < n; i++)
@@ -604,7 +610,7 @@ static void info_of(const memra_nvrtc *c, memra_nvrtc_info *o)
     o->state = c->status == MEMRA_OK ? MEMRA_NVRTC_USABLE : MEMRA_NVRTC_REFUSED;
     snprintf(o->why, sizeof o->why, "%s", c->status ? c->why : "");
     if (c->status == MEMRA_OK) {
-        o->version = c->major * 1000 + c->minor * 10;
+        o->version = MEMRA_CUDA_VERSION_CODE(c->major, c->minor);
         o->n_archs = c->n_archs;
         memcpy(o->archs, c->archs, sizeof(int) * (size_t)c->n_archs);
     }

@@ -129,7 +129,7 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
     const int n_nv = memra_nvrtc_candidates(d, &list);
     for (int i = 0; i < n_nv && !eng->info.nvrtc_version; i++)
         if (list[i].status == MEMRA_OK)
-            eng->info.nvrtc_version = list[i].major * 1000 + list[i].minor * 10;
+            eng->info.nvrtc_version = MEMRA_CUDA_VERSION_CODE(list[i].major, list[i].minor);
 
     if ((r = memra_context_retain(&eng->cx, d, dev, &call)) != CUDA_SUCCESS)
         goto fail;

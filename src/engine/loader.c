@@ -141,7 +141,7 @@ static memra_status load_source(memra_engine *eng, const char *fn, const memra_s
             if (loaded) {
                 used = plan[i].nv;
                 o.arch = plan[i].arch, o.is_ptx = plan[i].is_ptx;
-                o.nvrtc_version = used->major * 1000 + used->minor * 10;
+                o.nvrtc_version = MEMRA_CUDA_VERSION_CODE(used->major, used->minor);
                 snprintf(o.nvrtc_path, sizeof o.nvrtc_path, "%s", used->path);
             }
         }
@@ -162,7 +162,7 @@ static memra_status load_source(memra_engine *eng, const char *fn, const memra_s
         memra_image_free(&img);
         if (loaded) {
             o.from_cache = 1, o.arch = f.arch, o.is_ptx = f.is_ptx;
-            o.nvrtc_version = f.nvrtc_major * 1000 + f.nvrtc_minor * 10;
+            o.nvrtc_version = MEMRA_CUDA_VERSION_CODE(f.nvrtc_major, f.nvrtc_minor);
         }
     }
     if (st)

@@ -747,12 +747,14 @@ typedef struct any_entry {
 static int better_first(const void *a, const void *b)
 {
     const any_entry *x = a, *y = b;
+    /* Comparisons, not differences: the fields come from files. */
     if (x->score != y->score)
-        return y->score - x->score;
+        return x->score < y->score ? 1 : -1;
     if (x->h.arch != y->h.arch)
-        return y->h.arch - x->h.arch;
-    return (y->h.nvrtc_major * 1000 + y->h.nvrtc_minor) -
-           (x->h.nvrtc_major * 1000 + x->h.nvrtc_minor);
+        return x->h.arch < y->h.arch ? 1 : -1;
+    if (x->h.nvrtc_major != y->h.nvrtc_major)
+        return x->h.nvrtc_major < y->h.nvrtc_major ? 1 : -1;
+    return x->h.nvrtc_minor < y->h.nvrtc_minor ? 1 : x->h.nvrtc_minor > y->h.nvrtc_minor ? -1 : 0;
 }
 
 /* How well an entry suits the device and driver, by the rules NVRTC
@@ -811,8 +813,11 @@ int memra_cache_find_any(const memra_source *src, int sm, int driver_version, in
             continue;
         key_for(src, h.nvrtc_major, h.nvrtc_minor, h.arch, h.is_ptx, &key);
         memra_cache_entry_name(&key, h.is_ptx, name, sizeof name);
+        /* ours first: a corrupt header's numbers are never scored */
+        if (memcmp(key.bytes, h.key, 16) != 0 || strcmp(name, e->d_name) != 0)
+            continue;
         const int score = entry_score(&h, sm, driver_version);
-        if (memcmp(key.bytes, h.key, 16) != 0 || strcmp(name, e->d_name) != 0 || !score)
+        if (!score)
             continue;
         if (n == room) {
             any_entry *grown = realloc(v, (room = room ? 2 * room : 8) * sizeof *v);

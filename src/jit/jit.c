@@ -23,6 +23,10 @@ int memra_jit_target(const memra_nvrtc *nv, int sm, int driver_version, int is_p
                      char *why, size_t n)
 {
     const int drv_major = driver_version / 1000, drv_minor = driver_version % 1000 / 10;
+    if (!MEMRA_NVRTC_VERSION_OK(nv->major, nv->minor)) {
+        snprintf(why, n, "NVRTC version %d.%d is no CUDA release's", nv->major, nv->minor);
+        return 0;
+    }
     if (nv->major > drv_major) {
         snprintf(why, n,
                  "NVRTC %d.%d is newer than the driver (CUDA %d.%d): the driver cannot load what "
@@ -45,7 +49,7 @@ int memra_jit_target(const memra_nvrtc *nv, int sm, int driver_version, int is_p
                      nv->major, nv->minor, sm);
         return 0;
     }
-    if (is_ptx && nv->major * 1000 + nv->minor * 10 > driver_version) {
+    if (is_ptx && MEMRA_CUDA_VERSION_CODE(nv->major, nv->minor) > driver_version) {
         snprintf(why, n,
                  "PTX from NVRTC %d.%d needs a driver of CUDA %d.%d or newer (this one is %d.%d)",
                  nv->major, nv->minor, nv->major, nv->minor, drv_major, drv_minor);
