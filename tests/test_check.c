@@ -210,9 +210,10 @@ static route_args route_case(const world *w, int i)
     case 39:
         a.n_tokens = 0, a.logits = a.sel = a.selw = a.ptrs = a.scl = 0, a.slabs = NULL;
         break;
-    case 40:
+    case 40: /* the device calls refuse these: il is judged whatever the layer mirrors
+              * (it was not where there were no planes and no bias) */
         a.il = 70000;
-        break; /* no planes: the layer index is not looked at */
+        break;
     case 41:
         a.il = -1;
         break;
@@ -336,7 +337,7 @@ static void test_route_check_is_the_device_call(void **state)
         got = memra_route_prepare_layer(eng, a.il, &a.spec, a.macros, NULL);
         expect_same("route prepare", i, want, msg, got);
     }
-    assert_int_equal(refused, 38 + 2 + 2); /* and the layers of cases 46, 47 */
+    assert_int_equal(refused, 38 + 2 + 2 + 2); /* and the layers of cases 40, 41, 46, 47 */
     assert_int_equal(memra_sync(eng, NULL), MEMRA_OK);
     memra_free(eng, w.logits), memra_free(eng, w.sel), memra_free(eng, w.selw);
     memra_free(eng, w.ptrs), memra_free(eng, w.scl), memra_free(eng, w.bias);
@@ -415,7 +416,8 @@ static vrows_args vrows_case(const world *w, int i)
     case 14:
         a.n_pairs = 0;
         break; /* refused by the plain calls, a no-op for the _ex ones */
-    /* accepted: */
+    /* accepted by the host arms (no layer); the device calls judge il
+     * whatever the layer mirrors (they did not where it mirrored nothing) */
     case 15:
         a.il = 70000;
         break;
@@ -526,6 +528,8 @@ static void test_vrows_check_is_the_device_calls(void **state)
                    : memra_vrows_tables(eng, a.sel, a.selw, a.n_pairs, a.n_expert, a.il, a.macros,
                                         a.slabs, a.ptrs, a.scl, NULL);
             expect_same(ex ? "vrows device_ex" : "vrows device", i, want, msg, got);
+            if (i == 15) /* a layer out of range that mirrors nothing */
+                assert_int_equal(got, MEMRA_ERR_INVALID_ARG);
             if (want)
                 assert_int_equal(mock.calls[MOCK_cuLaunchKernel], launches);
         }

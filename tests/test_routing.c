@@ -884,7 +884,9 @@ static void test_bad_specs(void **state)
                  {"shared_divisor", MEMRA_ERR_INVALID_ARG},
                  {"n_real_dtype", MEMRA_ERR_INVALID_ARG},
                  {"n_real", MEMRA_ERR_MISALIGNED},
-                 {"n_real", MEMRA_ERR_MISALIGNED}};
+                 {"n_real", MEMRA_ERR_MISALIGNED},
+                 {"spec->bias = ", MEMRA_ERR_MISALIGNED},
+                 {"spec->bias = ", MEMRA_ERR_MISALIGNED}};
     float logits[256] = {0}, bias[256] = {0};
     int64_t count = 1;
     int32_t map[256] = {0};
@@ -993,6 +995,12 @@ static void test_bad_specs(void **state)
             break;
         case 31:
             s.n_real = (uint64_t)(uintptr_t)&count + 4, s.n_real_dtype = MEMRA_COUNT_I64;
+            break;
+        case 32: /* a host bias off a float's alignment: judged before it is read */
+            s.bias = (const float *)(const void *)((const char *)bias + 1);
+            break;
+        case 33: /* an address no float is at (an integer from Python): crashed the check */
+            s.bias = (const float *)(uintptr_t)1;
             break;
         }
         memra_status st =

@@ -83,7 +83,9 @@ typedef struct memra_engine memra_engine;
 /* n_pairs limit: keeps every index of the 3*n_pairs tables inside 32 bits,
  * the kernel's thread index type. */
 #define MEMRA_MAX_PAIRS (1u << 28)
-/* Layers cached by the macro mirror: il in [0, MEMRA_MAX_LAYERS). */
+/* Layers cached by the macro mirror: il in [0, MEMRA_MAX_LAYERS). Every
+ * device call that takes il refuses one outside it (MEMRA_ERR_INVALID_ARG)
+ * whatever the layer mirrors; the host arms take no layer. */
 #define MEMRA_MAX_LAYERS 65536
 /* memra_faults.first_pair when no fault was seen. */
 #define MEMRA_NO_FAULT UINT32_MAX
@@ -666,9 +668,9 @@ MEMRA_API memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, 
  * must be 0); padding rows (n_real) are in no run. layout_spec and layout
  * may be NULL: then memra_route_tables. A layer's calls with a layout must
  * not overlap in time (one step after another, as a model's are): the
- * engine keeps a per-layer count that the launch's blocks share. With a
- * layout, il must be in [0, MEMRA_MAX_LAYERS) whatever the layer mirrors
- * (MEMRA_ERR_INVALID_ARG). */
+ * engine keeps a per-layer count that the launch's blocks share. il must be
+ * in [0, MEMRA_MAX_LAYERS) (MEMRA_ERR_INVALID_ARG), as for every device
+ * call; with a layout, even for an empty batch. */
 MEMRA_API memra_status memra_route_tables_ex(memra_engine *eng, memra_devptr logits,
                                              uint32_t n_tokens, const memra_route_spec *spec,
                                              int il, const memra_vrows_macros *macros,

@@ -276,6 +276,13 @@ def _route_layer(cfg, layer, bases, strides, mapped, E, dev, model):
     return _planes_of(cfg.caller, dev, model, "route", layer, n_slots), il, slab
 
 
+def _route_judge(cuda, layer):
+    """The call whose rules judge a routing op: the device call's on a GPU,
+    and on the CPU wherever a layer is named (the host arm takes no layer;
+    the device call refuses one out of range whatever it mirrors)."""
+    return CALLS["route_tables" if cuda or layer is not None else "route_tables_host"]
+
+
 def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     """Routes with the library: (ids int32 [T, K], weights float32 [T, K],
     ptrs int64 [3, T, K], scl float32 [3, T, K]); with tables false, layer
@@ -296,7 +303,7 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     n = T * K
     L = _L()
     if n > MAX_PAIRS:  # refused by the library: asked before 44 bytes a pair are allocated
-        cfg.refuse(L.memra_route_check(CALLS["route_tables" if cuda else "route_tables_host"],
+        cfg.refuse(L.memra_route_check(_route_judge(cuda, layer),
                                        logits.data_ptr(), T, spec, il, macros, slab, _STAND_IN,
                                        _STAND_IN, _STAND_IN, _STAND_IN))
     # (sizes as arguments, not a tuple: PyTorch parses them faster)
@@ -319,6 +326,12 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
         if st:
             cfg.refuse(st)
     else:
+        if layer is not None:  # the layer, as a GPU's call judges it (_route_judge)
+            st = L.memra_route_check(_route_judge(cuda, layer), logits.data_ptr(), T, spec, il,
+                                     macros, slab, ids.data_ptr(), weights.data_ptr(), p_ptrs,
+                                     p_scl)
+            if st:
+                cfg.refuse(st)
         f = _host_faults_struct()
         st = L.memra_route_tables_host(logits.data_ptr(), T, spec, macros, slab, ids.data_ptr(),
                                        weights.data_ptr(), p_ptrs, p_scl, ctypes.byref(f))
@@ -345,7 +358,7 @@ def route_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, tab
     cuda = logits.device.type == "cuda"
     macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E,
                                     _dev_key(logits.device), model)
-    st = _L().memra_route_check(CALLS["route_tables" if cuda else "route_tables_host"],
+    st = _L().memra_route_check(_route_judge(cuda, layer),
                                      _STAND_IN, n_tokens, spec, il, macros, slab, _STAND_IN,
                                      _STAND_IN, _STAND_IN, _STAND_IN)
     if st:

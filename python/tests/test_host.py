@@ -177,6 +177,17 @@ def test_float64_bias_is_refused_like_other_float64_inputs():
         memra.route_spec(8, 2, bias=np.zeros(7, np.float32))
 
 
+def test_a_bias_address_off_a_float_is_refused_not_read():
+    """bias may be an integer host address: one off a float's alignment
+    (1 is no float's) was read by the check and killed the interpreter; the
+    library refuses it before reading."""
+    logits = np.zeros((2, 8), np.float32)
+    good = np.zeros(9, np.float32)
+    for addr in (1, good.ctypes.data + 1):
+        with pytest.raises(memra.MisalignedError, match=r"bias = 0x[0-9a-f]+ is not aligned to a float"):
+            memra.route_tables_host(logits, 2, bias=addr)
+
+
 def test_route_spec_takes_a_bias_array():
     """As documented: the spec points at the array and keeps it alive."""
     import gc

@@ -43,16 +43,15 @@ static memra_status route_check(const char *self, memra_checked_call call, uint6
                                   &have_macros);
         if (st || n_tokens == 0) /* an empty batch returns before the layer is looked at */
             return st;
-        /* route.c's enter(): the layer index is judged only where the layer
-         * mirrors something (macro planes, a host bias). */
-        return have_macros || spec->bias ? memra_check_layer(fn, il, 0) : MEMRA_OK;
+        /* route.c's enter(): the layer index, whatever the layer mirrors */
+        return memra_check_layer(fn, il, 0);
     }
     case MEMRA_CALL_ROUTE_PREPARE_LAYER: {
         static const char fn[] = "memra_route_prepare_layer";
         if ((st = memra_route_spec_check(fn, spec)) ||
             (st = memra_macros_check(fn, macros, &have_macros)))
             return st;
-        return have_macros || spec->bias ? memra_check_layer(fn, il, 0) : MEMRA_OK;
+        return memra_check_layer(fn, il, 0);
     }
     case MEMRA_CALL_ROUTE_TABLES_EX: {
         /* route.c's memra_route_launch: the routing's arguments, the
@@ -68,7 +67,7 @@ static memra_status route_check(const char *self, memra_checked_call call, uint6
             st = memra_check_layer(fn, il, 0);
         if (st || n_tokens == 0)
             return st;
-        return have_macros || spec->bias ? memra_check_layer(fn, il, 0) : MEMRA_OK;
+        return memra_check_layer(fn, il, 0);
     }
     case MEMRA_CALL_ROUTE_TABLES_HOST_EX: {
         /* Without a layout the call is memra_route_tables_host, by its name. */
@@ -145,7 +144,7 @@ memra_status memra_vrows_check(memra_checked_call call, uint64_t sel, uint64_t s
         static const char fn[] = "memra_vrows_tables";
         st = memra_vrows_validate(fn, sel, selw, n_pairs, n_expert, macros, slabs, ptrs, scl,
                                   &present);
-        return st ? st : present ? memra_check_layer(fn, il, 0) : MEMRA_OK;
+        return st ? st : memra_check_layer(fn, il, 0);
     }
     case MEMRA_CALL_VROWS_TABLES_EX: {
         static const char fn[] = "memra_vrows_tables_ex";
@@ -153,7 +152,7 @@ memra_status memra_vrows_check(memra_checked_call call, uint64_t sel, uint64_t s
                                      macros, slabs, ptrs, scl, &present);
         if (st || n_pairs == 0) /* an empty call returns before the layer is looked at */
             return st;
-        return present ? memra_check_layer(fn, il, 0) : MEMRA_OK;
+        return memra_check_layer(fn, il, 0);
     }
     case MEMRA_CALL_VROWS_PREPARE_LAYER: {
         static const char fn[] = "memra_vrows_prepare_layer";

@@ -89,16 +89,17 @@ static memra_status route_function(memra_call *c, memra_capture cap, memra_kerne
     return memra_engine_kernel(c, cap, k, f);
 }
 
-/* After the arguments are checked: the layer index where the layer mirrors
- * anything, the context, what the stream meets (refused where the launch
+/* After the arguments are checked: the layer index (judged whatever the
+ * layer mirrors: an il out of range is the caller's error even where
+ * nothing would be looked up by it), the context, what the stream meets (refused where the launch
  * would join another stream's capture), and the loaded kernel `k`. */
 static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec, int il,
-                          int scratch, int have_macros, CUstream s, memra_kernel_id k, int laid,
-                          memra_call *c, memra_capture *cap, CUfunction *f)
+                          int scratch, CUstream s, memra_kernel_id k, int laid, memra_call *c,
+                          memra_capture *cap, CUfunction *f)
 {
     memra_status st;
     *c = (memra_call){.eng = eng, .d = eng->d, .fn = fn};
-    if ((have_macros || spec->bias) && (st = memra_check_layer(fn, il, scratch)))
+    if ((st = memra_check_layer(fn, il, scratch)))
         return st;
     if ((st = memra_call_enter(eng, fn, c)) || (st = memra_capture_of(c, s, cap)))
         return st;
@@ -154,8 +155,7 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
      * specialisation, their builds for this spec and the generic ones too,
      * which a spec first met under capture takes. */
     const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
-    if (!(st = enter(eng, fn, spec, il, 0, have_macros, s, MEMRA_KERNEL_ROUTE_BLOCK, 0, &c, &cap,
-                     &f)) &&
+    if (!(st = enter(eng, fn, spec, il, 0, s, MEMRA_KERNEL_ROUTE_BLOCK, 0, &c, &cap, &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
         !(st = route_function(&c, cap, team, spec, 0, 0, &f)) &&
@@ -294,8 +294,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
     const uint32_t layout_flag =
         one_launch && (!block || n_tokens == 1) ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
-    if ((st = enter(eng, fn, spec, il, scratch, have_macros, s,
-                    memra_route_kernel(variant, n_tokens, spec), layout_flag != 0, &c, &cap, &f)))
+    if ((st = enter(eng, fn, spec, il, scratch, s, memra_route_kernel(variant, n_tokens, spec),
+                    layout_flag != 0, &c, &cap, &f)))
         goto done;
     uint64_t ticket = 0;
     if (one_launch && (st = memra_layout_ticket(&c, cap, il, scratch, &ticket)))

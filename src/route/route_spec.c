@@ -1,6 +1,7 @@
 #include "route_spec.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "abi.h"
@@ -102,6 +103,11 @@ memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec
         return memra_fail(MEMRA_ERR_INVALID_ARG,
                           "%s: spec->routed_scaling_factor (bits 0x%08x) must be finite and > 0",
                           fn, b);
+    /* Judged before a float is read through it (a misaligned read is
+     * undefined; memra.route_tables_host takes an integer address). */
+    if ((uintptr_t)s->bias % _Alignof(float))
+        return memra_fail(MEMRA_ERR_MISALIGNED, "%s: spec->bias = %p is not aligned to a float", fn,
+                          (const void *)s->bias);
     for (uint32_t e = 0; s->bias && e < s->n_expert; e++) {
         b = bits_of(s->bias[e]);
         if (!finite_bits(b))

@@ -61,7 +61,7 @@ static memra_status tables(memra_engine *eng, const char *fn, memra_devptr sel, 
                            memra_stream stream)
 {
     memra_status st;
-    if (present && (st = memra_check_layer(fn, il, scratch)))
+    if ((st = memra_check_layer(fn, il, scratch))) /* whatever the layer mirrors */
         return st;
     CUstream s = (CUstream)stream;
     memra_call c;
