@@ -556,6 +556,50 @@ static void test_folder_with_a_trailing_slash_is_used(void **state)
     assert_int_equal(compiles(), 1);
 }
 
+/* What memra_cache_get_info (memra info) says of a folder is what the
+ * cache makes of it: it said "enabled" of a regular file, a link, a FIFO
+ * (found by a new-user trial). */
+static int info_enabled(const char *dir, char *shown, size_t n)
+{
+    setenv("MEMRA_CACHE_DIR", dir, 1);
+    memra_warn_reset();
+    memra_cache_info info;
+    assert_int_equal(memra_cache_get_info(&info), MEMRA_OK);
+    snprintf(shown, n, "%s", info.dir);
+    return info.enabled;
+}
+
+static void test_info_says_off_for_a_folder_the_cache_refuses(void **state)
+{
+    (void)state;
+    char p[420], shown[1024];
+    snprintf(p, sizeof p, "%s/a-file", root);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_false(info_enabled(p, shown, sizeof shown));
+    assert_string_equal(shown, "");
+    snprintf(p, sizeof p, "%s/a-fifo", root);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_false(info_enabled(p, shown, sizeof shown));
+    snprintf(p, sizeof p, "%s.link", root);
+    assert_int_equal(symlink(root, p), 0);
+    assert_false(info_enabled(p, shown, sizeof shown));
+    unlink(p);
+}
+
+static void test_info_says_on_for_a_good_or_absent_folder(void **state)
+{
+    (void)state;
+    char p[420], shown[1024];
+    assert_true(info_enabled(root, shown, sizeof shown));
+    assert_string_equal(shown, root);
+    snprintf(p, sizeof p, "%s/not-yet", root); /* made by the first entry */
+    assert_true(info_enabled(p, shown, sizeof shown));
+    assert_string_equal(shown, p);
+    assert_false(file_exists(p)); /* nothing created by asking */
+}
+
 static void test_lock_file_of_another_user_is_not_used(void **state)
 {
     (void)state;
@@ -1078,6 +1122,8 @@ int main(void)
         T(test_symlinked_entry_is_not_followed),
         T(test_symlinked_folder_is_not_followed),
         T(test_find_any_skips_an_impossible_version),
+        T(test_info_says_off_for_a_folder_the_cache_refuses),
+        T(test_info_says_on_for_a_good_or_absent_folder),
         T(test_symlinked_folder_with_a_trailing_slash_is_not_followed),
         T(test_symlinked_folder_with_a_dot_is_not_followed),
         T(test_dot_dot_in_the_folder_turns_the_cache_off),

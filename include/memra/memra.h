@@ -332,7 +332,8 @@ MEMRA_API memra_status memra_engine_warmup(memra_engine *eng);
 /* Where the kernel cache is and how full (for `memra info`): the settings
  * read as an engine reads them, the folder examined, nothing created. */
 typedef struct memra_cache_info {
-    int enabled;        /* 0: off (MEMRA_CACHE_DIR=off, or no usable setting) */
+    int enabled;        /* 0: off (MEMRA_CACHE_DIR=off, no usable setting, or a folder the
+                         * cache refuses: not a folder, a link, another user's; warned) */
     char dir[1024];     /* the folder; "" when off */
     uint64_t bytes;     /* memra's entries and live temp files in it */
     uint64_t max_bytes; /* the cap, MEMRA_CACHE_MAX_BYTES (0: nothing kept) */

@@ -859,9 +859,19 @@ memra_status memra_cache_get_info(memra_cache_info *out)
         return memra_fail(MEMRA_ERR_NULL_ARG, "memra_cache_get_info: out is NULL");
     memset(out, 0, sizeof *out);
     out->max_bytes = memra_cache_cap();
-    if (memra_cache_dir(out->dir, sizeof out->dir)) {
-        out->enabled = 1;
+    if (!memra_cache_dir(out->dir, sizeof out->dir))
+        return MEMRA_OK;
+    /* Enabled as the cache itself would find it: a folder it refuses (not a
+     * folder, a link, another user's; the warning says why) is off, one
+     * not made yet is made by the first entry. */
+    int dfd;
+    const int r = use_folder(out->dir, 0, &dfd);
+    if (r == OPEN_OK) {
+        close(dfd);
         out->bytes = memra_cache_size(out->dir);
     }
+    out->enabled = r == OPEN_OK || r == OPEN_ABSENT;
+    if (!out->enabled)
+        out->dir[0] = 0;
     return MEMRA_OK;
 }
