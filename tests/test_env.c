@@ -75,6 +75,47 @@ static void test_flag_garbage_warns_once(void **state)
     assert_non_null(strstr(seen[0], "MEMRA_FORCE_PTX=yess is not a yes/no value"));
 }
 
+/* Two bad settings, two lines: warnings went once per kind, and different
+ * variables shared a kind, so MEMRA_ROUTE_SPECIALIZE=maybe silenced
+ * MEMRA_FORCE_PTX=garbage (found by a new-user trial). */
+static void test_each_bad_flag_warns(void **state)
+{
+    (void)state;
+    setenv("MEMRA_FORCE_PTX", "garbage", 1);
+    setenv("MEMRA_ROUTE_SPECIALIZE", "maybe", 1);
+    assert_int_equal(memra_env_flag("MEMRA_ROUTE_SPECIALIZE", 1), 1);
+    assert_int_equal(memra_env_flag("MEMRA_FORCE_PTX", 0), 0);
+    assert_int_equal(memra_env_flag("MEMRA_FORCE_PTX", 0), 0); /* each still once */
+    unsetenv("MEMRA_ROUTE_SPECIALIZE");
+    assert_int_equal(n_seen, 2);
+    assert_non_null(strstr(seen[0], "MEMRA_ROUTE_SPECIALIZE=maybe is not a yes/no value"));
+    assert_non_null(strstr(seen[1], "MEMRA_FORCE_PTX=garbage is not a yes/no value"));
+}
+
+/* The same for the cache's chain: a relative MEMRA_CACHE_DIR and a
+ * relative XDG_CACHE_HOME each say so. */
+static void test_each_bad_cache_variable_warns(void **state)
+{
+    (void)state;
+    char buf[1024], home[1024] = "";
+    if (getenv("HOME"))
+        snprintf(home, sizeof home, "%s", getenv("HOME"));
+    setenv("MEMRA_CACHE_DIR", "rel/a", 1);
+    setenv("XDG_CACHE_HOME", "rel/b", 1);
+    setenv("HOME", "/tmp", 1);
+    assert_true(memra_cache_dir(buf, sizeof buf));
+    assert_string_equal(buf, "/tmp/.cache/memra");
+    unsetenv("MEMRA_CACHE_DIR");
+    unsetenv("XDG_CACHE_HOME");
+    if (home[0])
+        setenv("HOME", home, 1);
+    else
+        unsetenv("HOME");
+    assert_int_equal(n_seen, 2);
+    assert_non_null(strstr(seen[0], "MEMRA_CACHE_DIR=rel/a is not an absolute path"));
+    assert_non_null(strstr(seen[1], "XDG_CACHE_HOME=rel/b is not an absolute path"));
+}
+
 /* MEMRA_FORCE_PTX=true takes the PTX path (it once took only "1"). */
 static void test_force_ptx_true_loads_ptx(void **state)
 {
@@ -206,6 +247,8 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
         T(test_flag_spellings),
         T(test_flag_garbage_warns_once),
+        T(test_each_bad_flag_warns),
+        T(test_each_bad_cache_variable_warns),
         T(test_force_ptx_true_loads_ptx),
         T(test_no_home_warns_cache_off),
         T(test_values_are_escaped),

@@ -105,7 +105,7 @@ static void test_message_is_one_line(void **state)
     (void)state;
     sink s = {0};
     memra_set_log_callback(to_sink, &s);
-    memra_warn(MEMRA_WARN_CACHE_ENV, "a\nmemra: warning: b\r\x1b");
+    memra_warn(MEMRA_WARN_ENV_MEMRA_CACHE_DIR, "a\nmemra: warning: b\r\x1b");
     assert_string_equal(s.last, "a\\nmemra: warning: b\\r\\x1b");
 }
 
@@ -117,7 +117,7 @@ static void test_c1_controls_are_escaped(void **state)
     (void)state;
     sink s = {0};
     memra_set_log_callback(to_sink, &s);
-    memra_warn(MEMRA_WARN_CACHE_ENV, "a\xc2\x9b"
+    memra_warn(MEMRA_WARN_ENV_MEMRA_CACHE_DIR, "a\xc2\x9b"
                                      "2Jb\x9b"
                                      "c\xc2\x85 caf\xc3\xa9 \xff");
     assert_string_equal(s.last, "a\\xc2\\x9b"
@@ -228,7 +228,7 @@ static void test_held_until_released(void **state)
     sink s = {0};
     memra_set_log_callback(to_sink, &s);
     memra_warn_hold();
-    memra_warn(MEMRA_WARN_CACHE_ENV, "first");
+    memra_warn(MEMRA_WARN_ENV_MEMRA_CACHE_DIR, "first");
     memra_warn_hold();
     memra_warn(MEMRA_WARN_CACHE_CAP, "second");
     memra_warn_release();

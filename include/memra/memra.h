@@ -129,7 +129,8 @@ MEMRA_API const char *memra_last_error(void);
 
 /* ---- log ---------------------------------------------------------------- *
  * memra's warnings (an unusable cache folder or setting, an NVRTC it would
- * not load, ...), each kind once per process. By default they go to stderr
+ * not load, ...), each kind once per process (each environment variable a
+ * kind of its own). By default they go to stderr
  * as "memra: warning: <message>"; a server can send them to its own logger. */
 typedef enum memra_log_level {
     MEMRA_LOG_ERROR = 0,

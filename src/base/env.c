@@ -28,10 +28,10 @@ int memra_env_flag(const char *name, int dflt)
             return 0;
     }
     char e[MEMRA_ESCAPED_MAX];
-    memra_warn(MEMRA_WARN_ENV_FLAG,
-               "%s=%s is not a yes/no value (1, true, yes, on or 0, false, no, off): ignored, "
-               "taken as %s",
-               name, memra_escape(v, e, sizeof e), dflt ? "yes" : "no");
+    memra_warn_env(name,
+                   "%s=%s is not a yes/no value (1, true, yes, on or 0, false, no, off): ignored, "
+                   "taken as %s",
+                   name, memra_escape(v, e, sizeof e), dflt ? "yes" : "no");
     return dflt;
 }
 

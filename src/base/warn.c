@@ -125,7 +125,7 @@ static void emit(memra_log_level level, const char *message)
     errno = saved;
 }
 
-void memra_warn(memra_warn_kind kind, const char *fmt, ...)
+static void vwarn(memra_warn_kind kind, const char *fmt, va_list ap)
 {
     pthread_mutex_lock(&once_lock);
     const int first = !sent[kind];
@@ -134,10 +134,7 @@ void memra_warn(memra_warn_kind kind, const char *fmt, ...)
     if (!first)
         return;
     char msg[1536], line[1536 * 4];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     one_line(msg, line, sizeof line);
     if (hold_depth == 0) {
         emit(MEMRA_LOG_WARNING, line);
@@ -148,6 +145,31 @@ void memra_warn(memra_warn_kind kind, const char *fmt, ...)
     char *copy = n_held < MEMRA_WARN_KIND_COUNT ? strdup(line) : NULL;
     if (copy)
         held[n_held++] = copy;
+}
+
+void memra_warn(memra_warn_kind kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(kind, fmt, ap);
+    va_end(ap);
+}
+
+void memra_warn_env(const char *var, const char *fmt, ...)
+{
+    static const char *const names[] = {
+#define MEMRA_X(v) #v,
+        MEMRA_WARN_ENV_VARS(MEMRA_X)
+#undef MEMRA_X
+    };
+    memra_warn_kind kind = MEMRA_WARN_ENV_OTHER;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(var, names[i]) == 0)
+            kind = (memra_warn_kind)(MEMRA_WARN_ENV_OTHER + 1 + (int)i);
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(kind, fmt, ap);
+    va_end(ap);
 }
 
 void memra_warn_hold(void)

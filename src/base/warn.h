@@ -5,22 +5,39 @@
 #ifndef MEMRA_WARN_H
 #define MEMRA_WARN_H
 
+/* The environment variables memra reads and may warn about, each a kind of
+ * its own (MEMRA_WARN_ENV + its index): one bad setting never silences
+ * another's line. */
+#define MEMRA_WARN_ENV_VARS(X)                                                                     \
+    X(MEMRA_CACHE_DIR)                                                                             \
+    X(XDG_CACHE_HOME)                                                                              \
+    X(HOME)                                                                                        \
+    X(MEMRA_FORCE_PTX)                                                                             \
+    X(MEMRA_ROUTE_SPECIALIZE)                                                                      \
+    X(MEMRA_NVRTC_PATH)                                                                            \
+    X(CUDA_HOME)                                                                                   \
+    X(CUDA_PATH)
+
 typedef enum memra_warn_kind {
-    MEMRA_WARN_CACHE_ENV,    /* MEMRA_CACHE_DIR, XDG_CACHE_HOME or HOME unusable */
-    MEMRA_WARN_CACHE_CAP,    /* MEMRA_CACHE_MAX_BYTES not a size */
-    MEMRA_WARN_CACHE_FOLDER, /* the folder cannot be used: compiling in memory */
-    MEMRA_WARN_CACHE_LOCK,   /* the lock could not be taken in time */
-    MEMRA_WARN_CACHE_WRITE,  /* an entry could not be written */
-    MEMRA_WARN_ENV_FLAG,     /* a yes/no variable that is neither */
-    MEMRA_WARN_NVRTC_ENV,    /* MEMRA_NVRTC_PATH, CUDA_HOME or CUDA_PATH unusable */
-    MEMRA_WARN_NVRTC_TRUST,  /* an NVRTC found in a folder memra does not trust */
-    MEMRA_WARN_SPECIALIZE,   /* a layer spec's own module could not be built */
+    MEMRA_WARN_ENV_OTHER, /* a variable not listed above */
+#define MEMRA_X(var) MEMRA_WARN_ENV_##var,
+    MEMRA_WARN_ENV_VARS(MEMRA_X)
+#undef MEMRA_X
+        MEMRA_WARN_CACHE_CAP, /* MEMRA_CACHE_MAX_BYTES not a size */
+    MEMRA_WARN_CACHE_FOLDER,  /* the folder cannot be used: compiling in memory */
+    MEMRA_WARN_CACHE_LOCK,    /* the lock could not be taken in time */
+    MEMRA_WARN_CACHE_WRITE,   /* an entry could not be written */
+    MEMRA_WARN_NVRTC_TRUST,   /* an NVRTC found in a folder memra does not trust */
+    MEMRA_WARN_SPECIALIZE,    /* a layer spec's own module could not be built */
     MEMRA_WARN_KIND_COUNT
 } memra_warn_kind;
 
 /* Sends "<message>" (control characters escaped, so always one line) to the
  * log callback unless this kind was sent already. Thread-safe. */
 void memra_warn(memra_warn_kind kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* memra_warn of the kind of variable `var` (MEMRA_WARN_ENV_VARS). */
+void memra_warn_env(const char *var, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The test seam: forget what was sent. Not exported. */
 void memra_warn_reset(void);

@@ -387,8 +387,8 @@ static void open_one_locked(const pending *p)
             fd = -1;
         }
         if (!h && strcmp(p->origin, "MEMRA_NVRTC_PATH") == 0)
-            memra_warn(MEMRA_WARN_NVRTC_ENV, "MEMRA_NVRTC_PATH=%s %s: not used",
-                       memra_escape(p->path, e, sizeof e), why);
+            memra_warn_env("MEMRA_NVRTC_PATH", "MEMRA_NVRTC_PATH=%s %s: not used",
+                           memra_escape(p->path, e, sizeof e), why);
     }
     list_locked(path, p->origin, h, &id, "%s", why);
 }
@@ -427,23 +427,25 @@ static const char *path_var_locked(const char *var, size_t suffix)
     if (!v)
         return NULL;
     if (v[0] != '/') {
-        memra_warn(MEMRA_WARN_NVRTC_ENV,
-                   "%s=%s is not an absolute path: not searched for NVRTC (give the full path)",
-                   var, memra_escape(v, e, sizeof e));
+        memra_warn_env(var,
+                       "%s=%s is not an absolute path: not searched for NVRTC (give the full path)",
+                       var, memra_escape(v, e, sizeof e));
         list_locked(v, var, NULL, NULL, "is not an absolute path");
         return NULL;
     }
     if (strlen(v) + suffix > MEMRA_NVRTC_PATH_MAX) {
         if (suffix)
-            memra_warn(MEMRA_WARN_NVRTC_ENV,
-                       "%s is %zu bytes long: with /lib64/libnvrtc.so.11.2 added it passes the %zu "
-                       "bytes memra keeps for a path, so it is not searched for NVRTC",
-                       var, strlen(v), (size_t)MEMRA_NVRTC_PATH_MAX);
+            memra_warn_env(
+                var,
+                "%s is %zu bytes long: with /lib64/libnvrtc.so.11.2 added it passes the %zu "
+                "bytes memra keeps for a path, so it is not searched for NVRTC",
+                var, strlen(v), (size_t)MEMRA_NVRTC_PATH_MAX);
         else
-            memra_warn(MEMRA_WARN_NVRTC_ENV,
-                       "%s is %zu bytes long, more than the %zu bytes memra keeps for a path: not "
-                       "used",
-                       var, strlen(v), (size_t)MEMRA_NVRTC_PATH_MAX);
+            memra_warn_env(
+                var,
+                "%s is %zu bytes long, more than the %zu bytes memra keeps for a path: not "
+                "used",
+                var, strlen(v), (size_t)MEMRA_NVRTC_PATH_MAX);
         list_locked("(too long)", var, NULL, NULL, "is %zu bytes, longer than the %zu memra keeps",
                     strlen(v) + suffix, (size_t)MEMRA_NVRTC_PATH_MAX);
         return NULL;

@@ -19,9 +19,9 @@ static int fit(char *buf, size_t len, const char *var, const char *base, const c
 {
     char e[MEMRA_ESCAPED_MAX];
     if ((size_t)snprintf(buf, len, "%s%s", base, suffix) >= len) {
-        memra_warn(MEMRA_WARN_CACHE_ENV,
-                   "%s gives a kernel cache path longer than %zu bytes: the disk cache is off", var,
-                   len - 1);
+        memra_warn_env(var,
+                       "%s gives a kernel cache path longer than %zu bytes: the disk cache is off",
+                       var, len - 1);
         return 0;
     }
     for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/'; n--)
@@ -29,11 +29,12 @@ static int fit(char *buf, size_t len, const char *var, const char *base, const c
     for (const char *c = buf; *c;) {
         const size_t n = strcspn(c, "/");
         if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) {
-            memra_warn(MEMRA_WARN_CACHE_ENV,
-                       "%s gives the kernel cache path %s, which has a \".\" or \"..\" component "
-                       "(it could lead through a symbolic link): the disk cache is off; name the "
-                       "folder itself",
-                       var, memra_escape(buf, e, sizeof e));
+            memra_warn_env(
+                var,
+                "%s gives the kernel cache path %s, which has a \".\" or \"..\" component "
+                "(it could lead through a symbolic link): the disk cache is off; name the "
+                "folder itself",
+                var, memra_escape(buf, e, sizeof e));
             return 0;
         }
         c += n;
@@ -51,9 +52,10 @@ int memra_cache_dir(char *buf, size_t len)
     if (dir) {
         if (dir[0] == '/')
             return fit(buf, len, "MEMRA_CACHE_DIR", dir, "");
-        memra_warn(MEMRA_WARN_CACHE_ENV,
-                   "MEMRA_CACHE_DIR=%s is not an absolute path: ignored, using the default folder",
-                   memra_escape(dir, e, sizeof e));
+        memra_warn_env(
+            "MEMRA_CACHE_DIR",
+            "MEMRA_CACHE_DIR=%s is not an absolute path: ignored, using the default folder",
+            memra_escape(dir, e, sizeof e));
     }
     /* The XDG base directory spec: a relative XDG_CACHE_HOME is invalid and
      * must be ignored. */
@@ -61,23 +63,24 @@ int memra_cache_dir(char *buf, size_t len)
     if (xdg) {
         if (xdg[0] == '/')
             return fit(buf, len, "XDG_CACHE_HOME", xdg, "/memra");
-        memra_warn(MEMRA_WARN_CACHE_ENV,
-                   "XDG_CACHE_HOME=%s is not an absolute path: ignored, as the XDG spec says",
-                   memra_escape(xdg, e, sizeof e));
+        memra_warn_env("XDG_CACHE_HOME",
+                       "XDG_CACHE_HOME=%s is not an absolute path: ignored, as the XDG spec says",
+                       memra_escape(xdg, e, sizeof e));
     }
     const char *home = memra_env("HOME");
     if (home && home[0] == '/')
         return fit(buf, len, "HOME", home, "/.cache/memra");
     if (home)
-        memra_warn(MEMRA_WARN_CACHE_ENV,
-                   "HOME=%s is not an absolute path: the disk cache is off (set MEMRA_CACHE_DIR)",
-                   memra_escape(home, e, sizeof e));
+        memra_warn_env(
+            "HOME", "HOME=%s is not an absolute path: the disk cache is off (set MEMRA_CACHE_DIR)",
+            memra_escape(home, e, sizeof e));
     else
         /* A systemd unit or a container without a user: say why there is
          * no cache rather than leave every start paying the compile. */
-        memra_warn(MEMRA_WARN_CACHE_ENV,
-                   "neither MEMRA_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: the disk cache is off "
-                   "(set MEMRA_CACHE_DIR to keep compiled kernels)");
+        memra_warn_env(
+            "HOME",
+            "neither MEMRA_CACHE_DIR, XDG_CACHE_HOME nor HOME is set: the disk cache is off "
+            "(set MEMRA_CACHE_DIR to keep compiled kernels)");
     return 0;
 }
 
