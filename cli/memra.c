@@ -119,12 +119,9 @@ int main(int argc, char **argv)
             }
             continue;
         }
-        if (c == '?' && optopt == 'n') {
-            fprintf(stderr, "memra: --nvrtc needs a file name\n%s", usage);
-            return CLI_USAGE;
-        }
-        fprintf(stderr, "memra: unrecognized option '%s'\n%s", argv[optind - 1], usage);
-        return CLI_USAGE;
+        if (c == '?' && optopt == 'n')
+            return usage_error(NULL, "--nvrtc needs a file name");
+        return usage_error(NULL, "unrecognized option '%s'", argv[optind - 1]);
     }
     if (optind >= argc) {
         fputs(usage, stderr);
@@ -137,17 +134,14 @@ int main(int argc, char **argv)
             return finish(CLI_OK);
         }
         const verb *v = find_verb(argv[optind + 1]);
-        if (!v) {
-            fprintf(stderr, "memra help: unknown command '%s'\n%s", argv[optind + 1], usage);
-            return CLI_USAGE;
-        }
+        if (!v)
+            return usage_error(NULL, "help: unknown command '%s' (info, check, bench)",
+                               argv[optind + 1]);
         char *help_argv[] = {(char *)v->name, (char *)"--help", NULL};
         return finish(v->run(2, help_argv));
     }
     const verb *v = find_verb(name);
-    if (!v) {
-        fprintf(stderr, "memra: unknown command '%s'\n%s", name, usage);
-        return CLI_USAGE;
-    }
+    if (!v)
+        return usage_error(NULL, "unknown command '%s' (info, check, bench, help)", name);
     return finish(v->run(argc - optind, argv + optind));
 }

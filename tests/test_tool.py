@@ -87,10 +87,15 @@ for verb in ("info", "check", "bench"):
         rc, out, err = expect(f"{' '.join(args)}", args, 0, [f"usage: memra {verb}"])
         check(f"{' '.join(args)}: nothing on stderr", err == "", err)
 expect("no command", [], 2, err_has=["usage: memra"])
-expect("unknown command", ["frobnicate"], 2, err_has=["unknown command 'frobnicate'"])
-expect("help for an unknown command", ["help", "frobnicate"], 2,
-       err_has=["unknown command 'frobnicate'"])
-expect("unknown global option", ["--frobnicate"], 2, err_has=["unrecognized option"])
+# A usage error is one line and how to get help (docs/cli.md), not the whole
+# usage text (the top level once printed all 21 lines of it).
+for name, args, words in (("unknown command", ["frobnicate"], "unknown command 'frobnicate'"),
+                          ("help for an unknown command", ["help", "frobnicate"],
+                           "help: unknown command 'frobnicate'"),
+                          ("unknown global option", ["--frobnicate"], "unrecognized option"),
+                          ("--nvrtc without a file", ["--nvrtc"], "--nvrtc needs a file name")):
+    rc, out, err = expect(name, args, 2, err_has=[words, "Try 'memra --help'."])
+    check(f"{name}: two lines on stderr", err.count("\n") == 2 and err.startswith("memra: "), err)
 expect("unknown option to info", ["info", "--verbose"], 2,
        err_has=["memra info: unrecognized option '--verbose'", "memra info --help"])
 expect("extra word to check", ["check", "all"], 2,
