@@ -244,9 +244,18 @@ class Engine:
     CUDA graphs that captured its launches are gone."""
 
     def __init__(self, device=0):
-        index = getattr(device, "index", device)
-        if getattr(device, "type", "cuda") != "cuda":
-            raise InvalidArgError(f"device {device} is not a CUDA device")
+        """device: an int, a torch.device, or a string as PyTorch spells one
+        ("cuda", "cuda:1"); "cuda" and a device with no index are device 0."""
+        if isinstance(device, str):  # (a str's .index is a method, not a device's)
+            kind, sep, num = device.partition(":")
+            if kind != "cuda" or (sep and not (num.isascii() and num.isdigit())):
+                raise InvalidArgError(f"device {device!r} is not a CUDA device ('cuda', 'cuda:N' "
+                                      "or an int)")
+            index = int(num) if num else None
+        else:
+            if getattr(device, "type", "cuda") != "cuda":
+                raise InvalidArgError(f"device {device} is not a CUDA device")
+            index = getattr(device, "index", device)
         index = 0 if index is None else index
         self.device = _int("device", index, 0, 1 << 31)
         _ensure_nvrtc()

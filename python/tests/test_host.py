@@ -139,6 +139,21 @@ def test_no_gpu_is_a_clear_error():
     assert len(str(e.value)) > 20
 
 
+def test_engine_device_as_pytorch_spells_it():
+    """A string device is read as PyTorch reads one ('cuda', 'cuda:N'); any
+    other is refused naming it (its .index, a str method, was once taken
+    for the index: "device must be an integer, not builtin_function_or_method")."""
+    for bad in ("x", "cpu", "cuda:", "cuda:one", "cuda:-1", "cuda:1:2"):
+        with pytest.raises(memra.InvalidArgError, match="is not a CUDA device") as e:
+            memra.Engine(bad)
+        assert repr(bad) in str(e.value)
+    if _has_driver() and memra.device_count():
+        pytest.skip("a GPU is present: the GPU tests cover engines")
+    for good in ("cuda", "cuda:0", "cuda:3"):  # parsed: the refusal is the driver's
+        with pytest.raises((memra.NoDriverError, memra.NoDeviceError)):
+            memra.Engine(good)
+
+
 def _has_driver():
     try:
         memra.device_count()
