@@ -274,6 +274,8 @@ static void test_no_driver(void **state)
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_ERR_NO_DRIVER);
     assert_null(eng);
     assert_non_null(strstr(memra_last_error(), "libcuda.so.1"));
+    /* named as the call made (it said memra_device_count) */
+    assert_non_null(strstr(memra_last_error(), "memra_engine_create"));
     int n = 5;
     assert_int_equal(memra_device_count(&n), MEMRA_ERR_NO_DRIVER);
     assert_int_equal(n, 0);

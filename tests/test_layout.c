@@ -189,6 +189,14 @@ static void test_sizes_are_vllms(void **state)
     assert_int_equal(ws, 0);
     assert_int_equal(memra_layout_workspace_bytes(MEMRA_LAYOUT_ONE_LAUNCH + 1, &s, &ws), MEMRA_OK);
     assert_true(ws > 0);
+    /* pairs no layout call takes: refused here too, as by memra_layout_sizes
+     * (it answered a size for them), nothing written */
+    ws = 7;
+    assert_int_equal(memra_layout_workspace_bytes(UINT32_MAX, &s, &ws), MEMRA_ERR_INVALID_ARG);
+    assert_non_null(strstr(memra_last_error(), "memra_layout_workspace_bytes: n_pairs"));
+    assert_int_equal(memra_layout_workspace_bytes(MEMRA_MAX_PAIRS + 1, &s, &ws),
+                     MEMRA_ERR_INVALID_ARG);
+    assert_int_equal(ws, 7);
 }
 
 static void test_host_matches_reference(void **state)

@@ -204,6 +204,9 @@ static int case_set_path(void)
     child_driver(13000, 9, 0);
     memra_kernel_origin o = {0};
     CHILD_CHECK(memra_set_nvrtc_path(NULL) == MEMRA_ERR_NULL_ARG);
+    /* an empty string is a wrong value, not a NULL pointer (it said NULL_ARG) */
+    CHILD_CHECK(memra_set_nvrtc_path("") == MEMRA_ERR_INVALID_ARG);
+    CHILD_CHECK(strstr(memra_last_error(), "path is empty") != NULL);
     CHILD_CHECK(memra_set_nvrtc_path("/no/such/folder/libnvrtc.so.12") == MEMRA_ERR_NVRTC);
     CHILD_CHECK(strstr(memra_last_error(), "/no/such/folder/libnvrtc.so.12") != NULL);
     CHILD_CHECK(memra_set_nvrtc_path(fake("V12_9")) == MEMRA_OK);

@@ -545,8 +545,10 @@ int memra_nvrtc_open_next(const memra_driver *d)
 memra_status memra_set_nvrtc_path(const char *path)
 {
     static const char fn[] = "memra_set_nvrtc_path";
-    if (!path || !*path)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: path is %s", fn, path ? "empty" : "NULL");
+    if (!path)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: path is NULL", fn);
+    if (!*path) /* a string, not a NULL pointer: a wrong value */
+        return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: path is empty", fn);
     char e[MEMRA_ESCAPED_MAX], abs[MEMRA_NVRTC_PATH_MAX + 1], why[256];
     /* A relative path means the working directory now, not at first use.
      * snprintf's count is the whole length, cut or not: what decides

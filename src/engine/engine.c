@@ -10,11 +10,10 @@
 #include "abi.h"
 #include "driver/nvrtc_find.h"
 
-memra_status memra_device_count(int *count)
+/* The devices present, a failure named as `fn`'s (the public call the
+ * caller made, not this one). */
+static memra_status device_count(const char *fn, int *count)
 {
-    static const char fn[] = "memra_device_count";
-    if (!count)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: count is NULL", fn);
     *count = 0;
     const memra_driver *d;
     memra_status st = memra_driver_cuda(fn, &d);
@@ -30,6 +29,13 @@ memra_status memra_device_count(int *count)
         return memra_cu_fail(d, r, MEMRA_ERR_DRIVER, fn, "cuDeviceGetCount");
     *count = n;
     return MEMRA_OK;
+}
+
+memra_status memra_device_count(int *count)
+{
+    if (!count)
+        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_device_count: count is NULL");
+    return device_count("memra_device_count", count);
 }
 
 static void engine_release(memra_engine *eng)
@@ -76,7 +82,7 @@ memra_status memra_engine_create(int ordinal, memra_engine **out)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: out is NULL", fn);
     *out = NULL;
     int count;
-    memra_status st = memra_device_count(&count);
+    memra_status st = device_count(fn, &count);
     if (st)
         return st;
     if (ordinal < 0 || ordinal >= count)

@@ -154,6 +154,11 @@ memra_status memra_layout_workspace_bytes(uint32_t n_pairs, const memra_layout_s
         return st;
     if (!bytes)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: bytes is NULL", fn);
+    /* The pairs a layout call would take, judged as memra_layout_sizes
+     * judges them (it answered for any n_pairs a call then refused). */
+    uint64_t len, blocks;
+    if ((st = memra_layout_geometry(fn, n_pairs, spec, &len, &blocks)))
+        return st;
     *bytes = memra_layout_workspace(n_pairs, spec->n_expert);
     return MEMRA_OK;
 }
