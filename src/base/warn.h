@@ -6,7 +6,7 @@
 #define MEMRA_WARN_H
 
 /* The environment variables memra reads and may warn about, each a kind of
- * its own (MEMRA_WARN_ENV + its index): one bad setting never silences
+ * its own (MEMRA_WARN_ENV_<name>): one bad setting never silences
  * another's line. */
 #define MEMRA_WARN_ENV_VARS(X)                                                                     \
     X(MEMRA_CACHE_DIR)                                                                             \
@@ -18,19 +18,21 @@
     X(CUDA_HOME)                                                                                   \
     X(CUDA_PATH)
 
+// clang-format off
 typedef enum memra_warn_kind {
-    MEMRA_WARN_ENV_OTHER, /* a variable not listed above */
+    MEMRA_WARN_ENV_OTHER,    /* a variable not listed above */
 #define MEMRA_X(var) MEMRA_WARN_ENV_##var,
     MEMRA_WARN_ENV_VARS(MEMRA_X)
 #undef MEMRA_X
-        MEMRA_WARN_CACHE_CAP, /* MEMRA_CACHE_MAX_BYTES not a size */
-    MEMRA_WARN_CACHE_FOLDER,  /* the folder cannot be used: compiling in memory */
-    MEMRA_WARN_CACHE_LOCK,    /* the lock could not be taken in time */
-    MEMRA_WARN_CACHE_WRITE,   /* an entry could not be written */
-    MEMRA_WARN_NVRTC_TRUST,   /* an NVRTC found in a folder memra does not trust */
-    MEMRA_WARN_SPECIALIZE,    /* a layer spec's own module could not be built */
+    MEMRA_WARN_CACHE_CAP,    /* MEMRA_CACHE_MAX_BYTES not a size */
+    MEMRA_WARN_CACHE_FOLDER, /* the folder cannot be used: compiling in memory */
+    MEMRA_WARN_CACHE_LOCK,   /* the lock could not be taken in time */
+    MEMRA_WARN_CACHE_WRITE,  /* an entry could not be written */
+    MEMRA_WARN_NVRTC_TRUST,  /* an NVRTC found in a folder memra does not trust */
+    MEMRA_WARN_SPECIALIZE,   /* a layer spec's own module could not be built */
     MEMRA_WARN_KIND_COUNT
 } memra_warn_kind;
+// clang-format on
 
 /* Sends "<message>" (control characters escaped, so always one line) to the
  * log callback unless this kind was sent already. Thread-safe. */
