@@ -637,13 +637,14 @@ typedef struct memra_layout {
 } memra_layout;
 
 /* vLLM's sizes of sorted_ids and expert_ids for n_pairs (above). */
-MEMRA_API memra_status memra_layout_sizes(uint32_t n_pairs, const memra_layout_spec *spec,
+MEMRA_API memra_status memra_layout_sizes(uint32_t n_pairs, const memra_layout_spec *layout_spec,
                                           uint64_t *sorted_len, uint64_t *n_blocks);
 /* Device workspace the device calls need for n_pairs (0 up to
  * MEMRA_LAYOUT_ONE_LAUNCH pairs: one launch; above: three launches over
  * tiles of pairs, still capturable and never synchronising). */
 #define MEMRA_LAYOUT_ONE_LAUNCH 16384u
-MEMRA_API memra_status memra_layout_workspace_bytes(uint32_t n_pairs, const memra_layout_spec *spec,
+MEMRA_API memra_status memra_layout_workspace_bytes(uint32_t n_pairs,
+                                                    const memra_layout_spec *layout_spec,
                                                     uint64_t *bytes);
 /* Loads the layout kernels and the engine's per-layer counts for the fused
  * call (memra_route_tables_ex) now: call before capturing a graph with
@@ -652,14 +653,14 @@ MEMRA_API memra_status memra_layout_prepare(memra_engine *eng);
 /* The layout of host ids on the host: the reference. Bad arguments write
  * nothing. */
 MEMRA_API memra_status memra_layout_tables_host(const int32_t *ids, uint32_t n_pairs,
-                                                const memra_layout_spec *spec,
-                                                const memra_layout *out);
+                                                const memra_layout_spec *layout_spec,
+                                                const memra_layout *layout);
 /* The same on the device from device ids, on `stream`: capturable, never
  * synchronises. n_pairs = 0 writes the empty layout (n_post_pad 0, every
  * sorted_ids entry the sentinel 0, every block -1). */
 MEMRA_API memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, uint32_t n_pairs,
-                                           const memra_layout_spec *spec, const memra_layout *out,
-                                           memra_stream stream);
+                                           const memra_layout_spec *layout_spec,
+                                           const memra_layout *layout, memra_stream stream);
 
 /* Routing, its tables and the layout of its sel in one call: one launch
  * for decode-sized batches (n_tokens * K up to MEMRA_LAYOUT_ONE_LAUNCH: the
@@ -756,11 +757,12 @@ MEMRA_API memra_status memra_route_check_ex(memra_checked_call call, uint64_t lo
                                             const memra_layout *layout);
 
 /* The layout calls (MEMRA_CALL_LAYOUT_TABLES, MEMRA_CALL_LAYOUT_TABLES_HOST),
- * arguments as theirs (ids and out's fields are addresses; the device kind
- * also judges out->workspace where n_pairs needs one). Another `call` is
- * MEMRA_ERR_INVALID_ARG. (since 0.4) */
+ * arguments as theirs (ids and layout's fields are addresses; the device
+ * kind also judges layout->workspace where n_pairs needs one). Another
+ * `call` is MEMRA_ERR_INVALID_ARG. (since 0.4) */
 MEMRA_API memra_status memra_layout_check(memra_checked_call call, uint64_t ids, uint32_t n_pairs,
-                                          const memra_layout_spec *spec, const memra_layout *out);
+                                          const memra_layout_spec *layout_spec,
+                                          const memra_layout *layout);
 
 #ifdef __cplusplus
 }

@@ -446,8 +446,18 @@ static const char *path_var_locked(const char *var, size_t suffix)
                 "%s is %zu bytes long, more than the %zu bytes memra keeps for a path: not "
                 "used",
                 var, strlen(v), (size_t)MEMRA_NVRTC_PATH_MAX);
-        list_locked("(too long)", var, NULL, NULL, "is %zu bytes, longer than the %zu memra keeps",
-                    strlen(v) + suffix, (size_t)MEMRA_NVRTC_PATH_MAX);
+        /* its length as the warning gives it (the list said the length with
+         * the suffix: 624 bytes where the warning said 601) */
+        if (suffix)
+            list_locked(
+                "(too long)", var, NULL, NULL,
+                "is %zu bytes long, %zu with /lib64/libnvrtc.so.11.2 added: longer than the "
+                "%zu memra keeps",
+                strlen(v), strlen(v) + suffix, (size_t)MEMRA_NVRTC_PATH_MAX);
+        else
+            list_locked("(too long)", var, NULL, NULL,
+                        "is %zu bytes long, longer than the %zu memra keeps", strlen(v),
+                        (size_t)MEMRA_NVRTC_PATH_MAX);
         return NULL;
     }
     return v;
