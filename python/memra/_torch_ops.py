@@ -302,7 +302,9 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     K = cfg.K
     n = T * K
     L = _L()
-    if n > MAX_PAIRS:  # refused by the library: asked before 44 bytes a pair are allocated
+    if n > MAX_PAIRS or (layer is not None and not cuda):
+        # asked before 44 bytes a pair are allocated: too many pairs, and on
+        # the CPU a named layer (the host arm takes none; _route_judge)
         cfg.refuse(L.memra_route_check(_route_judge(cuda, layer),
                                        logits.data_ptr(), T, spec, il, macros, slab, _STAND_IN,
                                        _STAND_IN, _STAND_IN, _STAND_IN))
@@ -326,12 +328,6 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
         if st:
             cfg.refuse(st)
     else:
-        if layer is not None:  # the layer, as a GPU's call judges it (_route_judge)
-            st = L.memra_route_check(_route_judge(cuda, layer), logits.data_ptr(), T, spec, il,
-                                     macros, slab, ids.data_ptr(), weights.data_ptr(), p_ptrs,
-                                     p_scl)
-            if st:
-                cfg.refuse(st)
         f = _host_faults_struct()
         st = L.memra_route_tables_host(logits.data_ptr(), T, spec, macros, slab, ids.data_ptr(),
                                        weights.data_ptr(), p_ptrs, p_scl, ctypes.byref(f))

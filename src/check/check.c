@@ -55,17 +55,16 @@ static memra_status route_check(const char *self, memra_checked_call call, uint6
     }
     case MEMRA_CALL_ROUTE_TABLES_EX: {
         /* route.c's memra_route_launch: the routing's arguments, the
-         * layout's and with a layout the layer (its counts are per layer),
-         * then (tokens to route) the layer as for memra_route_tables. */
+         * layout's, then the layer, unless the batch is empty and has no
+         * layout (a layout's counts are per layer, so it names one even
+         * then). */
         static const char fn[] = "memra_route_tables_ex";
         st = memra_route_validate(fn, logits, n_tokens, spec, macros, slabs, sel, selw, ptrs, scl,
                                   &have_macros);
         const int laid = layout_spec || layout;
         if (!st && laid)
             st = fused_layout(fn, spec, n_tokens, sel, layout_spec, layout, 1);
-        if (!st && laid)
-            st = memra_check_layer(fn, il, 0);
-        if (st || n_tokens == 0)
+        if (st || (n_tokens == 0 && !laid))
             return st;
         return memra_check_layer(fn, il, 0);
     }

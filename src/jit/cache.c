@@ -866,9 +866,9 @@ memra_status memra_cache_get_info(memra_cache_info *out)
      * not made yet is made by the first entry. */
     int dfd;
     const int r = use_folder(out->dir, 0, &dfd);
-    if (r == OPEN_OK) {
+    if (r == OPEN_OK) { /* sized through the descriptor just checked, not a second open */
+        out->bytes = scan(dfd, 0, NULL, 0);
         close(dfd);
-        out->bytes = memra_cache_size(out->dir);
     }
     out->enabled = r == OPEN_OK || r == OPEN_ABSENT;
     if (!out->enabled)

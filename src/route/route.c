@@ -89,18 +89,15 @@ static memra_status route_function(memra_call *c, memra_capture cap, memra_kerne
     return memra_engine_kernel(c, cap, k, f);
 }
 
-/* After the arguments are checked: the layer index (judged whatever the
- * layer mirrors: an il out of range is the caller's error even where
- * nothing would be looked up by it), the context, what the stream meets (refused where the launch
- * would join another stream's capture), and the loaded kernel `k`. */
-static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec, int il,
+/* After the arguments and the layer index are checked: the context, what
+ * the stream meets (refused where the launch would join another stream's
+ * capture), and the loaded kernel `k`. */
+static memra_status enter(memra_engine *eng, const char *fn, const memra_route_spec *spec,
                           int scratch, CUstream s, memra_kernel_id k, int laid, memra_call *c,
                           memra_capture *cap, CUfunction *f)
 {
     memra_status st;
     *c = (memra_call){.eng = eng, .d = eng->d, .fn = fn};
-    if ((st = memra_check_layer(fn, il, scratch)))
-        return st;
     if ((st = memra_call_enter(eng, fn, c)) || (st = memra_capture_of(c, s, cap)))
         return st;
     if (*cap == MEMRA_CAPTURE_JOINS)
@@ -144,7 +141,8 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
     int have_macros;
     memra_status st = memra_route_spec_check(fn, spec);
-    if (st || (st = memra_macros_check(fn, macros, &have_macros)))
+    if (st || (st = memra_macros_check(fn, macros, &have_macros)) ||
+        (st = memra_check_layer(fn, il, 0))) /* whatever the layer mirrors */
         return st;
     CUstream s = (CUstream)stream;
     memra_call c;
@@ -155,7 +153,7 @@ memra_status memra_route_prepare_layer(memra_engine *eng, int il, const memra_ro
      * specialisation, their builds for this spec and the generic ones too,
      * which a spec first met under capture takes. */
     const memra_kernel_id team = memra_route_kernel(MEMRA_ROUTE_VARIANT_WARP, 1, spec);
-    if (!(st = enter(eng, fn, spec, il, 0, s, MEMRA_KERNEL_ROUTE_BLOCK, 0, &c, &cap, &f)) &&
+    if (!(st = enter(eng, fn, spec, 0, s, MEMRA_KERNEL_ROUTE_BLOCK, 0, &c, &cap, &f)) &&
         !(st = memra_refuse_capture(&c, s, "upload the layer's planes",
                                     "prepare every layer before capture")) &&
         !(st = route_function(&c, cap, team, spec, 0, 0, &f)) &&
@@ -266,11 +264,10 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         st ? 0 : n_tokens * memra_route_pairs_per_token(spec); /* spec may be NULL until checked */
     if (!st && laid)
         st = memra_route_layout_check(fn, spec, sel, n_pairs, layout_spec, layout, 1, &lp);
-    /* The layout's counts are per layer: il names them whatever the layer
-     * mirrors, and whatever the batch's size, so one rule holds. */
-    if (!st && laid)
-        st = memra_check_layer(fn, il, scratch);
-    if (st || (n_tokens == 0 && !laid))
+    /* The layer index, whatever the layer mirrors, unless the batch is
+     * empty with no layout (a layout's counts are per layer: it names one
+     * even for an empty batch). */
+    if (st || (n_tokens == 0 && !laid) || (st = memra_check_layer(fn, il, scratch)))
         return st;
     CUstream s = (CUstream)stream;
     const int block = use_block(variant, n_tokens, spec->n_expert);
@@ -294,7 +291,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
     const uint32_t layout_flag =
         one_launch && (!block || n_tokens == 1) ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
-    if ((st = enter(eng, fn, spec, il, scratch, s, memra_route_kernel(variant, n_tokens, spec),
+    if ((st = enter(eng, fn, spec, scratch, s, memra_route_kernel(variant, n_tokens, spec),
                     layout_flag != 0, &c, &cap, &f)))
         goto done;
     uint64_t ticket = 0;
