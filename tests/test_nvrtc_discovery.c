@@ -796,6 +796,93 @@ static void test_refusals_then_good_path(void **state)
     in_child(case_refusals_then_good);
 }
 
+/* The list is in the order engines consider its entries, refusals too:
+ * a setting refused at discovery (listed then) came ahead of candidates
+ * before it that were still waiting. Returns the index of the first entry
+ * from `origin` (-1: none), its state in *st. */
+static int list_index(const memra_nvrtc_info *info, int n, const char *origin, int *st)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(info[i].origin, origin) == 0) {
+            if (st)
+                *st = (int)info[i].state;
+            return i;
+        }
+    return -1;
+}
+
+/* CUDA_PATH refused (relative) after a CUDA_HOME that serves: CUDA_HOME's
+ * file first, CUDA_PATH's refusal after it, still listed though discovery
+ * stopped at CUDA_HOME. */
+static int case_refused_cuda_path_after_home(void)
+{
+    char msg[4096] = "";
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    setenv("CUDA_HOME", toolkit_with(fake("V12_9"), 12), 1);
+    setenv("CUDA_PATH", "rel/cuda", 1);
+    memra_nvrtc_info info[MEMRA_NVRTC_MAX + 8];
+    int n = 0, st_home = -1, st_path = -1;
+    CHILD_CHECK(memra_nvrtc_list(info, MEMRA_NVRTC_MAX + 8, &n) == MEMRA_OK);
+    const int home = list_index(info, n, "CUDA_HOME", &st_home);
+    const int path = list_index(info, n, "CUDA_PATH", &st_path);
+    snprintf(msg, sizeof msg, "CUDA_HOME at %d (state %d), CUDA_PATH at %d (state %d)", home,
+             st_home, path, st_path);
+    CHILD_CHECK(home >= 0 && path > home);
+    CHILD_CHECK(st_home == MEMRA_NVRTC_USABLE && st_path == MEMRA_NVRTC_REFUSED);
+    CHILD_CHECK(strcmp(info[path].why, "is not an absolute path") == 0);
+    CHILD_CHECK(strcmp(info[path].path, "rel/cuda") == 0);
+    return 0;
+}
+
+static void test_list_order_refused_cuda_path_after_home(void **state)
+{
+    (void)state;
+    in_child(case_refused_cuda_path_after_home);
+}
+
+/* A CUDA_HOME without NVRTC after MEMRA_NVRTC_PATH and a path set before
+ * discovery: env, then the set path, then CUDA_HOME's refusal. */
+static int case_empty_home_after_named(void)
+{
+    char msg[4096] = "";
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    setenv("MEMRA_NVRTC_PATH", fake("V13_0"), 1);
+    setenv("CUDA_HOME", "/no/such/cuda", 1);
+    CHILD_CHECK(memra_set_nvrtc_path(fake("V12_9")) == MEMRA_OK);
+    memra_nvrtc_info info[MEMRA_NVRTC_MAX + 8];
+    int n = 0, st_env = -1, st_set = -1, st_home = -1;
+    CHILD_CHECK(memra_nvrtc_list(info, MEMRA_NVRTC_MAX + 8, &n) == MEMRA_OK);
+    const int env = list_index(info, n, "MEMRA_NVRTC_PATH", &st_env);
+    const int set = list_index(info, n, "memra_set_nvrtc_path", &st_set);
+    const int home = list_index(info, n, "CUDA_HOME", &st_home);
+    snprintf(msg, sizeof msg, "env at %d, set at %d, CUDA_HOME at %d", env, set, home);
+    CHILD_CHECK(env >= 0 && set > env && home > set);
+    CHILD_CHECK(st_env == MEMRA_NVRTC_USABLE && st_set == MEMRA_NVRTC_NOT_TRIED &&
+                st_home == MEMRA_NVRTC_REFUSED);
+    CHILD_CHECK(strstr(info[home].why, "no libnvrtc.so.13, .12 or .11.2") != NULL);
+    /* The same order once every candidate is tried: an engine that needs
+     * the second (none here) would open it next, then list the refusal. */
+    CHILD_CHECK(memra_nvrtc_open_next(memra_driver_get()) == 1);
+    CHILD_CHECK(memra_nvrtc_open_next(memra_driver_get()) == 1);
+    int m = 0;
+    CHILD_CHECK(memra_nvrtc_list(info, MEMRA_NVRTC_MAX + 8, &m) == MEMRA_OK && m == n);
+    CHILD_CHECK(list_index(info, m, "MEMRA_NVRTC_PATH", NULL) == env &&
+                list_index(info, m, "memra_set_nvrtc_path", &st_set) == set &&
+                list_index(info, m, "CUDA_HOME", &st_home) == home);
+    CHILD_CHECK(st_set == MEMRA_NVRTC_USABLE && st_home == MEMRA_NVRTC_REFUSED);
+    return 0;
+}
+
+static void test_list_order_empty_home_after_named(void **state)
+{
+    (void)state;
+    in_child(case_empty_home_after_named);
+}
+
 /* ---- the log callback may call memra ------------------------------------- */
 
 /* A callback that calls memra: the discovery lock or the engine's load lock
@@ -1203,6 +1290,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_relative_paths),
         cmocka_unit_test(test_long_paths_refused_not_cut),
         cmocka_unit_test(test_refusals_then_good_path),
+        cmocka_unit_test(test_list_order_refused_cuda_path_after_home),
+        cmocka_unit_test(test_list_order_empty_home_after_named),
         cmocka_unit_test(test_callback_may_call_memra_during_discovery),
         cmocka_unit_test(test_callback_may_call_memra_during_a_load),
         cmocka_unit_test(test_duplicate_toolkit_file_then_older_toolkit),

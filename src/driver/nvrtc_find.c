@@ -29,7 +29,8 @@ static const char *const sonames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnv
 typedef enum {
     NAMED,   /* the user named the file: a regular file, nothing more */
     DERIVED, /* memra built the path: the file and its folder must be trusted */
-    SONAME   /* the loader path: the system's own search */
+    SONAME,  /* the loader path: the system's own search */
+    REFUSED  /* a setting refused at discovery: listed, with `why`, when its turn comes */
 } cand_kind;
 
 typedef struct pending {
@@ -38,6 +39,7 @@ typedef struct pending {
     const char *origin;
     size_t root_len; /* DERIVED: the toolkit folder is path[0, root_len) */
     char path[MEMRA_NVRTC_PATH_MAX + 1];
+    char why[256]; /* REFUSED: the reason */
 } pending;
 
 /* Listed candidates never change once n_cands covers them, so readers need
@@ -82,7 +84,7 @@ static void append(pending **q, pending *p)
 static int queued(const pending *q, const char *path)
 {
     for (; q; q = q->next)
-        if (strcmp(q->path, path) == 0)
+        if (q->kind != REFUSED && strcmp(q->path, path) == 0)
             return 1;
     return 0;
 }
@@ -346,6 +348,10 @@ static void open_one_locked(const pending *p)
     const char *path = p->path;
     struct link_map *lm = NULL;
     file_id id = {0, 0, 0};
+    if (p->kind == REFUSED) {
+        list_locked(p->path, p->origin, NULL, NULL, "%s", p->why);
+        return;
+    }
     if (p->kind == SONAME) {
         h = memra_soname_load(p->path, why, sizeof why);
         /* Say which file the loader took. */
@@ -417,10 +423,29 @@ static pending *new_pending(cand_kind kind, const char *origin, const char *path
     return p;
 }
 
+/* A setting refused at discovery, queued in `q` where its candidates would
+ * have gone, so the list keeps the order engines consider them in (listed
+ * at once, a refused CUDA_PATH came before CUDA_HOME's files). */
+static void refuse_locked(pending **q, const char *origin, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse_locked(pending **q, const char *origin, const char *path, const char *fmt, ...)
+{
+    pending *p = new_pending(REFUSED, origin, path);
+    if (!p) { /* out of memory: said now rather than not at all */
+        list_locked(path, origin, NULL, NULL, "refused (and out of host memory to queue why)");
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->why, sizeof p->why, fmt, ap);
+    va_end(ap);
+    append(q, p);
+}
+
 /* A variable naming a path: absolute and short enough, else refused with a
- * warning and listed with why (never resolved against whatever the working
- * directory is when the first engine starts). */
-static const char *path_var_locked(const char *var, size_t suffix)
+ * warning and queued in `q` with why (never resolved against whatever the
+ * working directory is when the first engine starts). */
+static const char *path_var_locked(const char *var, size_t suffix, pending **q)
 {
     const char *v = memra_env(var);
     char e[MEMRA_ESCAPED_MAX];
@@ -430,7 +455,7 @@ static const char *path_var_locked(const char *var, size_t suffix)
         memra_warn_env(var,
                        "%s=%s is not an absolute path: not searched for NVRTC (give the full path)",
                        var, memra_escape(v, e, sizeof e));
-        list_locked(v, var, NULL, NULL, "is not an absolute path");
+        refuse_locked(q, var, v, "is not an absolute path");
         return NULL;
     }
     if (strlen(v) + suffix > MEMRA_NVRTC_PATH_MAX) {
@@ -449,15 +474,14 @@ static const char *path_var_locked(const char *var, size_t suffix)
         /* its length as the warning gives it (the list said the length with
          * the suffix: 624 bytes where the warning said 601) */
         if (suffix)
-            list_locked(
-                "(too long)", var, NULL, NULL,
-                "is %zu bytes long, %zu with /lib64/libnvrtc.so.11.2 added: longer than the "
-                "%zu memra keeps",
-                strlen(v), strlen(v) + suffix, (size_t)MEMRA_NVRTC_PATH_MAX);
+            refuse_locked(q, var, "(too long)",
+                          "is %zu bytes long, %zu with /lib64/libnvrtc.so.11.2 added: longer "
+                          "than the %zu memra keeps",
+                          strlen(v), strlen(v) + suffix, (size_t)MEMRA_NVRTC_PATH_MAX);
         else
-            list_locked("(too long)", var, NULL, NULL,
-                        "is %zu bytes long, longer than the %zu memra keeps", strlen(v),
-                        (size_t)MEMRA_NVRTC_PATH_MAX);
+            refuse_locked(q, var, "(too long)",
+                          "is %zu bytes long, longer than the %zu memra keeps", strlen(v),
+                          (size_t)MEMRA_NVRTC_PATH_MAX);
         return NULL;
     }
     return v;
@@ -466,7 +490,7 @@ static const char *path_var_locked(const char *var, size_t suffix)
 /* A toolkit folder: each soname present in lib64, then lib. */
 static void add_toolkit_locked(const char *var)
 {
-    const char *home = path_var_locked(var, strlen("/lib64/libnvrtc.so.11.2"));
+    const char *home = path_var_locked(var, strlen("/lib64/libnvrtc.so.11.2"), &derived);
     if (!home)
         return;
     int found = 0;
@@ -485,7 +509,7 @@ static void add_toolkit_locked(const char *var)
             }
         }
     if (!found)
-        list_locked(home, var, NULL, NULL, "no libnvrtc.so.13, .12 or .11.2 in its lib64 or lib");
+        refuse_locked(&derived, var, home, "no libnvrtc.so.13, .12 or .11.2 in its lib64 or lib");
 }
 
 /* Once: what the process already loaded (listed at once: it is in the
@@ -508,7 +532,7 @@ static void discover_locked(void)
         const file_id id = loaded_id(h);
         list_locked(path, "already loaded in the process", h, &id, "%s", "");
     }
-    const char *env = path_var_locked("MEMRA_NVRTC_PATH", 0);
+    const char *env = path_var_locked("MEMRA_NVRTC_PATH", 0, &named);
     pending *p = env ? new_pending(NAMED, "MEMRA_NVRTC_PATH", env) : NULL;
     if (p)
         append(&named, p);
@@ -659,7 +683,9 @@ memra_status memra_nvrtc_list(memra_nvrtc_info *out, int max, int *count)
                 memset(&out[n], 0, sizeof out[n]);
                 snprintf(out[n].path, sizeof out[n].path, "%s", p->path);
                 snprintf(out[n].origin, sizeof out[n].origin, "%s", p->origin);
-                out[n].state = MEMRA_NVRTC_NOT_TRIED;
+                out[n].state = p->kind == REFUSED ? MEMRA_NVRTC_REFUSED : MEMRA_NVRTC_NOT_TRIED;
+                if (p->kind == REFUSED)
+                    snprintf(out[n].why, sizeof out[n].why, "%s", p->why);
             }
     unlock_discovery();
     *count = n;
