@@ -3,6 +3,7 @@
  * do (foreign owners, loose modes, symlinks, FIFOs, held locks, debris, file
  * size limits, wrong settings). NVRTC is the mock, so compiles are counted
  * exactly. CI runs as root, so "another user" is uid 65534 by chown. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -635,8 +636,7 @@ static void test_created_folders_are_private(void **state)
     snprintf(lock, sizeof lock, "%s.lock", p);
     assert_int_equal(stat(p, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0600);
-    assert_int_equal(stat(lock, &sb), 0);
-    assert_int_equal(sb.st_mode & 0777, 0600);
+    assert_false(file_exists(lock)); /* removed by its holder (release_lock) */
     get(90, 1);
 }
 
@@ -727,6 +727,121 @@ static void test_debris_counted_then_removed(void **state)
     utimensat(AT_FDCWD, live, hours_ago, 0);
     get(86, 0);
     assert_false(file_exists(live));
+}
+
+/* ---- lock files ------------------------------------------------------------ */
+
+static int count_locks(void)
+{
+    DIR *d = opendir(root);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t len = strlen(e->d_name);
+        n += len > 5 && strcmp(e->d_name + len - 5, ".lock") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* One lock file was left for every entry ever made (empty, never
+ * evicted): the holder now removes its own before letting go. */
+static void test_lock_files_do_not_pile_up(void **state)
+{
+    (void)state;
+    get(90, 0);
+    get(80, 0);
+    get(86, 0);
+    get(90, 1);
+    assert_int_equal(count_locks(), 0);
+}
+
+/* Lock files an older memra or a killed process left are removed by the
+ * next eviction pass, each taken first; one a live process holds stays. */
+static void test_idle_lock_files_are_removed_held_one_kept(void **state)
+{
+    (void)state;
+    char p[1200], stale_a[1300], stale_b[1300], held[1300];
+    get(80, 0); /* an entry, whose lock an older memra would have left */
+    entry_path(80, 0, p, sizeof p);
+    snprintf(stale_a, sizeof stale_a, "%s.lock", p);
+    entry_path(75, 0, p, sizeof p); /* an entry never published */
+    snprintf(stale_b, sizeof stale_b, "%s.lock", p);
+    entry_path(70, 0, p, sizeof p);
+    snprintf(held, sizeof held, "%s.lock", p);
+    const char *all[] = {stale_a, stale_b, held};
+    for (int i = 0; i < 3; i++) {
+        int fd = open(all[i], O_CREAT | O_WRONLY, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    int fd = open(held, O_RDWR);
+    assert_true(fd >= 0);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t holder = fork(); /* a peer compiling sm_70 right now */
+    if (holder == 0) {
+        flock(fd, LOCK_EX);
+        (void)!write(ready[1], "x", 1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(count_locks(), 3);
+    get(90, 0); /* publishing runs the eviction pass */
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    close(fd);
+    close(ready[0]), close(ready[1]);
+    assert_false(file_exists(stale_a));
+    assert_false(file_exists(stale_b));
+    assert_true(file_exists(held));
+    get(80, 1); /* the entry itself untouched */
+}
+
+static int child_get_compiles_in_memory(void);
+static int child_get_times_out(void)
+{
+    memra_cache_lock_timeout_ms = 1500;
+    return child_get_compiles_in_memory();
+}
+
+/* A process that opened a lock file and locks it after its holder removed
+ * it must not take itself for the holder: the name now holds another file,
+ * which someone else may hold. Here the holder swaps the file under a
+ * waiter and holds the new one: the waiter must wait on the new one (and
+ * time out, compiling in memory), not compile and publish. */
+static void test_waiter_on_a_removed_lock_file_locks_the_new_one(void **state)
+{
+    (void)state;
+    char p[1200], lock[1300];
+    entry_path(90, 0, p, sizeof p);
+    snprintf(lock, sizeof lock, "%s.lock", p);
+    int old = open(lock, O_CREAT | O_RDWR, 0600);
+    assert_true(old >= 0);
+    assert_int_equal(flock(old, LOCK_EX), 0);
+    pid_t waiter = fork();
+    assert_true(waiter >= 0);
+    if (waiter == 0) {
+        alarm(20);
+        _exit(child_get_times_out());
+    }
+    const struct timespec pause_ = {0, 300 * 1000 * 1000}; /* the waiter opens the old file */
+    nanosleep(&pause_, NULL);
+    assert_int_equal(unlink(lock), 0);
+    int fresh = open(lock, O_CREAT | O_RDWR, 0600);
+    assert_true(fresh >= 0);
+    assert_int_equal(flock(fresh, LOCK_EX), 0);
+    assert_int_equal(flock(old, LOCK_UN), 0);
+    int ws;
+    assert_int_equal(waitpid(waiter, &ws, 0), waiter);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0); /* compiled in memory: did not take the lock */
+    assert_false(file_exists(p));         /* and published nothing */
+    close(fresh);
+    close(old);
 }
 
 /* ---- nothing hangs -------------------------------------------------------- */
@@ -1134,6 +1249,9 @@ int main(void)
         T(test_eviction_spares_the_users_files),
         T(test_debris_counted_then_removed),
         T(test_held_lock_costs_a_compile_not_a_hang),
+        T(test_lock_files_do_not_pile_up),
+        T(test_idle_lock_files_are_removed_held_one_kept),
+        T(test_waiter_on_a_removed_lock_file_locks_the_new_one),
         T(test_fifo_at_entry_path_blocks_nothing),
         T(test_folder_at_entry_path),
         T(test_file_size_limit_does_not_kill_the_caller),

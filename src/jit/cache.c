@@ -476,6 +476,7 @@ static int stale_temp(long pid, const struct stat *sb)
  * files; with `evict`, stale temp files are removed and the oldest entries
  * (by modification time, refreshed on every hit) go until the folder is
  * under `cap`. `keep` is never evicted. */
+static void drop_idle_lock(int dfd, const char *lock);
 static uint64_t scan(int dfd, int evict, const char *keep, uint64_t cap)
 {
     int dup_fd = dup(dfd);
@@ -494,6 +495,10 @@ static uint64_t scan(int dfd, int evict, const char *keep, uint64_t cap)
         const name_kind kind = classify(e->d_name, &pid);
         struct stat sb;
         char why[160];
+        if (kind == NAME_LOCK && evict) {
+            drop_idle_lock(dfd, e->d_name);
+            continue;
+        }
         if ((kind != NAME_ENTRY && kind != NAME_TEMP) ||
             fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
             !owned(&sb, S_IFREG, why, sizeof why))
@@ -555,12 +560,11 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* flock with a deadline: a hung peer, or another user's process holding a
- * lock file, costs this process a compile, never its progress. 0 = locked;
- * else why not. */
-static int lock_bounded(int fd, char *why, size_t n)
+/* flock by `deadline` (now_ms()): a hung peer, or another user's process
+ * holding a lock file, costs this process a compile, never its progress.
+ * 0 = locked; else why not. */
+static int lock_bounded(int fd, double deadline, char *why, size_t n)
 {
-    const double deadline = now_ms() + memra_cache_lock_timeout_ms;
     long pause_us = 1000;
     for (;;) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0)
@@ -582,6 +586,69 @@ static int lock_bounded(int fd, char *why, size_t n)
         if (pause_us < 50000)
             pause_us *= 2;
     }
+}
+
+/* Is `name` in the folder still the file `fd` has open? */
+static int still_named(int dfd, const char *name, int fd)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* An entry's lock file, opened (made if need be) and locked within the
+ * timeout. Lock files do not pile up, one for every entry ever made: the
+ * holder removes its lock file before letting go (release_lock), so a
+ * process that opened the old file and locks it after finds the name gone
+ * or another file there, and opens the name again. The lock only spares
+ * duplicate compiles: entries are published by rename, whole, so a process
+ * that locks a removed file (an older memra that does not check) costs a
+ * compile, nothing more. Returns the descriptor (*held: locked) or OPEN_*
+ * with why. */
+static int acquire_lock(int dfd, const char *lock, int *held, char *why, size_t n)
+{
+    const double deadline = now_ms() + memra_cache_lock_timeout_ms;
+    *held = 0;
+    for (;;) {
+        struct stat sb;
+        const int fd = open_file(dfd, lock, O_RDWR | O_CREAT, &sb, why, n);
+        if (fd < 0 || lock_bounded(fd, deadline, why, n) != 0)
+            return fd;
+        if (still_named(dfd, lock, fd)) {
+            *held = 1;
+            return fd;
+        }
+        flock(fd, LOCK_UN);
+        if (now_ms() >= deadline) {
+            snprintf(why, n, "was removed and made again for more than %d ms",
+                     memra_cache_lock_timeout_ms);
+            return fd;
+        }
+        close(fd);
+    }
+}
+
+/* Lets go of a held lock, removing its file first (acquire_lock says why
+ * that is safe). */
+static void release_lock(int dfd, const char *lock, int fd)
+{
+    if (still_named(dfd, lock, fd))
+        unlinkat(dfd, lock, 0);
+    flock(fd, LOCK_UN);
+}
+
+/* A lock file nobody holds (left by a killed process, or by a memra older
+ * than release_lock): removed by taking it first, never one in use. */
+static void drop_idle_lock(int dfd, const char *lock)
+{
+    struct stat sb;
+    char why[160];
+    const int fd = open_file(dfd, lock, O_RDONLY, &sb, why, sizeof why);
+    if (fd < 0)
+        return;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+        release_lock(dfd, lock, fd);
+    close(fd);
 }
 
 /* ---- the cache ------------------------------------------------------------ */
@@ -666,14 +733,14 @@ memra_status memra_cache_get_image(const memra_nvrtc *nv, const memra_source *sr
     }
 
     snprintf(lock, sizeof lock, "%s.lock", name);
-    struct stat sb;
-    lfd = open_file(dfd, lock, O_RDWR | O_CREAT, &sb, why, sizeof why);
+    int held = 0;
+    lfd = acquire_lock(dfd, lock, &held, why, sizeof why);
     if (lfd == OPEN_UNTRUSTED) {
         distrust(dir, lock, why);
     } else if (lfd < 0) {
         memra_warn(MEMRA_WARN_CACHE_FOLDER, "kernel cache lock %s/%s %s; compiling in memory", dir,
                    lock, why);
-    } else if (lock_bounded(lfd, why, sizeof why) != 0) {
+    } else if (!held) {
         memra_warn(MEMRA_WARN_CACHE_LOCK,
                    "kernel cache lock %s/%s %s; compiling in memory without publishing", dir, lock,
                    why);
@@ -687,16 +754,14 @@ memra_status memra_cache_get_image(const memra_nvrtc *nv, const memra_source *sr
                 memra_warn(MEMRA_WARN_CACHE_WRITE, "kernel cache entry %s/%s not written (%s)", dir,
                            name, strerror(errno));
         }
-        flock(lfd, LOCK_UN);
+        release_lock(dfd, lock, lfd);
         goto out;
     }
-    if (lfd >= 0)
-        flock(lfd, LOCK_UN);
+    if (held)
+        release_lock(dfd, lock, lfd);
     st = found ? MEMRA_OK : memra_jit_compile(nv, src, arch, is_ptx, img);
     *from_cache = found;
 out:
-    /* The lock file is left in place: unlinking it would let a third process
-     * lock a fresh inode while a second still holds the old one. */
     if (lfd >= 0)
         close(lfd);
     close(dfd);
