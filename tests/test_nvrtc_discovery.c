@@ -1009,7 +1009,7 @@ static const char *self_path = "/proc/self/exe";
  * what it finds on the search path, and blocked on the FIFO for ever. Each
  * soname candidate is refused as not a regular file, and the named NVRTC
  * serves. */
-static int fifo_child(void)
+static int fifo_child(const char *where)
 {
     char msg[4096] = "", why[256] = "";
     memra_kernel_origin o = {0};
@@ -1022,45 +1022,65 @@ static int fifo_child(void)
         ;
     CHILD_CHECK(state_of("libnvrtc.so.12", why, sizeof why) == MEMRA_NVRTC_REFUSED);
     snprintf(msg, sizeof msg, "%s", why);
-    CHILD_CHECK(strstr(why, "in LD_LIBRARY_PATH is not a regular file (a FIFO)") != NULL);
+    CHILD_CHECK(strstr(why, where) != NULL);
     o = warm(msg, sizeof msg, NULL);
     CHILD_CHECK(o.ready && o.nvrtc_version == 13000);
     return 0;
 }
 
 /* The FIFO child, started with LD_LIBRARY_PATH `llp` (with "%s" in it: the
- * folder of FIFOs) and, where `in_cwd`, that folder as its working
- * directory: the loader searches an empty element of the path as the
- * working directory, and the screen must too. */
-static void run_fifo_child(const char *llp, int in_cwd)
+ * folder of FIFOs; NULL: unset) and, where `in_cwd`, that folder as its
+ * working directory: the loader searches an empty element of the path as
+ * the working directory, and the screen must too. The FIFOs go in `dir`
+ * (NULL: a fresh folder) under `sub` (a folder the loader searches for
+ * its CPU, or ""); the child's refusal must say `where`. */
+static void run_fifo_child_in(const char *llp, int in_cwd, const char *dir_, const char *sub,
+                              const char *where)
 {
-    char dir[400], fifo[500], path[1200];
+    char dir[1100], fifo[1300], path[1200];
     static int made;
-    snprintf(dir, sizeof dir, "%s/fifo-llp-%ld-%d", tmp, (long)getpid(), made++);
-    assert_int_equal(mkdir(dir, 0700), 0);
+    if (dir_)
+        snprintf(dir, sizeof dir, "%s", dir_);
+    else
+        snprintf(dir, sizeof dir, "%s/fifo-llp-%ld-%d", tmp, (long)getpid(), made++);
+    snprintf(path, sizeof path, "mkdir -p '%s/%s'", dir, sub);
+    assert_int_equal(system(path), 0);
     static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"};
     for (int i = 0; i < 3; i++) {
-        snprintf(fifo, sizeof fifo, "%s/%s", dir, names[i]);
+        snprintf(fifo, sizeof fifo, "%s/%s/%s", dir, sub, names[i]);
         assert_int_equal(mkfifo(fifo, 0600), 0);
     }
-    snprintf(path, sizeof path, llp, dir);
+    if (llp)
+        snprintf(path, sizeof path, llp, dir);
     fflush(stdout), fflush(stderr);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         clean_env();
-        setenv("LD_LIBRARY_PATH", path, 1);
+        if (llp)
+            setenv("LD_LIBRARY_PATH", path, 1);
+        else
+            unsetenv("LD_LIBRARY_PATH");
         if (in_cwd && chdir(dir) != 0)
             _exit(7);
-        char *const argv[] = {"test_nvrtc_discovery", FIFO_CHILD_ARG, NULL};
+        char *const argv[] = {"test_nvrtc_discovery", FIFO_CHILD_ARG, (char *)where, NULL};
         execv(self_path, argv);
         perror("execv");
         _exit(6);
     }
     int ws;
     assert_int_equal(waitpid(pid, &ws, 0), pid);
+    for (int i = 0; i < 3; i++) {
+        snprintf(fifo, sizeof fifo, "%s/%s/%s", dir, sub, names[i]);
+        unlink(fifo);
+    }
     assert_true(WIFEXITED(ws)); /* killed by SIGALRM: discovery blocked */
     assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
+static void run_fifo_child(const char *llp, int in_cwd)
+{
+    run_fifo_child_in(llp, in_cwd, NULL, "", "in LD_LIBRARY_PATH is not a regular file (a FIFO)");
 }
 
 static void test_fifo_on_the_loader_path(void **state)
@@ -1088,6 +1108,42 @@ static void test_fifo_in_cwd_by_an_inner_empty_element(void **state)
 {
     (void)state;
     run_fifo_child("/nonexistent-memra::/nonexistent-memra-2", 1);
+}
+
+/* The loader searches a folder's CPU subfolders before the folder:
+ * glibc-hwcaps/x86-64-v2 and the like (glibc 2.33 on), and before glibc
+ * 2.37 tls/ and <platform>/. A FIFO there was not screened and blocked
+ * discovery for ever. */
+static void test_fifo_in_a_glibc_hwcaps_subfolder(void **state)
+{
+    (void)state;
+    run_fifo_child_in("%s", 0, NULL, "glibc-hwcaps/x86-64-v2",
+                      "glibc-hwcaps/x86-64-v2/libnvrtc.so.12 in LD_LIBRARY_PATH is not a regular "
+                      "file (a FIFO)");
+}
+
+static void test_fifo_in_a_legacy_tls_subfolder(void **state)
+{
+    (void)state;
+    run_fifo_child_in("%s", 0, NULL, "tls",
+                      "tls/libnvrtc.so.12 in LD_LIBRARY_PATH is not a regular file (a FIFO)");
+}
+
+/* The program's RUNPATH (tests/meson.build gives this one
+ * $ORIGIN/nvrtc-runpath) is searched too, LD_LIBRARY_PATH or not: the
+ * screen asks the loader for its whole search path. */
+static void test_fifo_on_the_programs_runpath(void **state)
+{
+    (void)state;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", self_path);
+    char *slash = strrchr(dir, '/');
+    assert_non_null(slash);
+    snprintf(slash, sizeof dir - (size_t)(slash - dir), "/nvrtc-runpath");
+    run_fifo_child_in(NULL, 0, dir, "",
+                      "nvrtc-runpath/libnvrtc.so.12 on the loader's search path is not a regular "
+                      "file (a FIFO)");
+    rmdir(dir);
 }
 
 /* ---- the choice itself, with in-process candidates ----------------------- */
@@ -1263,10 +1319,13 @@ static void test_no_visible_device(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], FIFO_CHILD_ARG) == 0)
-        return fifo_child();
+    if (argc == 3 && strcmp(argv[1], FIFO_CHILD_ARG) == 0)
+        return fifo_child(argv[2]);
+    static char resolved[PATH_MAX];
     if (argc > 0 && argv[0][0] == '/')
         self_path = argv[0];
+    else if (argc > 0 && strchr(argv[0], '/') && realpath(argv[0], resolved))
+        self_path = resolved; /* run by hand as ./test_nvrtc_discovery */
     snprintf(tmp, sizeof tmp, "/tmp/memra-nvrtc-choice-XXXXXX");
     assert_non_null(mkdtemp(tmp));
     const struct CMUnitTest tests[] = {
@@ -1299,6 +1358,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fifo_in_cwd_by_a_trailing_empty_element),
         cmocka_unit_test(test_fifo_in_cwd_by_a_leading_empty_element),
         cmocka_unit_test(test_fifo_in_cwd_by_an_inner_empty_element),
+        cmocka_unit_test(test_fifo_in_a_glibc_hwcaps_subfolder),
+        cmocka_unit_test(test_fifo_in_a_legacy_tls_subfolder),
+        cmocka_unit_test(test_fifo_on_the_programs_runpath),
         cmocka_unit_test_setup_teardown(test_newer_minor_sm_takes_compatible_cubin, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_sm_takes_older_nvrtc, setup, teardown),

@@ -1,12 +1,14 @@
 /* Loading a shared library by soname without ever blocking (header). */
 #include "soname.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "base/env.h"
 
@@ -91,29 +93,137 @@ void *memra_soname_loaded(const char *soname, char *path, size_t n)
     return q.found ? dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
 }
 
+/* Refuses `path` when it is there and not a regular file. */
+static int screen_file(const char *path, const char *where, char *why, size_t n)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode))
+        return 0;
+    char e[MEMRA_ESCAPED_MAX];
+    snprintf(why, n, "%s %s is not a regular file (%s)", memra_escape(path, e, sizeof e), where,
+             memra_file_type(sb.st_mode));
+    return 1;
+}
+
+/* The loader does not search a folder alone but first the subfolders its
+ * CPU selects: glibc-hwcaps/<level>/ (glibc 2.33 on: x86-64-v4, v3, v2 and
+ * the like, whichever the CPU supports; all those present are screened),
+ * and before glibc 2.37 the legacy tls/ and <platform>/ ones
+ * (tls/x86_64/x86_64, ..., x86_64). A FIFO in any of them blocked dlopen
+ * as surely as one in the folder. */
+static int screen_dir(const char *dir, size_t dlen, const char *soname, const char *where,
+                      char *why, size_t n)
+{
+    char f[PATH_MAX];
+    if (dlen + strlen(soname) + 2 >= sizeof f)
+        return 0;
+    snprintf(f, sizeof f, "%.*s/%s", (int)dlen, dir, soname);
+    if (screen_file(f, where, why, n))
+        return 1;
+    snprintf(f, sizeof f, "%.*s/glibc-hwcaps", (int)dlen, dir);
+    DIR *d = opendir(f); /* O_DIRECTORY: a FIFO here fails at once */
+    if (d) {
+        int bad = 0;
+        struct dirent *e;
+        while (!bad && (e = readdir(d)))
+            if (e->d_name[0] != '.' &&
+                snprintf(f, sizeof f, "%.*s/glibc-hwcaps/%s/%s", (int)dlen, dir, e->d_name,
+                         soname) < (int)sizeof f)
+                bad = screen_file(f, where, why, n);
+        closedir(d);
+        if (bad)
+            return 1;
+    }
+    const char *plat = (const char *)getauxval(AT_PLATFORM);
+    if (!plat || strlen(plat) > 32 || strchr(plat, '/'))
+        plat = NULL;
+    char legacy[5][80];
+    int n_legacy = 0;
+    if (plat) {
+        snprintf(legacy[n_legacy++], sizeof legacy[0], "tls/%s/%s/", plat, plat);
+        snprintf(legacy[n_legacy++], sizeof legacy[0], "tls/%s/", plat);
+    }
+    snprintf(legacy[n_legacy++], sizeof legacy[0], "tls/");
+    if (plat) {
+        snprintf(legacy[n_legacy++], sizeof legacy[0], "%s/%s/", plat, plat);
+        snprintf(legacy[n_legacy++], sizeof legacy[0], "%s/", plat);
+    }
+    for (int i = 0; i < n_legacy; i++)
+        if (snprintf(f, sizeof f, "%.*s/%s%s", (int)dlen, dir, legacy[i], soname) <
+                (int)sizeof f &&
+            screen_file(f, where, why, n))
+            return 1;
+    return 0;
+}
+
+#ifdef __GLIBC__
+/* This object's handle (the caller whose RPATH and RUNPATH the loader
+ * searches for a dlopen made from here): the program's, when memra is
+ * linked into it. */
+static const char self_anchor;
+static void *self_handle(void)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    if (!dladdr1(&self_anchor, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return NULL;
+    if (!lm->l_name || !*lm->l_name)
+        return dlopen(NULL, RTLD_LAZY);
+    /* by the name the loader holds it under: matched, nothing opened */
+    return strchr(lm->l_name, '/') ? dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+}
+#endif
+
+/* Every folder the loader would search for a soname dlopen'ed from here,
+ * as it says itself (dlinfo RTLD_DI_SERINFO: the RPATHs, LD_LIBRARY_PATH as
+ * it read it at the process's start, RUNPATH, the system folders; an empty
+ * LD_LIBRARY_PATH element as "."), each with its CPU subfolders. */
+static int screen_search_path(const char *soname, char *why, size_t n)
+{
+#ifdef __GLIBC__ /* RTLD_DI_SERINFO */
+    void *self = self_handle();
+    if (!self)
+        return 0;
+    Dl_serinfo size;
+    Dl_serinfo *si = NULL;
+    int bad = 0;
+    if (dlinfo(self, RTLD_DI_SERINFOSIZE, &size) == 0 && size.dls_size >= sizeof *si &&
+        (si = malloc(size.dls_size))) {
+        *si = size;
+        if (dlinfo(self, RTLD_DI_SERINFOSIZE, si) == 0 && dlinfo(self, RTLD_DI_SERINFO, si) == 0)
+            for (unsigned i = 0; !bad && i < si->dls_cnt; i++) {
+                const char *dir = si->dls_serpath[i].dls_name;
+                if (dir && *dir)
+                    bad = screen_dir(dir, strlen(dir), soname, "on the loader's search path", why,
+                                     n);
+            }
+        free(si);
+    }
+    dlclose(self);
+    return bad;
+#else
+    (void)soname, (void)why, (void)n;
+    return 0;
+#endif
+}
+
 void *memra_soname_load(const char *soname, char *why, size_t n)
 {
     const char *llp = getenv("LD_LIBRARY_PATH");
     /* Every element, the empty ones too: the loader searches an empty
      * element (first, last or between two separators) as the working
-     * directory, and a FIFO there would block dlopen as surely. */
+     * directory, and a FIFO there would block dlopen as surely. (The
+     * loader reads the variable once, at the start; this is today's, in
+     * case it was set for a child to inherit; the loader's own list comes
+     * next.) */
     for (const char *p = llp && *llp ? llp : NULL; p;) {
         const size_t len = strcspn(p, ":;");
-        const char *dir = len ? p : ".";
-        const size_t dlen = len ? len : 1u;
-        char f[PATH_MAX];
-        if (dlen + strlen(soname) + 2 < sizeof f) {
-            struct stat sb;
-            snprintf(f, sizeof f, "%.*s/%s", (int)dlen, dir, soname);
-            if (stat(f, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-                char e[MEMRA_ESCAPED_MAX];
-                snprintf(why, n, "%s in LD_LIBRARY_PATH is not a regular file (%s)",
-                         memra_escape(f, e, sizeof e), memra_file_type(sb.st_mode));
-                return NULL;
-            }
-        }
+        if (screen_dir(len ? p : ".", len ? len : 1u, soname, "in LD_LIBRARY_PATH", why, n))
+            return NULL;
         p = p[len] ? p + len + 1 : NULL;
     }
+    if (screen_search_path(soname, why, n))
+        return NULL;
     void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         snprintf(why, n, "%s", dlerror());

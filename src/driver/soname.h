@@ -5,8 +5,8 @@
  * name in an LD_LIBRARY_PATH folder blocks the open for ever (memra info,
  * engine creation and NVRTC discovery all hung on one). So "already
  * loaded?" is read from the loader's own list of objects, and the loader
- * path is searched only after LD_LIBRARY_PATH's folders were found to hold
- * no such non-file under that name. libcuda.so.1 (driver.c) and the NVRTC
+ * path is searched only after every folder it would search was found to
+ * hold no such non-file under that name. libcuda.so.1 (driver.c) and the NVRTC
  * sonames (nvrtc_find.c) are loaded this way. */
 #ifndef MEMRA_SONAME_H
 #define MEMRA_SONAME_H
@@ -20,10 +20,14 @@
  * is loaded (or its name does not fit). */
 void *memra_soname_loaded(const char *soname, char *path, size_t n);
 
-/* dlopen(soname) by the loader's search, unless an LD_LIBRARY_PATH folder
+/* dlopen(soname) by the loader's search, unless a folder it would search
  * holds `soname` as something other than a regular file (a FIFO would
  * block dlopen, a folder or a device fail it oddly): then NULL, with why[n]
- * naming it. dlerror()'s text in why when the loader fails. */
+ * naming it. The folders: LD_LIBRARY_PATH's (today's value and the one the
+ * loader read at the start), the RPATHs and RUNPATH that apply, the system
+ * folders, as the loader lists them (dlinfo RTLD_DI_SERINFO), each with
+ * the CPU subfolders the loader tries first (glibc-hwcaps/<level>/, tls/,
+ * <platform>/). dlerror()'s text in why when the loader fails. */
 void *memra_soname_load(const char *soname, char *why, size_t n);
 
 /* "a FIFO", "a folder", ...: what a non-regular file is, for messages. */
