@@ -126,9 +126,8 @@ static int screen_dir(const char *dir, size_t dlen, const char *soname, const ch
         int bad = 0;
         struct dirent *e;
         while (!bad && (e = readdir(d)))
-            if (e->d_name[0] != '.' &&
-                snprintf(f, sizeof f, "%.*s/glibc-hwcaps/%s/%s", (int)dlen, dir, e->d_name,
-                         soname) < (int)sizeof f)
+            if (e->d_name[0] != '.' && snprintf(f, sizeof f, "%.*s/glibc-hwcaps/%s/%s", (int)dlen,
+                                                dir, e->d_name, soname) < (int)sizeof f)
                 bad = screen_file(f, where, why, n);
         closedir(d);
         if (bad)
@@ -149,8 +148,7 @@ static int screen_dir(const char *dir, size_t dlen, const char *soname, const ch
         snprintf(legacy[n_legacy++], sizeof legacy[0], "%s/", plat);
     }
     for (int i = 0; i < n_legacy; i++)
-        if (snprintf(f, sizeof f, "%.*s/%s%s", (int)dlen, dir, legacy[i], soname) <
-                (int)sizeof f &&
+        if (snprintf(f, sizeof f, "%.*s/%s%s", (int)dlen, dir, legacy[i], soname) < (int)sizeof f &&
             screen_file(f, where, why, n))
             return 1;
     return 0;
@@ -194,8 +192,8 @@ static int screen_search_path(const char *soname, char *why, size_t n)
             for (unsigned i = 0; !bad && i < si->dls_cnt; i++) {
                 const char *dir = si->dls_serpath[i].dls_name;
                 if (dir && *dir)
-                    bad = screen_dir(dir, strlen(dir), soname, "on the loader's search path", why,
-                                     n);
+                    bad =
+                        screen_dir(dir, strlen(dir), soname, "on the loader's search path", why, n);
             }
         free(si);
     }
