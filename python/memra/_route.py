@@ -79,6 +79,20 @@ def float_key(x):
         return x  # not a number: refused when the configuration is made
 
 
+def shared_fields(shared_weight, shared_divisor):
+    """The shared experts' rule as RouteConfig takes it, from the Python
+    calls' two arguments: a constant weight (shared_weight, 1.0 unless
+    given), or with shared_divisor SGLang's rule (the library wants the
+    constant 0 then: shared_weight unless given). One rule for route_spec
+    and the torch ops alike (the torch ops once defaulted shared_weight to
+    1.0 and refused shared_divisor alone)."""
+    routed_sum = shared_divisor is not None
+    return dict(shared_rule="routed_sum" if routed_sum else "constant",
+                shared_weight=(0.0 if routed_sum else 1.0) if shared_weight is None
+                else shared_weight,
+                shared_divisor=shared_divisor if routed_sum else 0.0)
+
+
 # ---- one configuration, many calls ----------------------------------------
 
 class RouteConfig:
@@ -201,14 +215,11 @@ def route_spec(n_expert, top_k, scoring="softmax", n_group=1, topk_group=1, reno
     an address). The spec keeps the arrays it was given alive."""
     if logits_dtype is None:
         logits_dtype = "bfloat16" if bf16 else "float32"
-    routed_sum = shared_divisor is not None
     cfg = RouteConfig(
         "route_spec", _SPEC_NAMES, top_k=top_k, n_group=n_group, topk_group=topk_group,
         scoring=scoring, renormalize=renormalize, routed_scaling_factor=routed_scaling_factor,
         group_scoring=group_scoring, n_local=n_local, n_shared=n_shared,
-        shared_rule="routed_sum" if routed_sum else "constant",
-        shared_weight=(0.0 if routed_sum else 1.0) if shared_weight is None else shared_weight,
-        shared_divisor=shared_divisor if routed_sum else 0.0)
+        **shared_fields(shared_weight, shared_divisor))
     E = _int("n_expert", n_expert, 0, _U32)
     bias_addr, bias_keep = _array("bias", bias, E, ("float32",))
     map_addr, map_keep = _array("expert_map", expert_map, E, ("int32",))

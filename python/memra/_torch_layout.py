@@ -43,7 +43,7 @@ import torch
 import memra
 from memra import _lib
 from memra._lib import CALLS, MAX_PAIRS, Layout, LayoutSpec
-from memra._route import RouteConfig, _flag, _int, float_key
+from memra._route import RouteConfig, _flag, _int, float_key, shared_fields
 
 from . import _torch_ops as _ops
 from ._torch_engines import current_stream, engine_at, host_faults
@@ -52,6 +52,7 @@ LIB = _ops.LIB
 _U32 = 1 << 32
 _STAND_IN = _ops._STAND_IN
 _I32 = {torch.int32: 0}
+_IDS = {torch.int32: 0, torch.int64: 1}  # topk_ids: int64 ids are taken as int32 (_ids)
 
 
 class _Caller:
@@ -78,14 +79,20 @@ _SGL = _Caller("sglang.moe_align_block_size", n_expert="num_experts",
 # ---- what the library cannot see ------------------------------------------------
 
 def _ids(c, topk_ids, fake=False):
-    """topk_ids: an int32 tensor (any shape; its elements are the pairs, in
-    order) on the CPU or a CUDA device. Returns it contiguous."""
-    _ops._code(c.caller, "topk_ids", topk_ids, _I32)
+    """topk_ids: an int32 or int64 tensor (any shape; its elements are the
+    pairs, in order) on the CPU or a CUDA device. Returns it contiguous, as
+    int32: the library reads int32 ids, and vLLM's and sgl-kernel's align
+    kernels take either (fused_topk(indices_type=torch.int64) feeds them
+    int64). An int64 id outside int32's range becomes one still outside
+    [0, n_expert) (-1, or 2^31 - 1), so it stays in no run, as there."""
+    _ops._code(c.caller, "topk_ids", topk_ids, _IDS)
     if not fake and not (topk_ids.is_cuda or topk_ids.is_cpu):
         _ops._refuse(c.caller, f"topk_ids is on {topk_ids.device}, not the CPU or a CUDA device")
     n = topk_ids.numel()
     if isinstance(n, int) and n >= _U32:
         _ops._refuse(c.caller, f"topk_ids holds {n} pairs, more than a uint32 holds")
+    if topk_ids.dtype == torch.int64:
+        topk_ids = topk_ids.clamp(-1, _ops._I32 - 1).to(torch.int32)
     return topk_ids if fake else topk_ids.contiguous()
 
 
@@ -362,17 +369,17 @@ def route_tables_layout_config(top_k, scoring, n_group, topk_group, renormalize,
         topk_group=topk_group, scoring=scoring, renormalize=renormalize,
         routed_scaling_factor=routed_scaling_factor, group_scoring=group_scoring,
         n_local=n_local, n_shared=n_shared,
-        shared_rule="constant" if shared_divisor is None else "routed_sum",
-        shared_weight=shared_weight,
-        shared_divisor=0.0 if shared_divisor is None else shared_divisor, schema=True))
+        **shared_fields(shared_weight, shared_divisor), schema=True))
 
 
 def _route_layout_inputs(cfg, logits, bias, emap, count, layer, bases, strides, model,
                          block_size, pad, fake):
     """What route() takes, for the fused call: the spec, layer, slabs and
     planes, and the layout's spec (its experts the routing's n_expert +
-    n_shared; the routing's map labels the blocks)."""
-    lc, bc, cc = _ops._route_tensors(cfg, logits, bias, emap, count, fake)
+    n_shared; the routing's map labels the blocks), and the bias the spec
+    points at (a float16 bias's float32 copy, which the caller holds until
+    its launch)."""
+    lc, bc, cc, bias = _ops._route_tensors(cfg, logits, bias, emap, count, fake)
     T, E = logits.shape
     E = int(E)
     if isinstance(T, int) and T >= _U32:
@@ -390,7 +397,7 @@ def _route_layout_inputs(cfg, logits, bias, emap, count, layer, bases, strides, 
     macros = _ops._planes_of(cfg.caller, _ops._dev_key(logits.device), model, "route", layer,
                              n_slots)
     lspec = _spec(cfg, E + cfg.n_shared, block_size, pad, 0)
-    return T, E, spec, il, slab, macros, lspec
+    return T, E, spec, il, slab, macros, lspec, bias
 
 
 def _fused_refusal(cfg, kind, T, spec, il, macros, slab, lspec, layout):
@@ -408,7 +415,7 @@ def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, b
     (memra_route_tables_ex: one launch up to MEMRA_LAYOUT_ONE_LAUNCH pairs):
     route()'s four outputs, then sorted_ids, expert_ids, num_tokens_post_pad
     as moe_align_block_size gives them for ids."""
-    T, E, spec, il, slab, macros, lspec = _route_layout_inputs(
+    T, E, spec, il, slab, macros, lspec, bias = _route_layout_inputs(
         cfg, logits, bias, emap, count, layer, bases, strides, model, block_size, pad, False)
     cuda = logits.is_cuda
     kind = "route_tables_ex" if cuda else "route_tables_host_ex"
@@ -456,7 +463,7 @@ def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, b
 
 def route_layout_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, block_size,
                       pad):
-    T, E, spec, il, slab, macros, lspec = _route_layout_inputs(
+    T, E, spec, il, slab, macros, lspec, bias = _route_layout_inputs(
         cfg, logits, bias, emap, count, layer, bases, strides, model, block_size, pad, True)
     concrete = isinstance(T, int)
     kind = "route_tables_ex" if logits.device.type == "cuda" else "route_tables_host_ex"
@@ -483,7 +490,7 @@ LIB.define(
     "int[] bases=[0, 0, 0], int[] strides=[0, 0, 0], str scoring='softmax', int n_group=1, "
     "int topk_group=1, bool renormalize=False, float routed_scaling_factor=1.0, "
     "Tensor? bias=None, str? group_scoring=None, Tensor? expert_map=None, int n_local=0, "
-    "int n_shared=0, float shared_weight=1.0, str model='', float? shared_divisor=None, "
+    "int n_shared=0, float? shared_weight=None, str model='', float? shared_divisor=None, "
     "Tensor? n_real=None, bool pad_sorted_ids=False) "
     "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")
 
@@ -495,7 +502,8 @@ def route_tables_layout_impl(logits: torch.Tensor, top_k: int, layer: int, block
                              bias: Optional[torch.Tensor] = None,
                              group_scoring: Optional[str] = None,
                              expert_map: Optional[torch.Tensor] = None, n_local: int = 0,
-                             n_shared: int = 0, shared_weight: float = 1.0, model: str = "",
+                             n_shared: int = 0, shared_weight: Optional[float] = None,
+                             model: str = "",
                              shared_divisor: Optional[float] = None,
                              n_real: Optional[torch.Tensor] = None, pad_sorted_ids: bool = False):
     cfg = route_tables_layout_config(top_k, scoring, n_group, topk_group, renormalize,
@@ -509,7 +517,7 @@ def route_tables_layout_fake(logits, top_k, layer, block_size, bases=(0, 0, 0),
                              strides=(0, 0, 0), scoring="softmax", n_group=1, topk_group=1,
                              renormalize=False, routed_scaling_factor=1.0, bias=None,
                              group_scoring=None, expert_map=None, n_local=0, n_shared=0,
-                             shared_weight=1.0, model="", shared_divisor=None, n_real=None,
+                             shared_weight=None, model="", shared_divisor=None, n_real=None,
                              pad_sorted_ids=False):
     cfg = route_tables_layout_config(top_k, scoring, n_group, topk_group, renormalize,
                                      routed_scaling_factor, group_scoring, n_local, n_shared,

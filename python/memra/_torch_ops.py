@@ -35,7 +35,7 @@ import torch
 import memra
 from memra import _lib
 from memra._lib import CALLS, MAX_PAIRS
-from memra._route import SPEC_FIELDS, RouteConfig, _int, float_key
+from memra._route import SPEC_FIELDS, RouteConfig, _int, float_key, shared_fields
 
 from . import _torch_planes as planes
 from ._torch_engines import current_stream, engine_at, host_faults
@@ -47,7 +47,7 @@ _I32 = 1 << 31
 _U64 = 1 << 64
 # torch dtypes as the library's enum values (memra_logits_dtype, ...)
 _LOGITS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
-_BIAS = {torch.float32: 0, torch.bfloat16: 1}
+_BIAS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 0}  # float16: as a float32 copy
 _COUNT = {torch.int32: 0, torch.int64: 1}
 _MAP = {torch.int32: 0}
 _CACHE_MAX = 4096  # configurations kept (a process that keeps making new ones)
@@ -119,13 +119,18 @@ def _route_tensors(cfg, logits, bias, emap, count, fake=False):
     """The routing call's tensors, checked on every call (a cached spec says
     nothing of them): the logits 2-D of a logits dtype on the CPU or a CUDA
     device (any device for a fake), the bias, map and count beside them.
-    Returns (logits, bias, count) as the library's dtype values. (The
-    common case is tested inline: this runs on every eager call.)"""
+    Returns (logits, bias, count) as the library's dtype values, and the
+    bias the library reads: a float16 bias (sgl-kernel's moe_fused_gate
+    takes one beside float16 logits) as a float32 copy, which holds the
+    same values (the library reads float32 or bfloat16 ones). (The common
+    case is tested inline: this runs on every eager call.)"""
     lc = _LOGITS.get(logits.dtype) if isinstance(logits, torch.Tensor) else None
     if lc is None or logits.dim() != 2 or not (fake or logits.is_cuda or logits.is_cpu):
         _route_tensors_refuse(cfg, logits, fake)
     bc = 0
     if bias is not None:
+        if isinstance(bias, torch.Tensor) and bias.dtype == torch.float16:
+            bias = bias.float()
         bc = _BIAS.get(bias.dtype) if isinstance(bias, torch.Tensor) else None
         if bc is None or bias.device != logits.device or bias.dim() != 1 or \
                 bias.shape[0] != logits.shape[1] or not bias.is_contiguous():
@@ -137,7 +142,7 @@ def _route_tensors(cfg, logits, bias, emap, count, fake=False):
     cc = 0
     if count is not None:
         cc = _count_code(cfg.caller, cfg.names["n_real"], count, logits, cfg.names["logits"])
-    return lc, bc, cc
+    return lc, bc, cc, bias
 
 
 def _route_tensors_refuse(cfg, logits, fake):
@@ -289,7 +294,7 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     None and the tables written to scratch ((ids, weights, None, None)),
     for the callers that want only the choice. Refusals are the library's,
     in the caller's words."""
-    lc, bc, cc = _route_tensors(cfg, logits, bias, emap, count)
+    lc, bc, cc, bias = _route_tensors(cfg, logits, bias, emap, count)
     T, E = logits.shape
     cuda = logits.is_cuda
     dev = logits.get_device() if cuda else -1
@@ -343,7 +348,7 @@ def route_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, tab
     addresses, then outputs of the right shapes. A symbolic token count is
     judged as 2 (torch.compile specializes 0 and 1, so a symbolic one is
     larger); the expert count is the model's, and is made concrete."""
-    lc, bc, cc = _route_tensors(cfg, logits, bias, emap, count, fake=True)
+    lc, bc, cc, bias = _route_tensors(cfg, logits, bias, emap, count, fake=True)
     T, E = logits.shape
     E = int(E)
     n_tokens = T if isinstance(T, int) else 2
@@ -373,7 +378,12 @@ _configs = {}
 
 def config(key, make):
     """The RouteConfig for `key` (a front end's tag and its scalar arguments,
-    floats through float_key), made by make() on first sight; kept."""
+    floats through float_key), made by make() on first sight; kept. The key
+    holds each argument's type too: 8.0 == 8 and True == 1 in Python, so a
+    spec made from topk=8 would otherwise answer for topk=8.0, which
+    make() refuses (whether a call is accepted must not depend on the calls
+    before it)."""
+    key = (key, tuple(map(type, key)))
     cfg = _configs.get(key)
     if cfg is None:
         cfg = make()
@@ -422,9 +432,7 @@ def route_tables_config(top_k, scoring, n_group, topk_group, renormalize, routed
         "route_tables", _ROUTE_WORDS, top_k=top_k, n_group=n_group, topk_group=topk_group,
         scoring=scoring, renormalize=renormalize, routed_scaling_factor=routed_scaling_factor,
         group_scoring=group_scoring, n_local=n_local, n_shared=n_shared,
-        shared_rule="constant" if shared_divisor is None else "routed_sum",
-        shared_weight=shared_weight,
-        shared_divisor=0.0 if shared_divisor is None else shared_divisor, schema=True))
+        **shared_fields(shared_weight, shared_divisor), schema=True))
 
 
 LIB.define(
@@ -432,7 +440,7 @@ LIB.define(
     "int[] strides=[0, 0, 0], str scoring='softmax', int n_group=1, int topk_group=1, "
     "bool renormalize=False, float routed_scaling_factor=1.0, Tensor? bias=None, "
     "str? group_scoring=None, Tensor? expert_map=None, int n_local=0, int n_shared=0, "
-    "float shared_weight=1.0, str model='', float? shared_divisor=None, Tensor? n_real=None) "
+    "float? shared_weight=None, str model='', float? shared_divisor=None, Tensor? n_real=None) "
     "-> (Tensor, Tensor, Tensor, Tensor)")
 
 
@@ -442,7 +450,7 @@ def route_tables_impl(logits: torch.Tensor, top_k: int, layer: int,
                       renormalize: bool = False, routed_scaling_factor: float = 1.0,
                       bias: Optional[torch.Tensor] = None, group_scoring: Optional[str] = None,
                       expert_map: Optional[torch.Tensor] = None, n_local: int = 0,
-                      n_shared: int = 0, shared_weight: float = 1.0, model: str = "",
+                      n_shared: int = 0, shared_weight: Optional[float] = None, model: str = "",
                       shared_divisor: Optional[float] = None,
                       n_real: Optional[torch.Tensor] = None):
     cfg = route_tables_config(top_k, scoring, n_group, topk_group, renormalize,
@@ -454,7 +462,7 @@ def route_tables_impl(logits: torch.Tensor, top_k: int, layer: int,
 def route_tables_fake(logits, top_k, layer, bases=(0, 0, 0), strides=(0, 0, 0),
                       scoring="softmax", n_group=1, topk_group=1, renormalize=False,
                       routed_scaling_factor=1.0, bias=None, group_scoring=None, expert_map=None,
-                      n_local=0, n_shared=0, shared_weight=1.0, model="", shared_divisor=None,
+                      n_local=0, n_shared=0, shared_weight=None, model="", shared_divisor=None,
                       n_real=None):
     cfg = route_tables_config(top_k, scoring, n_group, topk_group, renormalize,
                               routed_scaling_factor, group_scoring, n_local, n_shared,

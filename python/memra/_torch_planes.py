@@ -87,7 +87,9 @@ def lookup(key_dev: int, model: str, kind: str, layer: int) -> Prepared:
     entry = _prepared.get(key)
     if entry is not None:
         return entry
-    if key not in _warned:
+    # A layer the library refuses (outside [0, MAX_LAYERS)) is not warned
+    # about: the call's own error says what is wrong with it.
+    if key not in _warned and 0 <= layer < _lib.MAX_LAYERS:
         _warned.add(key)
         logging.getLogger("memra").warning(
             "layer %d of model %r was never prepared for %s: it has no macro planes (every "

@@ -331,9 +331,9 @@ BAD_CALLS = [
     ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 2, "sigmoid", 1.0, _z(63)),
      memra.InvalidArgError, "grouped_topk: e_score_correction_bias has shape (63,), want (64,)"),
     ("grouped_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, 8, 2, "sigmoid", 1.0,
-                              _z(64, dtype=torch.float16)), memra.InvalidArgError,
-     "grouped_topk: e_score_correction_bias is torch.float16, want torch.float32 or "
-     "torch.bfloat16"),
+                              _z(64, dtype=torch.float64)), memra.InvalidArgError,
+     "grouped_topk: e_score_correction_bias is torch.float64, want torch.float32 or "
+     "torch.bfloat16 or torch.float16"),
     ("grouped_topk", lambda: (_z(4, 2), _z(4, 4, 64), 2, True, 8, 2), memra.InvalidArgError,
      "grouped_topk: gating_output must be [n_tokens, n_expert], not (4, 4, 64)"),
     ("fused_topk", lambda: (_z(4, 2), _z(4, 64), 2, True, torch.float32),
@@ -668,6 +668,19 @@ def test_unprepared_layer_is_said_once(caplog):
     with caplog.at_level(logging.WARNING, logger="memra"):
         mt.vrows_tables(sel, selw, 16, 4322, [0, 0, 0], [0, 0, 0], model="unprepared")
     assert not [r for r in caplog.records if "4322" in r.getMessage()]
+
+
+def test_no_unprepared_warning_for_a_layer_the_library_refuses(caplog):
+    """A layer outside [0, MAX_LAYERS) is the call's error, not a layer to
+    prepare: the warning telling the user to prepare it came first, and
+    misled."""
+    import logging
+    x = torch.randn(5, 256)
+    for layer in (-1, memra.MAX_LAYERS, 70000):
+        with caplog.at_level(logging.WARNING, logger="memra"):
+            with pytest.raises(memra.InvalidArgError, match="layer"):
+                mt.route_tables(x, 8, layer, model="refused-layer")
+        assert not [r for r in caplog.records if "never prepared" in r.getMessage()]
 
 
 def test_device_scratch_grows_by_doubling_and_is_never_freed(monkeypatch):

@@ -138,6 +138,30 @@ def test_ids_outside_the_experts_are_in_no_run():
     assert got[2].tolist() == [6] and got[1][:3].tolist() == [0, 2, 3]
 
 
+def test_int64_ids_are_laid_out_as_int32():
+    """vLLM's fused_topk(indices_type=torch.int64) feeds its align kernel
+    int64 ids, and so may memra's own: taken, the same layout as int32; an
+    id past int32's range (either sign) is in no run, as any id outside
+    [0, num_experts)."""
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 16, (37, 4), generator=g, dtype=torch.int32)
+    want = mt.moe_align_block_size(ids, 8, 16)
+    got = mt.moe_align_block_size(ids.long(), 8, 16)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    far = ids.long()
+    far[0, 0], far[1, 1], far[2, 2] = 1 << 40, -(1 << 40), (1 << 32) + 3
+    near = ids.clone()
+    near[0, 0], near[1, 1], near[2, 2] = -1, -1, -1
+    got = mt.moe_align_block_size(far, 8, 16)
+    want = mt.moe_align_block_size(near, 8, 16)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    _, fids, _ = mt.fused_topk(torch.empty(37, 1), torch.randn(37, 16, generator=g), 4, True,
+                               indices_type=torch.int64)
+    got = mt.moe_align_block_size(fids, 8, 16)
+    want = mt.moe_align_block_size(fids.int(), 8, 16)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
 def test_sizes_formula_is_the_librarys():
     """The fakes' sizes for a symbolic pair count (_symbolic_sizes, the one
     size rule written in Python) against memra_layout_sizes."""
@@ -354,8 +378,8 @@ def _ids(m=4, k=2):
 
 BAD_CALLS = [
     # what only Python can see
-    ("moe_align_block_size", lambda: (_ids().long(), 16, 8), memra.InvalidArgError,
-     "moe_align_block_size: topk_ids is torch.int64, want torch.int32"),
+    ("moe_align_block_size", lambda: (_ids().short(), 16, 8), memra.InvalidArgError,
+     "moe_align_block_size: topk_ids is torch.int16, want torch.int32 or torch.int64"),
     ("moe_align_block_size", lambda: (_ids(), 16, 8, torch.zeros(7, dtype=torch.int32)),
      memra.InvalidArgError, "moe_align_block_size: expert_map has shape (7,), want (8,)"),
     ("moe_align_block_size", lambda: (_ids(), 16, 8, torch.zeros(8)), memra.InvalidArgError,

@@ -348,3 +348,55 @@ def test_route_tables_takes_sglangs_rule_and_padding():
     gw, gids = sglang.biased_grouped_topk(torch.zeros(T, 1), x, bias, K + 1, True, n_group,
                                           topk_group, 1, rsf, count, None, True)
     assert torch.equal(gids, ids) and torch.equal(bits(gw), bits(w))
+
+
+def test_float16_bias_beside_float16_logits():
+    """sgl-kernel's moe_fused_gate takes a float16 bias beside float16
+    logits: taken (as its float32 copy, the same values), by
+    biased_grouped_topk too; the bits of the float32 bias's call."""
+    E, K, n_group, topk_group, rsf = SGLANG_MODELS["deepseek-v3"]
+    T = 64
+    x, bias = logits_for(T, E, 9, torch.float16), bias_for(E, 9).half()
+    got = sglang.moe_fused_gate(x, bias, n_group, topk_group, K, 0, rsf)
+    want = sglang.moe_fused_gate(x, bias.float(), n_group, topk_group, K, 0, rsf)
+    assert torch.equal(got[1], want[1]) and torch.equal(bits(got[0]), bits(want[0]))
+    got = sglang.biased_grouped_topk(x, x, bias, K, True, n_group, topk_group)
+    want = sglang.biased_grouped_topk(x, x, bias.float(), K, True, n_group, topk_group)
+    assert torch.equal(got[1], want[1]) and torch.equal(bits(got[0]), bits(want[0]))
+
+
+def test_a_call_is_judged_alike_whatever_came_before():
+    """8.0 == 8 and True == 1 in Python: a configuration cached for topk=8
+    answered for topk=8.0, which alone is refused; so whether a call was
+    accepted depended on the calls before it."""
+    E, K, n_group, topk_group, rsf = SGLANG_MODELS["deepseek-v3"]
+    x, bias = logits_for(4, E, 10), bias_for(E, 10)
+    h = torch.empty(4, 1)
+    for good, bad in [(K, float(K)), (1, True)]:
+        mt.grouped_topk(h, x, good, True, n_group, topk_group, "sigmoid", rsf, bias)
+        with pytest.raises(memra.InvalidArgError, match="topk must be an integer"):
+            mt.grouped_topk(h, x, bad, True, n_group, topk_group, "sigmoid", rsf, bias)
+    sglang.biased_grouped_topk(h, x, bias, K + 1, True, n_group, topk_group, 1, rsf)
+    with pytest.raises(memra.InvalidArgError, match="num_fused_shared_experts must be an integer"):
+        sglang.biased_grouped_topk(h, x, bias, K + 1, True, n_group, topk_group, 1.0, rsf)
+
+
+def test_route_tables_takes_shared_divisor_alone():
+    """route_tables with shared_divisor and shared_weight left unset takes
+    SGLang's rule, as memra.route_spec does (it once defaulted shared_weight
+    to 1.0 and refused the call, which the host arm accepts)."""
+    E, K, n_group, topk_group, rsf = SGLANG_MODELS["deepseek-v3"]
+    T = 8
+    x, bias = logits_for(T, E, 11), bias_for(E, 11)
+    mt.route_prepare_layer(9, None, device="cpu", model="sgl-div")
+    ids, w, _, _ = mt.route_tables(
+        x, K, 9, scoring="sigmoid", n_group=n_group, topk_group=topk_group, renormalize=True,
+        routed_scaling_factor=rsf, bias=bias, n_shared=1, shared_divisor=rsf, model="sgl-div")
+    hw, hids, _ = host_arm(x, K, scoring="sigmoid", n_group=n_group, topk_group=topk_group,
+                           renormalize=True, routed_scaling_factor=rsf, bias=bias, n_shared=1,
+                           shared_divisor=rsf)
+    assert torch.equal(ids, hids) and torch.equal(bits(w), bits(hw))
+    with pytest.raises(memra.InvalidArgError, match="shared_weight"):  # a constant as well
+        mt.route_tables(x, K, 9, scoring="sigmoid", n_group=n_group, topk_group=topk_group,
+                        bias=bias, n_shared=1, shared_weight=1.0, shared_divisor=rsf,
+                        model="sgl-div")

@@ -36,7 +36,8 @@ the current stream, and a CPU one, the host arm, bit-identical):
   ``layout_prepare(device)`` before capturing a graph with layouts.
 
 Logits are float32, bfloat16 or float16; a bias (``e_score_correction_bias``)
-is float32 or bfloat16 on the logits' device, read in place; zero tokens
+is float32 or bfloat16 on the logits' device, read in place, or float16
+(read as a float32 copy made on the call's stream, the same values); zero tokens
 give empty outputs. Group scoring follows vLLM unless given: the sum of a
 group's two best scores with a bias, its best score without. Routing is not
 differentiable: outputs never require grad.
@@ -158,7 +159,7 @@ def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] 
                  topk_group: int = 1, renormalize: bool = False,
                  routed_scaling_factor: float = 1.0, bias: Optional[torch.Tensor] = None,
                  group_scoring: Optional[str] = None, expert_map: Optional[torch.Tensor] = None,
-                 n_local: int = 0, n_shared: int = 0, shared_weight: float = 1.0,
+                 n_local: int = 0, n_shared: int = 0, shared_weight: Optional[float] = None,
                  model: str = "", shared_divisor: Optional[float] = None,
                  n_real: Optional[torch.Tensor] = None):
     """Router logits [T, n_expert] to (ids int32 [T, K], weights float32 [T,
@@ -173,8 +174,8 @@ def route_tables(logits: torch.Tensor, top_k: int, layer: int, bases: List[int] 
     [n_expert] on the logits' device, global expert -> local slot or -1
     (NULL pointers, +0 scales, counted in faults().not_local), with n_local
     slots. n_shared fused shared experts (ids n_expert + i) follow the routed
-    ones with weight shared_weight, or, with shared_divisor (and
-    shared_weight=0.0), by SGLang's rule: the routed scores' sum /
+    ones with weight shared_weight (1.0 unless given), or, with
+    shared_divisor, by SGLang's rule: the routed scores' sum /
     shared_divisor, renormalized and scaled as the routed weights. n_real:
     the count of real tokens of a padded batch (one int32 or int64 on the
     logits' device, read in place): rows past it get id -1, weight +0, NULL
@@ -258,7 +259,7 @@ def route_tables_layout(logits: torch.Tensor, top_k: int, layer: int, block_size
                         renormalize: bool = False, routed_scaling_factor: float = 1.0,
                         bias: Optional[torch.Tensor] = None, group_scoring: Optional[str] = None,
                         expert_map: Optional[torch.Tensor] = None, n_local: int = 0,
-                        n_shared: int = 0, shared_weight: float = 1.0, model: str = "",
+                        n_shared: int = 0, shared_weight: Optional[float] = None, model: str = "",
                         shared_divisor: Optional[float] = None,
                         n_real: Optional[torch.Tensor] = None, pad_sorted_ids: bool = False):
     """route_tables and the expert-sorted layout of its choice in one call
