@@ -26,8 +26,8 @@ where SGLang's own paths disagree (memra follows its CUDA kernel):
 
 And one rule of memra's: a token with a NaN or infinite logit (or bias) is
 not routed; it gets experts 0 ... topk-1 with weight +0, counted in
-memra.torch.faults().nonfinite, where SGLang's kernels score a -inf logit
-as 0 and route the token. A float16 bias (moe_fused_gate's, beside float16
+memra.torch.faults().nonfinite, where SGLang's PyTorch path scores a -inf
+logit as 0 and routes the token. A float16 bias (moe_fused_gate's, beside float16
 logits) is read as a float32 copy of the same values.
 
 expert_location_dispatch_info (EPLB's logical-to-physical remapping) must
