@@ -130,7 +130,8 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
             memra_route_emit_pad(&o, t, tid);
         return 0;
     }
-    const int bad = valid && (MEMRA_VROWS_NONFINITE(x) || MEMRA_VROWS_NONFINITE(b));
+    const int bad = valid && (memra_route_logit_bad(x, (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0) ||
+                              MEMRA_VROWS_NONFINITE(b));
     int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD;
     if (o.tables && valid)
         my_slot = memra_vrows_slot((int)tid, &o.c);
@@ -144,6 +145,7 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     /* 2. Scores. A non-finite token runs on with garbage (every thread must
      *    reach every barrier) and is written out as such after step 3's. */
     float s = 0.0f;
+    int no_softmax = 0; /* every logit -inf (the block's max): unrouted, as a NaN one */
     if (flags & MEMRA_ROUTE_FLAG_SIGMOID) {
         if (valid)
             s = memra_route_sigmoid(x);
@@ -157,6 +159,7 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
             for (memra_u32 i = 0; i < nw; i++)
                 mk = sh_red[i] > mk ? sh_red[i] : mk;
         }
+        no_softmax = memra_as_bits(memra_route_max_unkey(mk)) == MEMRA_NEG_INF_BITS;
         const float ex = valid ? memra_expf(memra_sub_rn(x, memra_route_max_unkey(mk))) : 0.0f;
         /* The sum in the fixed order: lane l adds experts l, l+32, ... in
          * order, then the butterfly; every warp takes it alike. */
@@ -260,7 +263,7 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
         sh_bad[wid] = wbad;
     MEMRA_PROBE(3, "ranked in segments");
     memra_block_sync();
-    int any_bad = 0;
+    int any_bad = no_softmax;
     for (memra_u32 i = 0; i < nw; i++)
         any_bad |= sh_bad[i];
     MEMRA_PROBE(4, "barrier passed");

@@ -204,6 +204,17 @@ MEMRA_DEVICE int memra_route_better(float a, int ia, float b, int ib)
     return a > b || (a == b && ia < ib);
 }
 
+/* A logit no score can be made of, which leaves its token unrouted: NaN,
+ * and for softmax +inf (exp(inf - inf)). -inf is a logit like any other,
+ * its score +0, as PyTorch's sigmoid and softmax give it (engines mask
+ * experts so); a token whose logits are all -inf has no softmax (its max
+ * is -inf: the kernels and the host arm test that apart). */
+MEMRA_DEVICE int memra_route_logit_bad(float x, int sigmoid)
+{
+    const memra_u32 b = memra_as_bits(x);
+    return (b & 0x7fffffffu) > 0x7f800000u || (!sigmoid && b == 0x7f800000u);
+}
+
 /* One expert's score from its logit: softmax's numerator exp(x - max), or
  * sigmoid 1 / (1 + exp(-x)). */
 MEMRA_DEVICE float memra_route_sigmoid(float x)

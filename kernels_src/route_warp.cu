@@ -145,7 +145,8 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_groups)(memra_u32 gk, memra_u32 tl, 
  * returned bits), loaded before the real-token count is known (a load of
  * its own: waiting for it first would put a memory round trip ahead of the
  * logits); a padding row's are then set to zero. `*real`: token t is a real
- * one; `*bad`: a non-finite input in any lane of the team (`tmask`). */
+ * one; `*bad`: an input no score is made of in any lane of the team
+ * (`tmask`): a NaN logit (softmax: or +inf), a non-finite bias. */
 MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, const void *bias,
                                                   int bias_dt, const void *n_real, memra_u32 flags,
                                                   memra_u32 n_tokens, memra_u32 t, memra_u32 E,
@@ -169,10 +170,11 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, co
     *real =
         live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
     int any = 0;
+    const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0;
     MEMRA_UNROLL
     for (int i = 0; i < cap; i++) {
         x[i] = *real ? x[i] : 0.0f, b[i] = *real ? b[i] : 0.0f;
-        any |= MEMRA_VROWS_NONFINITE(x[i]) || MEMRA_VROWS_NONFINITE(b[i]);
+        any |= memra_route_logit_bad(x[i], sigmoid) || MEMRA_VROWS_NONFINITE(b[i]);
     }
     *bad = (memra_warp_ballot(any) & tmask) != 0;
     return valid;
@@ -277,6 +279,7 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
         MEMRA_RW_FN(memra_rw_sigmoids)(x, s, valid, V);
     } else {
         const float mx = MEMRA_RW_FN(memra_rw_max)(x, valid, V, Q);
+        bad |= memra_as_bits(mx) == MEMRA_NEG_INF_BITS; /* every logit -inf: no softmax */
         MEMRA_UNROLL
         for (int v = 0; v < V; v++) {
             acc[v] = 0.0f;
@@ -435,6 +438,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         MEMRA_RW_FN(memra_rw_sigmoids)(x, s, valid, M);
     } else {
         const float mx = MEMRA_RW_FN(memra_rw_max)(x, valid, M, P);
+        bad |= memra_as_bits(mx) == MEMRA_NEG_INF_BITS; /* every logit -inf: no softmax */
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
             if ((valid >> i) & 1u) {

@@ -268,11 +268,17 @@ static void reference_token(const memra_route_spec *sp, const void *logits, uint
     float b[MEMRA_ROUTE_MAX_EXPERT];
     int has_bias = 0;
     *bad = 0;
+    /* No score is made of a NaN logit, nor for softmax of +inf or of a
+     * token whose logits are all -inf; -inf alone scores +0. */
+    const int sigmoid = sp->scoring == MEMRA_ROUTE_SIGMOID;
+    float top = -INFINITY;
     for (uint32_t e = 0; e < E; e++) {
         x[e] = logit_of(logits, sp->logits_dtype, (size_t)t * E + e);
         b[e] = bias_at(sp, e, &has_bias);
-        *bad |= !isfinite(x[e]) || !isfinite(b[e]);
+        *bad |= isnan(x[e]) || (!sigmoid && x[e] == INFINITY) || !isfinite(b[e]);
+        top = x[e] > top ? x[e] : top;
     }
+    *bad |= !sigmoid && top == -INFINITY;
     for (uint32_t j = 0; j < sp->n_shared; j++) {
         sel[K + j] = (int32_t)(E + j);
         w[K + j] = *bad ? 0.0f : sp->shared_weight;
@@ -540,7 +546,7 @@ static void test_nonfinite_logits_route_to_zero_weights(void **state)
     float logits[16];
     for (int e = 0; e < 16; e++)
         logits[e] = (float)e;
-    logits[8 + 6] = u2f(0x7f800000u); /* token 1: +inf */
+    logits[8 + 6] = u2f(0x7fc00000u); /* token 1: NaN */
     int32_t sel[6];
     float selw[6], scl[18];
     uint64_t ptrs[18];
@@ -554,6 +560,65 @@ static void test_nonfinite_logits_route_to_zero_weights(void **state)
     assert_int_equal(f.nonfinite, 3);
     assert_int_equal(f.first_pair, 3);
     assert_int_equal(sel[0], 7); /* token 0 is routed normally */
+}
+
+/* Which infinite logits leave a token unrouted: those no score is made of,
+ * as PyTorch's sigmoid and softmax compute them (engines mask an expert
+ * with -inf). Sigmoid: -inf scores +0 and +inf 1, both routed; softmax:
+ * -inf beside a finite logit scores +0, but +inf (exp(inf - inf)) and a
+ * token of -inf only are not routed. One case a token, host arm. */
+static void route_one(memra_route_spec *s, const float *x, int32_t *sel, float *selw,
+                      memra_status want_st, uint32_t want_nonfinite)
+{
+    float scl[3 * 8];
+    uint64_t ptrs[3 * 8];
+    memra_faults f;
+    assert_int_equal(memra_route_tables_host(x, 1, s, NULL, &slabs, sel, selw, ptrs, scl, &f),
+                     want_st);
+    assert_int_equal(f.nonfinite, want_nonfinite);
+}
+
+static void test_infinite_logits_as_pytorch_scores_them(void **state)
+{
+    (void)state;
+    const float inf = u2f(0x7f800000u), ninf = u2f(MEMRA_NEG_INF_BITS);
+    int32_t sel[8];
+    float selw[8];
+    /* sigmoid, renormalized: +inf scores 1, first; -inf scores +0, last */
+    memra_route_spec s = plain_spec(8, 3, 1, 1, MEMRA_ROUTE_SIGMOID, 1, 1.0f);
+    const float a[8] = {0.5f, ninf, 2.0f, inf, -1.0f, ninf, ninf, ninf};
+    route_one(&s, a, sel, selw, MEMRA_OK, 0);
+    assert_int_equal(sel[0], 3), assert_int_equal(sel[1], 2), assert_int_equal(sel[2], 0);
+    /* every logit -inf under sigmoid: every score +0, the lowest ids, W = 0 */
+    const float b[8] = {ninf, ninf, ninf, ninf, ninf, ninf, ninf, ninf};
+    route_one(&s, b, sel, selw, MEMRA_OK, 0);
+    assert_int_equal(sel[0], 0), assert_int_equal(sel[1], 1), assert_int_equal(sel[2], 2);
+    for (int j = 0; j < 3; j++)
+        assert_int_equal(f2u(selw[j]), 0u);
+    /* a bias chooses a masked expert as it would any other of score 0 */
+    float bias[8] = {0};
+    bias[5] = 0.75f;
+    s.bias = bias;
+    route_one(&s, a, sel, selw, MEMRA_OK, 0);
+    assert_int_equal(sel[0], 3), assert_int_equal(sel[1], 2), assert_int_equal(sel[2], 5);
+    assert_int_equal(f2u(selw[2]), 0u); /* its weight is its score, +0 */
+    s.bias = NULL;
+    /* softmax: -inf beside finite logits scores +0 */
+    memra_route_spec m = plain_spec(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, 0, 1.0f);
+    const float c[8] = {ninf, 1.0f, ninf, 3.0f, ninf, ninf, ninf, ninf};
+    route_one(&m, c, sel, selw, MEMRA_OK, 0);
+    assert_int_equal(sel[0], 3), assert_int_equal(sel[1], 1);
+    assert_true(selw[0] > 0.8f && selw[1] > 0.1f);
+    /* softmax of +inf, or of -inf only: not routed */
+    const float d[8] = {0.0f, 1.0f, inf, 3.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    route_one(&m, d, sel, selw, MEMRA_ERR_NONFINITE_SCALE, 2);
+    assert_int_equal(sel[0], 0), assert_int_equal(sel[1], 1);
+    route_one(&m, b, sel, selw, MEMRA_ERR_NONFINITE_SCALE, 2);
+    /* a NaN logit under either: not routed */
+    float e[8] = {0.0f, 1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    e[6] = u2f(0x7fc00000u);
+    route_one(&m, e, sel, selw, MEMRA_ERR_NONFINITE_SCALE, 2);
+    route_one(&s, e, sel, selw, MEMRA_ERR_NONFINITE_SCALE, 3);
 }
 
 /* A bias read in place is not checked (the device cannot check it before
@@ -2171,6 +2236,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ties_go_to_the_lower_index),
         cmocka_unit_test(test_group_scoring_max_and_top2_sum),
         cmocka_unit_test(test_nonfinite_logits_route_to_zero_weights),
+        cmocka_unit_test(test_infinite_logits_as_pytorch_scores_them),
         cmocka_unit_test(test_bias_in_place),
         cmocka_unit_test(test_bf16_and_f16_are_their_float_values),
         cmocka_unit_test(test_every_half_converts_exactly),

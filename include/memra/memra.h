@@ -474,9 +474,11 @@ MEMRA_API memra_status memra_engine_set_pdl(memra_engine *eng, int enable, int *
  *  7. the tables are exactly memra_vrows_tables_host_ex's from that
  *     sel/selw (n_pairs = n_tokens * K, pair t*K + j) with the spec's
  *     expert_map, n_local and n_shared (sel keeps the GLOBAL ids).
- * A token with any NaN or infinite logit, or meeting a non-finite value of
- * a bias read in place (bias_ptr), gets experts 0..top_k-1 (then its
- * shared experts) with weight +0; all its K pairs are counted as
+ * An infinite logit scores as in PyTorch (-inf +0, a masked expert; under
+ * sigmoid +inf 1). A token no score can be made of (a NaN logit; under
+ * softmax a +inf logit, or every logit -inf), or meeting a non-finite
+ * value of a bias read in place (bias_ptr), gets experts 0..top_k-1 (then
+ * its shared experts) with weight +0; all its K pairs are counted as
  * non-finite in the fault word. With n_real, the rows at or past the count
  * it holds are padding: no value of them is used (the device may load
  * their logits while the count is on its way; the buffer holds n_tokens

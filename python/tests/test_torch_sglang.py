@@ -400,3 +400,28 @@ def test_route_tables_takes_shared_divisor_alone():
         mt.route_tables(x, K, 9, scoring="sigmoid", n_group=n_group, topk_group=topk_group,
                         bias=bias, n_shared=1, shared_weight=1.0, shared_divisor=rsf,
                         model="sgl-div")
+
+
+def test_minus_inf_masks_an_expert_as_in_sglang():
+    """An engine masks experts with -inf logits: scored 0 and routed as
+    SGLang's own code routes them (a new user's report: memra once left
+    such a token unrouted, experts 0..k-1 with weight 0)."""
+    E, K, n_group, topk_group, rsf = SGLANG_MODELS["deepseek-v3"]
+    T = 16
+    x, bias = logits_for(T, E, 12), bias_for(E, 12)
+    x[:, 200:] = float("-inf")
+    x[3, :100] = float("-inf")
+    mt.faults("cpu", reset=True)
+    for S in (0, 1):
+        got = sglang.biased_grouped_topk(x, x, bias, K + S, True, n_group, topk_group, S, rsf)
+        want = biased_grouped_topk_impl(x, x, bias, K + S, True, n_group, topk_group, S, rsf,
+                                        None, None, False)
+        assert_matches_sglang(got, want, x, bias, K, S, n_group, topk_group, "sigmoid",
+                              "top2_sum", None, "biased_grouped_topk")
+    assert mt.faults("cpu", reset=True).nonfinite == 0
+    # softmax (fused_topk): a masked expert is never chosen over a live one
+    y = logits_for(T, 64, 13)
+    y[:, ::2] = float("-inf")
+    w, ids = sglang.fused_topk(y, y, 4, True)
+    assert bool((ids % 2 == 1).all()) and bool((w > 0).all())
+

@@ -282,9 +282,8 @@ static inline size_t route_logit_bytes(const memra_route_spec *s)
 }
 
 /* Logits in [-5, 5]; with edges, also ±0, subnormals, ties at 1.0, ±80,
- * and now and then a NaN or -inf. bfloat16 keeps the top half; float16 is
- * the float rounded to the nearest half (the edges: ±0, subnormal halves,
- * ±inf, NaN). */
+ * now and then a NaN, -inf or +inf, and every 53rd token -inf only. bfloat16 keeps the top half;
+ * float16 is the float rounded to the nearest half (the edges: ±0, subnormal halves, ±inf, NaN). */
 static inline uint16_t route_float_to_half(float x)
 {
     uint32_t b;
@@ -337,9 +336,11 @@ static inline void *route_case_logits(const memra_route_spec *s, uint32_t n_toke
             case 4:
                 x = (r >> 8) & 1 ? 80.0f : -80.0f;
                 break;
-            case 5:
+            case 5: /* NaN, -inf, +inf */
                 if ((r >> 20) % 7 == 0)
-                    x = rng_bits_float((r >> 9) & 1 ? 0x7fc00001u : 0xff800000u);
+                    x = rng_bits_float((r >> 9) % 3 == 0   ? 0x7fc00001u
+                                       : (r >> 9) % 3 == 1 ? 0xff800000u
+                                                           : 0x7f800000u);
                 break;
             case 6: /* a subnormal half */
                 x = (float)((r >> 30) % 1023 + 1) * 5.9604644775390625e-8f;
@@ -347,6 +348,8 @@ static inline void *route_case_logits(const memra_route_spec *s, uint32_t n_toke
             default:
                 break;
             }
+            if ((i / s->n_expert) % 53 == 17) /* a token of -inf only: a masked row */
+                x = rng_bits_float(0xff800000u);
         }
         uint32_t b;
         memcpy(&b, &x, 4);

@@ -79,8 +79,9 @@ static const void *bias_of(const memra_route_spec *sp, int *dtype)
 }
 
 /* One token: its K = top_k + n_shared experts and weights. Returns 1 when
- * its logits, or the bias, are not all finite (then experts 0..top_k-1 and
- * the shared ones, weights +0). s and c are scratch of n_expert floats. */
+ * no score can be made of its logits (a NaN; for softmax +inf, or every
+ * one -inf) or the bias is not all finite (then experts 0..top_k-1 and the
+ * shared ones, weights +0). s and c are scratch of n_expert floats. */
 static int route_token(const memra_route_spec *sp, const void *logits, uint32_t t, float *s,
                        float *c, int32_t *sel, float *w)
 {
@@ -90,13 +91,17 @@ static int route_token(const memra_route_spec *sp, const void *logits, uint32_t 
                                                           : MEMRA_DT_F32;
     int bias_dt;
     const void *bias = bias_of(sp, &bias_dt);
+    const int sigmoid = sp->scoring == MEMRA_ROUTE_SIGMOID;
     int bad = 0;
     for (uint32_t e = 0; e < E; e++) {
         s[e] = memra_route_load(logits, dt, (uint64_t)t * E + e);
         c[e] = bias ? memra_route_load(bias, bias_dt, e) : 0.0f;
-        bad |= (memra_as_bits(s[e]) & 0x7f800000u) == 0x7f800000u;
+        bad |= memra_route_logit_bad(s[e], sigmoid);
         bad |= (memra_as_bits(c[e]) & 0x7f800000u) == 0x7f800000u;
     }
+    /* every logit -inf: no softmax (its max is -inf) */
+    if (!sigmoid && E && memra_as_bits(max_of(s, E)) == MEMRA_NEG_INF_BITS)
+        bad = 1;
     for (uint32_t j = 0; j < sp->n_shared; j++)
         sel[K + j] = (int32_t)(E + j);
     if (bad) {

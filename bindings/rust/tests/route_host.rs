@@ -320,14 +320,18 @@ fn shared_experts_follow_every_token() {
 #[test]
 fn a_nonfinite_token_is_counted_not_an_error() {
     common::need_library();
-    let mut logits = vec![0.5f32; 8 * 3];
+    let mut logits = vec![0.5f32; 8 * 4];
     logits[8 + 5] = f32::NAN;
-    logits[16 + 2] = f32::NEG_INFINITY;
+    logits[16 + 2] = f32::NEG_INFINITY; // a masked expert: scores +0, the token is routed
+    logits[24..32].fill(f32::NEG_INFINITY); // every expert masked: no softmax
     let spec = RouteSpec::new(8, 2).shared_experts(1, 0.5);
     let r = route_tables_host(&logits, &spec, None, slabs()).unwrap();
-    assert_eq!(r.sel, [0, 1, 8, 0, 1, 8, 0, 1, 8]);
+    assert_eq!(r.sel, [0, 1, 8, 0, 1, 8, 0, 1, 8, 0, 1, 8]);
     assert_eq!(bits(&r.selw[3..6]), [0, 0, 0]);
-    assert_eq!(r.faults.nonfinite, 6, "all K pairs of both tokens");
+    assert_eq!(bits(&r.selw[9..12]), [0, 0, 0]);
+    let seventh = 1.0f32 / 7.0; // the other seven experts share the softmax
+    assert!((r.selw[6] - seventh).abs() < 1e-6 && r.selw[7] == r.selw[6]);
+    assert_eq!(r.faults.nonfinite, 6, "all K pairs of tokens 1 and 3");
     assert_eq!(r.faults.first_pair, 3);
 }
 

@@ -24,10 +24,10 @@ where SGLang's own paths disagree (memra follows its CUDA kernel):
   n_expert + 1, ... (the kernel's), not one random id (the PyTorch path's);
 - rows past num_token_non_padded get id -1 as in SGLang, and weight +0.
 
-And one rule of memra's: a token with a NaN or infinite logit (or bias) is
-not routed; it gets experts 0 ... topk-1 with weight +0, counted in
-memra.torch.faults().nonfinite, where SGLang's PyTorch path scores a -inf
-logit as 0 and routes the token. A float16 bias (moe_fused_gate's, beside float16
+A -inf logit masks its expert (score 0), as in SGLang; a token no score
+can be made of (a NaN logit, a non-finite bias) is not routed: it gets
+experts 0 ... topk-1 with weight +0, counted in
+memra.torch.faults().nonfinite. A float16 bias (moe_fused_gate's, beside float16
 logits) is read as a float32 copy of the same values.
 
 expert_location_dispatch_info (EPLB's logical-to-physical remapping) must
