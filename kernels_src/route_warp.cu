@@ -169,14 +169,22 @@ MEMRA_DEVICE memra_u32 MEMRA_RW_FN(memra_rw_load)(const void *logits, int dt, co
     }
     *real =
         live && t < memra_route_n_real(n_real, (flags & MEMRA_ROUTE_FLAG_NREAL_I64) != 0, n_tokens);
-    int any = 0;
+    /* `some`: a logit above -inf; softmax has none without one. With
+     * several experts a lane (M > 1) asked here, by a ballot; a team of
+     * lanes of one expert each asks its max (memra_rw_max), fewer
+     * instructions there, where this costs the M > 1 builds registers
+     * (Qwen3-MoE's 32 -> 40, sm_90). */
+    int any = 0, some = 0;
     const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0;
     MEMRA_UNROLL
     for (int i = 0; i < cap; i++) {
         x[i] = *real ? x[i] : 0.0f, b[i] = *real ? b[i] : 0.0f;
         any |= memra_route_logit_bad(x[i], sigmoid) || MEMRA_VROWS_NONFINITE(b[i]);
+        if (MEMRA_ROUTE_M > 1)
+            some |= ((valid >> i) & 1u) && memra_as_bits(x[i]) != MEMRA_NEG_INF_BITS;
     }
-    *bad = (memra_warp_ballot(any) & tmask) != 0;
+    *bad = (memra_warp_ballot(any) & tmask) != 0 ||
+           (MEMRA_ROUTE_M > 1 && !sigmoid && (memra_warp_ballot(some) & tmask) == 0);
     return valid;
 }
 
@@ -438,7 +446,8 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         MEMRA_RW_FN(memra_rw_sigmoids)(x, s, valid, M);
     } else {
         const float mx = MEMRA_RW_FN(memra_rw_max)(x, valid, M, P);
-        bad |= memra_as_bits(mx) == MEMRA_NEG_INF_BITS; /* every logit -inf: no softmax */
+        if (M == 1) /* every logit -inf: no softmax (M > 1: memra_rw_load) */
+            bad |= memra_as_bits(mx) == MEMRA_NEG_INF_BITS;
         MEMRA_UNROLL
         for (int i = 0; i < M; i++)
             if ((valid >> i) & 1u) {
