@@ -589,6 +589,24 @@ static void test_info_says_off_for_a_folder_the_cache_refuses(void **state)
     unlink(p);
 }
 
+/* A setting the cache refuses before any folder is opened (a . or ..
+ * component, a path too long to keep): off, and no dir (it once held the
+ * refused path, or a 1,023-byte cut of a long one). */
+static void test_info_gives_no_dir_for_a_refused_setting(void **state)
+{
+    (void)state;
+    char p[1400], shown[1024];
+    snprintf(p, sizeof p, "%s/./c", root);
+    assert_false(info_enabled(p, shown, sizeof shown));
+    assert_string_equal(shown, "");
+    memset(p, 'a', sizeof p - 1);
+    p[0] = '/';
+    p[sizeof p - 1] = 0;
+    assert_false(info_enabled(p, shown, sizeof shown));
+    assert_string_equal(shown, "");
+    setenv("MEMRA_CACHE_DIR", root, 1);
+}
+
 static void test_info_says_on_for_a_good_or_absent_folder(void **state)
 {
     (void)state;
@@ -1239,6 +1257,7 @@ int main(void)
         T(test_find_any_skips_an_impossible_version),
         T(test_info_says_off_for_a_folder_the_cache_refuses),
         T(test_info_says_on_for_a_good_or_absent_folder),
+        T(test_info_gives_no_dir_for_a_refused_setting),
         T(test_symlinked_folder_with_a_trailing_slash_is_not_followed),
         T(test_symlinked_folder_with_a_dot_is_not_followed),
         T(test_dot_dot_in_the_folder_turns_the_cache_off),

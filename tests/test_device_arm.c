@@ -284,9 +284,11 @@ static void test_no_driver(void **state)
 static void test_no_device(void **state)
 {
     (void)state;
-    memra_engine *eng;
+    memra_engine *eng = (memra_engine *)&state; /* a stale value: set to NULL, as documented */
     assert_int_equal(memra_engine_create(1, &eng), MEMRA_ERR_NO_DEVICE);
     assert_non_null(strstr(memra_last_error(), "ordinal 1"));
+    assert_null(eng);
+    memra_engine_destroy(eng);
     assert_int_equal(memra_engine_create(-1, &eng), MEMRA_ERR_NO_DEVICE);
     mock.n_devices = 0;
     int n = 5;

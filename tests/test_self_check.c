@@ -235,6 +235,24 @@ static void test_self_check_catches_a_wrong_bit(void **state)
     memra_engine_destroy(eng);
 }
 
+/* A check that cannot run (its kernel will not load) says why and leaves
+ * the report as it was: it once zeroed it first, and a failing call writes
+ * no output. */
+static void test_check_that_cannot_run_leaves_the_report(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    mock.refuse_loads = CUDA_ERROR_INVALID_IMAGE;
+    memra_self_check_report rep;
+    memset(&rep, 0x5a, sizeof rep);
+    assert_int_equal(memra_engine_self_check(eng, &rep), MEMRA_ERR_MODULE_LOAD);
+    mock.refuse_loads = 0;
+    const unsigned char *p = (const unsigned char *)&rep;
+    for (size_t i = 0; i < sizeof rep; i++)
+        assert_int_equal(p[i], 0x5a);
+    memra_engine_destroy(eng);
+}
+
 /* A routing launch that writes nothing fails the check, even where the
  * driver hands back the previous case's buffers with its answers in them. */
 static void test_route_check_catches_unwritten_outputs(void **state)
@@ -268,6 +286,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_self_check_beside_serving_faults, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_self_check_catches_a_wrong_bit, mock_setup,
+                                        mock_teardown),
+        cmocka_unit_test_setup_teardown(test_check_that_cannot_run_leaves_the_report, mock_setup,
                                         mock_teardown),
         cmocka_unit_test_setup_teardown(test_route_check_catches_unwritten_outputs, mock_setup,
                                         mock_teardown),

@@ -265,6 +265,12 @@ static void test_bad_input(void **state)
     run_bad(&c13, sel, selw, 8, 8, &mac, &wrap, P, S);
     const bad_case c14 = {"stride*n wraps", MEMRA_ERR_SLAB_OVERFLOW, "slabs->stride[2]"};
     run_bad(&c14, sel, selw, 8, 8, &mac, &wrapmul, P, S);
+    /* a plane read as floats at an odd address: undefined behaviour the
+     * call once ran (UBSan: vrows_host.c), now refused */
+    static float room[9];
+    memra_vrows_macros mis = {{pl, (const float *)(void *)((char *)room + 2), pl}};
+    const bad_case c15 = {"plane misaligned", MEMRA_ERR_MISALIGNED, "macros->plane[1] (up) = "};
+    run_bad(&c15, sel, selw, 8, 8, &mis, &sl, P, S);
 }
 
 /* The largest slab that still fits is accepted: the check is exact. */

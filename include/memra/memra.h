@@ -275,7 +275,9 @@ MEMRA_API memra_status memra_driver_version(int *version);
 /* Number of CUDA devices (0 with MEMRA_ERR_NO_DRIVER where there is no driver). */
 MEMRA_API memra_status memra_device_count(int *count);
 /* Retains the device's primary context (shared with the serving process) and
- * creates the engine's own non-blocking stream. */
+ * creates the engine's own non-blocking stream. On failure *out is set to
+ * NULL (an exception to the rule above, so that destroying what it holds is
+ * always safe). */
 MEMRA_API memra_status memra_engine_create(int ordinal, memra_engine **out);
 /* NULL is a no-op. Synchronises the engine's stream, frees what it owns.
  * Graphs captured from the engine must be destroyed first (see above). */
@@ -299,7 +301,8 @@ MEMRA_API memra_status memra_engine_kernel_origin(memra_engine *eng, memra_kerne
  * milliseconds once the kernel is loaded (it loads it if needed). A serving
  * process can run it at boot and keep the host arm where it fails.
  * MEMRA_OK when exact; MEMRA_ERR_SELF_CHECK with the first difference in
- * the report and memra_last_error() when not. It runs on the engine's own
+ * the report and memra_last_error() when not; the report is written for
+ * those two only (a check that could not run leaves it untouched). It runs on the engine's own
  * stream only (never the legacy stream, so another thread's capture is
  * safe) and mirrors its planes in scratch slots of its own (no layer of
  * yours is touched). Its cases count faults into a fault word of their

@@ -328,9 +328,15 @@ memra_status memra_engine_self_check(memra_engine *eng, memra_self_check_report 
      * callback may run a check itself. */
     memra_warn_hold();
     pthread_mutex_lock(&eng->check_lock);
-    const memra_status st = self_check(eng, report);
+    memra_self_check_report r;
+    const memra_status st = self_check(eng, &r);
     pthread_mutex_unlock(&eng->check_lock);
     memra_warn_release();
+    /* The report says how the check went; a check that could not run (the
+     * kernel would not load, memory ran out) leaves it as it was, as every
+     * failing call leaves its outputs. */
+    if (st == MEMRA_OK || st == MEMRA_ERR_SELF_CHECK)
+        *report = r;
     return st;
 }
 

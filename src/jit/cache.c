@@ -924,8 +924,10 @@ memra_status memra_cache_get_info(memra_cache_info *out)
         return memra_fail(MEMRA_ERR_NULL_ARG, "memra_cache_get_info: out is NULL");
     memset(out, 0, sizeof *out);
     out->max_bytes = memra_cache_cap();
-    if (!memra_cache_dir(out->dir, sizeof out->dir))
+    if (!memra_cache_dir(out->dir, sizeof out->dir)) {
+        out->dir[0] = 0; /* "" when off: memra_cache_dir may have left a cut or refused path */
         return MEMRA_OK;
+    }
     /* Enabled as the cache itself would find it: a folder it refuses (not a
      * folder, a link, another user's; the warning says why) is off, one
      * not made yet is made by the first entry. */

@@ -24,6 +24,14 @@ memra_status memra_macros_check(const char *fn, const memra_vrows_macros *macros
                                   "set; pass all three planes or none",
                                   fn, k, plane_names[k]);
     }
+    /* Read as floats (the host arms, the mirror's compare): a misaligned
+     * plane is undefined behaviour there, so it is refused like every
+     * other misaligned buffer. */
+    for (int k = 0; k < 3; k++)
+        if ((uintptr_t)macros->plane[k] % sizeof(float))
+            return memra_fail(MEMRA_ERR_MISALIGNED,
+                              "%s: macros->plane[%d] (%s) = %p is not aligned to a float", fn, k,
+                              plane_names[k], (const void *)macros->plane[k]);
     *present = 1;
     return MEMRA_OK;
 }
