@@ -1146,6 +1146,74 @@ static void test_fifo_on_the_programs_runpath(void **state)
     rmdir(dir);
 }
 
+/* A FIFO named after what a candidate needs, on LD_LIBRARY_PATH: a library
+ * it needs (DT_NEEDED: the real NVRTC's librt.so.1; here the stand-in's
+ * libmemra-fake-dep.so.1), which the loader searches for as it loads the
+ * candidate, by descriptor too; or the builtins library NVRTC loads at its
+ * first compile (libnvrtc-builtins.so.13.0). Each blocked the process for
+ * ever (an outside review); now the candidate is refused, saying why, and
+ * the next serves. */
+#define NEEDS_CHILD_ARG "--discover-with-a-fifo-it-needs"
+
+static int needs_child(const char *mode)
+{
+    char msg[4096] = "", why[256] = "";
+    memra_kernel_origin o = {0};
+    bounded_child();
+    child_driver(13000, 9, 0);
+    const int dep = strcmp(mode, "dep") == 0;
+    const char *first = fake(dep ? "V13_0_NEEDS" : "V13_0");
+    setenv("MEMRA_NVRTC_PATH", first, 1);
+    CHILD_CHECK(memra_set_nvrtc_path(fake("V12_9")) == MEMRA_OK);
+    o = warm(msg, sizeof msg, NULL);
+    CHILD_CHECK(o.ready && o.nvrtc_version == 12090);
+    CHILD_CHECK(state_of(first, why, sizeof why) == MEMRA_NVRTC_REFUSED);
+    snprintf(msg, sizeof msg, "%s", why);
+    CHILD_CHECK(strstr(why, dep ? "needs libmemra-fake-dep.so.1, and "
+                                : "loads libnvrtc-builtins.so.13.0 when it compiles, and ") !=
+                NULL);
+    CHILD_CHECK(strstr(why, "in LD_LIBRARY_PATH is not a regular file (a FIFO)") != NULL);
+    return 0;
+}
+
+static void run_needs_child(const char *mode, const char *fifo_name)
+{
+    char dir[400], fifo[700];
+    snprintf(dir, sizeof dir, "%s/needs-%s-%ld", tmp, mode, (long)getpid());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(fifo, sizeof fifo, "%s/%s", dir, fifo_name);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        clean_env();
+        setenv("LD_LIBRARY_PATH", dir, 1);
+        char *const argv[] = {"test_nvrtc_discovery", NEEDS_CHILD_ARG, (char *)mode, NULL};
+        execv(self_path, argv);
+        perror("execv");
+        _exit(6);
+    }
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    unlink(fifo);
+    rmdir(dir);
+    assert_true(WIFEXITED(ws)); /* killed by SIGALRM: the load blocked */
+    assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
+static void test_fifo_named_after_a_library_nvrtc_needs(void **state)
+{
+    (void)state;
+    run_needs_child("dep", "libmemra-fake-dep.so.1");
+}
+
+static void test_fifo_named_after_nvrtcs_builtins(void **state)
+{
+    (void)state;
+    run_needs_child("builtins", "libnvrtc-builtins.so.13.0");
+}
+
 /* ---- the choice itself, with in-process candidates ----------------------- */
 
 static memra_nvrtc cands[2];
@@ -1321,6 +1389,8 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], FIFO_CHILD_ARG) == 0)
         return fifo_child(argv[2]);
+    if (argc == 3 && strcmp(argv[1], NEEDS_CHILD_ARG) == 0)
+        return needs_child(argv[2]);
     static char resolved[PATH_MAX];
     if (argc > 0 && argv[0][0] == '/')
         self_path = argv[0];
@@ -1361,6 +1431,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fifo_in_a_glibc_hwcaps_subfolder),
         cmocka_unit_test(test_fifo_in_a_legacy_tls_subfolder),
         cmocka_unit_test(test_fifo_on_the_programs_runpath),
+        cmocka_unit_test(test_fifo_named_after_a_library_nvrtc_needs),
+        cmocka_unit_test(test_fifo_named_after_nvrtcs_builtins),
         cmocka_unit_test_setup_teardown(test_newer_minor_sm_takes_compatible_cubin, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_sm_takes_older_nvrtc, setup, teardown),

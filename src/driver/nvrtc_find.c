@@ -118,6 +118,16 @@ static void describe(memra_nvrtc *c, void *h)
                  c->major, c->minor);
         return;
     }
+    /* NVRTC loads its builtins library by soname at its first compile, by
+     * the loader's search and its own folder: a FIFO of that name there
+     * would block that compile (under an engine's load lock) for ever. */
+    char builtins[48], said[200];
+    snprintf(builtins, sizeof builtins, "libnvrtc-builtins.so.%d.%d", c->major, c->minor);
+    if (memra_screen_name(builtins, c->path, said, sizeof said)) {
+        c->status = MEMRA_ERR_NVRTC;
+        snprintf(c->why, sizeof c->why, "loads %.40s when it compiles, and %.180s", builtins, said);
+        return;
+    }
     c->n_archs = n;
     /* Ascending, whatever order the library reports. */
     for (int i = 1; i < n; i++)
@@ -372,6 +382,12 @@ static void open_one_locked(const pending *p)
         if (fd >= 0 && listed_file(&id) >= 0) {
             close(fd);
             return;
+        }
+        /* what it needs is searched for as it loads: a FIFO named after
+         * one (librt.so.1 on LD_LIBRARY_PATH) blocked the load for ever */
+        if (fd >= 0 && memra_screen_needed(fd, p->path, why, sizeof why)) {
+            close(fd);
+            fd = -1;
         }
         if (fd >= 0)
             h = load_fd(&fd, p->path, why, sizeof why);

@@ -3,12 +3,17 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <unistd.h>
 
 #include "base/env.h"
 
@@ -84,6 +89,16 @@ static int find_soname(struct dl_phdr_info *info, size_t size, void *arg)
     snprintf(q->path, q->n, "%s", info->dlpi_name);
     q->found = 1;
     return 1;
+}
+
+/* Whether an object of that soname is loaded (nothing opened, no
+ * reference taken). */
+static int soname_is_loaded(const char *soname)
+{
+    char path[PATH_MAX];
+    loaded_query q = {soname, path, sizeof path, 0};
+    dl_iterate_phdr(find_soname, &q);
+    return q.found;
 }
 
 void *memra_soname_loaded(const char *soname, char *path, size_t n)
@@ -172,56 +187,188 @@ static void *self_handle(void)
 }
 #endif
 
-/* Every folder the loader would search for a soname dlopen'ed from here,
- * as it says itself (dlinfo RTLD_DI_SERINFO: the RPATHs, LD_LIBRARY_PATH as
- * it read it at the process's start, RUNPATH, the system folders; an empty
- * LD_LIBRARY_PATH element as "."), each with its CPU subfolders. */
-static int screen_search_path(const char *soname, char *why, size_t n)
+/* Calls fn(dir, dlen, where, arg) for every folder the loader would search
+ * for a soname dlopen'ed from here, until one returns non-zero (returned):
+ * LD_LIBRARY_PATH's elements as set now, the empty ones too (the loader
+ * searches an empty element, first, last or between two separators, as the
+ * working directory; it reads the variable once, at the start, so today's
+ * value is screened in case it was set for a child to inherit), then the
+ * loader's own list (dlinfo RTLD_DI_SERINFO: the RPATHs, LD_LIBRARY_PATH as
+ * it read it, RUNPATH, the system folders; an empty element as "."). */
+typedef int (*dir_fn)(const char *dir, size_t dlen, const char *where, void *arg);
+static int each_search_dir(dir_fn fn, void *arg)
 {
+    const char *llp = getenv("LD_LIBRARY_PATH");
+    for (const char *p = llp && *llp ? llp : NULL; p;) {
+        const size_t len = strcspn(p, ":;");
+        const int r = fn(len ? p : ".", len ? len : 1u, "in LD_LIBRARY_PATH", arg);
+        if (r)
+            return r;
+        p = p[len] ? p + len + 1 : NULL;
+    }
 #ifdef __GLIBC__ /* RTLD_DI_SERINFO */
     void *self = self_handle();
     if (!self)
         return 0;
     Dl_serinfo size;
     Dl_serinfo *si = NULL;
-    int bad = 0;
+    int r = 0;
     if (dlinfo(self, RTLD_DI_SERINFOSIZE, &size) == 0 && size.dls_size >= sizeof *si &&
         (si = malloc(size.dls_size))) {
         *si = size;
         if (dlinfo(self, RTLD_DI_SERINFOSIZE, si) == 0 && dlinfo(self, RTLD_DI_SERINFO, si) == 0)
-            for (unsigned i = 0; !bad && i < si->dls_cnt; i++) {
+            for (unsigned i = 0; !r && i < si->dls_cnt; i++) {
                 const char *dir = si->dls_serpath[i].dls_name;
                 if (dir && *dir)
-                    bad =
-                        screen_dir(dir, strlen(dir), soname, "on the loader's search path", why, n);
+                    r = fn(dir, strlen(dir), "on the loader's search path", arg);
             }
         free(si);
     }
     dlclose(self);
-    return bad;
+    return r;
 #else
-    (void)soname, (void)why, (void)n;
+    (void)fn, (void)arg;
     return 0;
 #endif
 }
 
+typedef struct screen_arg {
+    const char *name;
+    char *why;
+    size_t n;
+} screen_arg;
+
+static int screen_one(const char *dir, size_t dlen, const char *where, void *arg)
+{
+    const screen_arg *a = arg;
+    return screen_dir(dir, dlen, a->name, where, a->why, a->n);
+}
+
+int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
+{
+    screen_arg a = {name, why, n};
+    if (each_search_dir(screen_one, &a))
+        return 1;
+    if (!origin)
+        return 0;
+    const char *slash = strrchr(origin, '/');
+    return slash && slash > origin &&
+           screen_dir(origin, (size_t)(slash - origin), name, "beside it", why, n);
+}
+
+/* ---- what a library needs ------------------------------------------------- */
+
+/* Reads exactly n bytes at off (0), else -1. */
+static int read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+    char *p = buf;
+    while (n) {
+        const ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r, n -= (size_t)r, off += (uint64_t)r;
+    }
+    return 0;
+}
+
+int memra_screen_needed(int fd, const char *origin, char *why, size_t n)
+{
+    /* The file's DT_NEEDED names, from its program headers (a native
+     * ELFCLASS64 object; anything else is left to the loader, which
+     * refuses it). Bounded: at most 64 headers, 1,024 dynamic entries. */
+    ElfW(Ehdr) eh;
+    if (read_at(fd, &eh, sizeof eh, 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(ElfW(Phdr)) ||
+        eh.e_phnum == 0 || eh.e_phnum > 64)
+        return 0;
+    ElfW(Phdr) ph[64];
+    if (read_at(fd, ph, sizeof ph[0] * eh.e_phnum, eh.e_phoff))
+        return 0;
+    const ElfW(Phdr) *dyn = NULL;
+    for (int i = 0; i < eh.e_phnum; i++)
+        if (ph[i].p_type == PT_DYNAMIC)
+            dyn = &ph[i];
+    if (!dyn)
+        return 0;
+    size_t n_dyn = dyn->p_filesz / sizeof(ElfW(Dyn));
+    n_dyn = n_dyn > 1024 ? 1024 : n_dyn;
+    ElfW(Dyn) *d = malloc(n_dyn * sizeof *d + 1);
+    if (!d || read_at(fd, d, n_dyn * sizeof *d, dyn->p_offset)) {
+        free(d);
+        return 0;
+    }
+    uint64_t strtab = 0, strsz = 0;
+    for (size_t i = 0; i < n_dyn && d[i].d_tag != DT_NULL; i++)
+        if (d[i].d_tag == DT_STRTAB)
+            strtab = d[i].d_un.d_ptr;
+        else if (d[i].d_tag == DT_STRSZ)
+            strsz = d[i].d_un.d_val;
+    /* the string table's place in the file, through the segment holding it */
+    uint64_t stroff = UINT64_MAX;
+    for (int i = 0; i < eh.e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && strtab >= ph[i].p_vaddr &&
+            strtab - ph[i].p_vaddr < ph[i].p_filesz)
+            stroff = ph[i].p_offset + (strtab - ph[i].p_vaddr);
+    int bad = 0;
+    for (size_t i = 0; !bad && stroff != UINT64_MAX && i < n_dyn && d[i].d_tag != DT_NULL; i++) {
+        if (d[i].d_tag != DT_NEEDED || d[i].d_un.d_val >= strsz)
+            continue;
+        char name[256] = "";
+        const uint64_t left = strsz - d[i].d_un.d_val;
+        if (read_at(fd, name, left < sizeof name - 1 ? (size_t)left : sizeof name - 1,
+                    stroff + d[i].d_un.d_val))
+            continue;
+        /* a name with a slash is opened as given; one already loaded is
+         * matched by the loader without a search */
+        if (!*name || strchr(name, '/') || soname_is_loaded(name))
+            continue;
+        char said[256];
+        if ((bad = memra_screen_name(name, origin, said, sizeof said)))
+            snprintf(why, n, "needs %s, and %s", name, said);
+    }
+    free(d);
+    return bad;
+}
+
+/* The file the loader would take for `soname` from the folders it searches
+ * (their CPU subfolders aside; a soname only ld.so.cache knows is not
+ * found here), into path: 1 when there is one. */
+typedef struct find_arg {
+    const char *name;
+    char *path;
+    size_t n;
+} find_arg;
+
+static int find_one(const char *dir, size_t dlen, const char *where, void *arg)
+{
+    (void)where;
+    const find_arg *a = arg;
+    struct stat sb;
+    return snprintf(a->path, a->n, "%.*s/%s", (int)dlen, dir, a->name) < (int)a->n &&
+           stat(a->path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
 void *memra_soname_load(const char *soname, char *why, size_t n)
 {
-    const char *llp = getenv("LD_LIBRARY_PATH");
-    /* Every element, the empty ones too: the loader searches an empty
-     * element (first, last or between two separators) as the working
-     * directory, and a FIFO there would block dlopen as surely. (The
-     * loader reads the variable once, at the start; this is today's, in
-     * case it was set for a child to inherit; the loader's own list comes
-     * next.) */
-    for (const char *p = llp && *llp ? llp : NULL; p;) {
-        const size_t len = strcspn(p, ":;");
-        if (screen_dir(len ? p : ".", len ? len : 1u, soname, "in LD_LIBRARY_PATH", why, n))
-            return NULL;
-        p = p[len] ? p + len + 1 : NULL;
-    }
-    if (screen_search_path(soname, why, n))
+    if (memra_screen_name(soname, NULL, why, n))
         return NULL;
+    /* What the file the loader will take needs is searched for too: a
+     * FIFO named after NVRTC's librt.so.1 on LD_LIBRARY_PATH blocked the
+     * load as surely as one named after NVRTC. */
+    char path[PATH_MAX];
+    find_arg f = {soname, path, sizeof path};
+    if (each_search_dir(find_one, &f)) {
+        const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        struct stat sb;
+        const int bad = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                        memra_screen_needed(fd, path, why, n);
+        if (fd >= 0)
+            close(fd);
+        if (bad)
+            return NULL;
+    }
     void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         snprintf(why, n, "%s", dlerror());

@@ -30,6 +30,18 @@ void *memra_soname_loaded(const char *soname, char *path, size_t n);
  * <platform>/). dlerror()'s text in why when the loader fails. */
 void *memra_soname_load(const char *soname, char *why, size_t n);
 
+/* 1 (with why[n] naming it) when a folder the loader would search for
+ * `name` (as memra_soname_load's) or the folder of `origin` (a library's
+ * path: its $ORIGIN, or NULL) holds `name` as something other than a
+ * regular file. */
+int memra_screen_name(const char *name, const char *origin, char *why, size_t n);
+
+/* memra_screen_name for every DT_NEEDED name of the ELF file open at fd
+ * (loaded from `origin`) that the process has not loaded yet: the loader
+ * searches for those when the file is loaded, by path or by descriptor
+ * alike, and a FIFO named after one blocks the load. */
+int memra_screen_needed(int fd, const char *origin, char *why, size_t n);
+
 /* "a FIFO", "a folder", ...: what a non-regular file is, for messages. */
 const char *memra_file_type(mode_t m);
 

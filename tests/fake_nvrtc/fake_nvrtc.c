@@ -124,3 +124,13 @@ nvrtcResult nvrtcGetCUBIN(nvrtcProgram p, char *out)
 {
     return image(p, out);
 }
+
+#ifdef FAKE_NEEDS_DEP
+/* A use of the library it needs, so the link keeps its DT_NEEDED. */
+int memra_fake_dep(void);
+int fake_nvrtc_uses_its_dep(void);
+int fake_nvrtc_uses_its_dep(void)
+{
+    return memra_fake_dep();
+}
+#endif
