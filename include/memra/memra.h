@@ -85,7 +85,9 @@ typedef struct memra_engine memra_engine;
 #define MEMRA_MAX_PAIRS (1u << 28)
 /* Layers cached by the macro mirror: il in [0, MEMRA_MAX_LAYERS). Every
  * device call that takes il refuses one outside it (MEMRA_ERR_INVALID_ARG)
- * whatever the layer mirrors; the host arms take no layer. */
+ * whatever the layer mirrors, but for an empty call (n_pairs or n_tokens
+ * 0, no layout), which returns MEMRA_OK before the layer is looked at, as
+ * memra_check judges it too; the host arms take no layer. */
 #define MEMRA_MAX_LAYERS 65536
 /* memra_faults.first_pair when no fault was seen. */
 #define MEMRA_NO_FAULT UINT32_MAX
