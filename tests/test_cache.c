@@ -81,6 +81,13 @@ static void entry_path(int arch, int is_ptx, char *buf, size_t len)
     snprintf(buf, len, "%s/%s", dir, name);
 }
 
+/* The sm_`arch` CUBIN entry's path, and its lock file's. */
+static void lock_path(int arch, char *p, size_t pn, char *lock, size_t ln)
+{
+    entry_path(arch, 0, p, pn);
+    snprintf(lock, ln, "%s.lock", p);
+}
+
 /* 1 if the file at `path` is a valid entry for sm_`arch` CUBIN. */
 static int entry_valid(const char *path, int arch)
 {
@@ -623,8 +630,7 @@ static void test_lock_file_of_another_user_is_not_used(void **state)
 {
     (void)state;
     char p[1200], lock[1300];
-    entry_path(90, 0, p, sizeof p);
-    snprintf(lock, sizeof lock, "%s.lock", p);
+    lock_path(90, p, sizeof p, lock, sizeof lock);
     int fd = open(lock, O_CREAT | O_WRONLY, 0600);
     assert_true(fd >= 0);
     close(fd);
@@ -650,8 +656,7 @@ static void test_created_folders_are_private(void **state)
     assert_int_equal(stat(dir, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0700);
     char p[1200], lock[1300];
-    entry_path(90, 0, p, sizeof p);
-    snprintf(lock, sizeof lock, "%s.lock", p);
+    lock_path(90, p, sizeof p, lock, sizeof lock);
     assert_int_equal(stat(p, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0600);
     assert_false(file_exists(lock)); /* removed by its holder (release_lock) */
@@ -749,6 +754,26 @@ static void test_debris_counted_then_removed(void **state)
 
 /* ---- lock files ------------------------------------------------------------ */
 
+/* A child that takes the lock on `fd` (flock) and holds it until killed;
+ * returns once it holds it. */
+static pid_t hold_lock(int fd)
+{
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    const pid_t holder = fork();
+    assert_true(holder >= 0);
+    if (holder == 0) {
+        flock(fd, LOCK_EX);
+        (void)!write(ready[1], "x", 1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    close(ready[0]), close(ready[1]);
+    return holder;
+}
+
 static int count_locks(void)
 {
     DIR *d = opendir(root);
@@ -796,23 +821,12 @@ static void test_idle_lock_files_are_removed_held_one_kept(void **state)
     }
     int fd = open(held, O_RDWR);
     assert_true(fd >= 0);
-    int ready[2];
-    assert_int_equal(pipe(ready), 0);
-    pid_t holder = fork(); /* a peer compiling sm_70 right now */
-    if (holder == 0) {
-        flock(fd, LOCK_EX);
-        (void)!write(ready[1], "x", 1);
-        pause();
-        _exit(0);
-    }
-    char c;
-    assert_int_equal(read(ready[0], &c, 1), 1);
+    const pid_t holder = hold_lock(fd); /* a peer compiling sm_70 right now */
     assert_int_equal(count_locks(), 3);
     get(90, 0); /* publishing runs the eviction pass */
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
     close(fd);
-    close(ready[0]), close(ready[1]);
     assert_false(file_exists(stale_a));
     assert_false(file_exists(stale_b));
     assert_true(file_exists(held));
@@ -835,8 +849,7 @@ static void test_waiter_on_a_removed_lock_file_locks_the_new_one(void **state)
 {
     (void)state;
     char p[1200], lock[1300];
-    entry_path(90, 0, p, sizeof p);
-    snprintf(lock, sizeof lock, "%s.lock", p);
+    lock_path(90, p, sizeof p, lock, sizeof lock);
     int old = open(lock, O_CREAT | O_RDWR, 0600);
     assert_true(old >= 0);
     assert_int_equal(flock(old, LOCK_EX), 0);
@@ -898,21 +911,10 @@ static void test_held_lock_costs_a_compile_not_a_hang(void **state)
 {
     (void)state;
     char p[1200], lock[1300];
-    entry_path(90, 0, p, sizeof p);
-    snprintf(lock, sizeof lock, "%s.lock", p);
+    lock_path(90, p, sizeof p, lock, sizeof lock);
     int fd = open(lock, O_CREAT | O_RDWR, 0600);
     assert_true(fd >= 0);
-    int ready[2];
-    assert_int_equal(pipe(ready), 0);
-    pid_t holder = fork(); /* a hung peer: takes the lock and never lets go */
-    if (holder == 0) {
-        flock(fd, LOCK_EX);
-        (void)!write(ready[1], "x", 1);
-        pause();
-        _exit(0);
-    }
-    char c;
-    assert_int_equal(read(ready[0], &c, 1), 1);
+    const pid_t holder = hold_lock(fd); /* a hung peer: takes the lock and never lets go */
     memra_cache_lock_timeout_ms = 300;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -923,7 +925,6 @@ static void test_held_lock_costs_a_compile_not_a_hang(void **state)
     kill(holder, SIGKILL);
     waitpid(holder, NULL, 0);
     close(fd);
-    close(ready[0]), close(ready[1]);
 }
 
 static int child_has_entry(void)

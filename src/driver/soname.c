@@ -232,21 +232,23 @@ static int each_search_dir(dir_fn fn, void *arg)
 #endif
 }
 
-typedef struct screen_arg {
+/* A name looked for in each folder, and a buffer for what is found (why
+ * it is refused; the file's path). */
+typedef struct name_arg {
     const char *name;
-    char *why;
+    char *buf;
     size_t n;
-} screen_arg;
+} name_arg;
 
 static int screen_one(const char *dir, size_t dlen, const char *where, void *arg)
 {
-    const screen_arg *a = arg;
-    return screen_dir(dir, dlen, a->name, where, a->why, a->n);
+    const name_arg *a = arg;
+    return screen_dir(dir, dlen, a->name, where, a->buf, a->n);
 }
 
 int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
 {
-    screen_arg a = {name, why, n};
+    name_arg a = {name, why, n};
     if (each_search_dir(screen_one, &a))
         return 1;
     if (!origin)
@@ -334,20 +336,14 @@ int memra_screen_needed(int fd, const char *origin, char *why, size_t n)
 
 /* The file the loader would take for `soname` from the folders it searches
  * (their CPU subfolders aside; a soname only ld.so.cache knows is not
- * found here), into path: 1 when there is one. */
-typedef struct find_arg {
-    const char *name;
-    char *path;
-    size_t n;
-} find_arg;
-
+ * found here), into a->buf: 1 when there is one. */
 static int find_one(const char *dir, size_t dlen, const char *where, void *arg)
 {
     (void)where;
-    const find_arg *a = arg;
+    const name_arg *a = arg;
     struct stat sb;
-    return snprintf(a->path, a->n, "%.*s/%s", (int)dlen, dir, a->name) < (int)a->n &&
-           stat(a->path, &sb) == 0 && S_ISREG(sb.st_mode);
+    return snprintf(a->buf, a->n, "%.*s/%s", (int)dlen, dir, a->name) < (int)a->n &&
+           stat(a->buf, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
 void *memra_soname_load(const char *soname, char *why, size_t n)
@@ -358,7 +354,7 @@ void *memra_soname_load(const char *soname, char *why, size_t n)
      * FIFO named after NVRTC's librt.so.1 on LD_LIBRARY_PATH blocked the
      * load as surely as one named after NVRTC. */
     char path[PATH_MAX];
-    find_arg f = {soname, path, sizeof path};
+    name_arg f = {soname, path, sizeof path};
     if (each_search_dir(find_one, &f)) {
         const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         struct stat sb;
