@@ -168,8 +168,12 @@ class RouteConfig:
 
 # ---- the NumPy API --------------------------------------------------------------
 
+# The library names a shared rule by its enum; the Python calls choose it
+# by shared_divisor (shared_fields).
+SHARED_RULE_WORDS = {"MEMRA_SHARED_ROUTED_SUM": "shared_divisor given",
+                     "MEMRA_SHARED_CONSTANT": "shared_divisor None"}
 # route_spec's keywords are the library's field names.
-_SPEC_NAMES = {f: f for f in SPEC_FIELDS}
+_SPEC_NAMES = dict({f: f for f in SPEC_FIELDS}, **SHARED_RULE_WORDS)
 
 
 def _array(name, value, n, dtypes):

@@ -35,7 +35,8 @@ import torch
 import memra
 from memra import _lib
 from memra._lib import CALLS, MAX_PAIRS
-from memra._route import SPEC_FIELDS, RouteConfig, _int, float_key, shared_fields
+from memra._route import (SHARED_RULE_WORDS, SPEC_FIELDS, RouteConfig, _int, float_key,
+                          shared_fields)
 
 from . import _torch_planes as planes
 from ._torch_engines import current_stream, engine_at, host_faults
@@ -66,6 +67,7 @@ def words(**caller):
     names = {f: f for f in SPEC_FIELDS}
     names.update({"logits": "logits", "n_tokens": "n_tokens", "slabs->base": "bases",
                   "slabs->stride": "strides", "il": "layer", "macros->plane": "the layer's planes"})
+    names.update(SHARED_RULE_WORDS)
     names.update(caller)
     return names
 

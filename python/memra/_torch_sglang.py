@@ -52,7 +52,8 @@ def _words(logits, bias, S):
                       n_group="num_expert_group", n_shared="num_fused_shared_experts",
                       shared_divisor="routed_scaling_factor", bias_ptr=bias,
                       bias_dtype=f"{bias}.dtype", n_real="num_token_non_padded",
-                      n_real_dtype="num_token_non_padded.dtype")
+                      n_real_dtype="num_token_non_padded.dtype",
+                      MEMRA_SHARED_ROUTED_SUM="num_fused_shared_experts > 0")
 
 
 def _shared(caller, topk, S):

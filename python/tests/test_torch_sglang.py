@@ -206,7 +206,7 @@ SGL_BAD = [
     ("sglang_biased_grouped_topk", "biased_grouped_topk",
      lambda: (torch.zeros(4, 2), torch.zeros(4, E3), bias_for(E3, 0), 9, True, 8, 4, 1, 0.0),
      "biased_grouped_topk: routed_scaling_factor (bits 0x00000000) must be finite and > 0 "
-     "with MEMRA_SHARED_ROUTED_SUM"),
+     "with num_fused_shared_experts > 0"),
     ("sglang_biased_grouped_topk", "biased_grouped_topk",
      lambda: (torch.zeros(4, 2), torch.zeros(4, E3), bias_for(E3, 0), 9, True, 8, 9, 1, 2.5),
      "biased_grouped_topk: topk_group = 9 is outside [1, 8]"),
@@ -235,7 +235,7 @@ SGL_BAD = [
     ("moe_fused_gate", "moe_fused_gate",
      lambda: (torch.zeros(4, E3), bias_for(E3, 0), 8, 4, 9, 1),
      "moe_fused_gate: routed_scaling_factor (bits 0x00000000) must be finite and > 0 with "
-     "MEMRA_SHARED_ROUTED_SUM"),
+     "num_fused_shared_experts > 0"),
     ("moe_fused_gate", "moe_fused_gate",
      lambda: (torch.zeros(4, E3), bias_for(E3, 0), 8, 4, 8, 0, 0.0, True),
      "moe_fused_gate: routed_scaling_factor (bits 0x00000000) must be finite and > 0"),
@@ -425,3 +425,16 @@ def test_minus_inf_masks_an_expert_as_in_sglang():
     w, ids = sglang.fused_topk(y, y, 4, True)
     assert bool((ids % 2 == 1).all()) and bool((w > 0).all())
 
+
+
+def test_refusals_name_no_library_enum():
+    """A refusal of SGLang's shared rule is said in SGLang's words, not the
+    library's enum (it said "with MEMRA_SHARED_ROUTED_SUM")."""
+    E, K, n_group, topk_group, rsf = SGLANG_MODELS["deepseek-v3"]
+    x, bias = logits_for(4, E, 14), bias_for(E, 14)
+    with pytest.raises(memra.InvalidArgError) as e:
+        sglang.moe_fused_gate(x, bias, n_group, topk_group, K + 1, 1)  # sgl-kernel's rsf 0
+    assert "num_fused_shared_experts > 0" in str(e.value) and "MEMRA_" not in str(e.value)
+    with pytest.raises(memra.InvalidArgError) as e:
+        mt.route_tables(x, K, 0, n_shared=1, shared_weight=1.0, shared_divisor=rsf)
+    assert "shared_divisor given" in str(e.value) and "MEMRA_" not in str(e.value)
