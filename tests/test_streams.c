@@ -397,6 +397,14 @@ static void test_context_reset_is_noticed(void **state)
     assert_int_equal(memra_alloc(eng, 64, &p), MEMRA_ERR_CONTEXT_RESET);
     assert_int_equal(memra_vrows_prepare_layer(eng, 0, E, &w.mac, NULL), MEMRA_ERR_CONTEXT_RESET);
     assert_int_equal(memra_engine_warmup(eng), MEMRA_ERR_CONTEXT_RESET);
+    /* the accessors too: the stream is a stale handle now (they once
+     * answered as if nothing had happened) */
+    memra_stream st = (memra_stream)&w;
+    assert_int_equal(memra_engine_stream(eng, &st), MEMRA_ERR_CONTEXT_RESET);
+    assert_true(st == (memra_stream)&w);
+    memra_engine_info info;
+    assert_int_equal(memra_engine_get_info(eng, &info), MEMRA_ERR_CONTEXT_RESET);
+    assert_int_equal(memra_engine_set_pdl(eng, 0, NULL), MEMRA_ERR_CONTEXT_RESET);
     memra_engine_destroy(eng); /* frees nothing of the old context */
     assert_int_equal(mock.stale_uses, 0);
     assert_int_equal(mock.ctx_refs, 0);

@@ -192,11 +192,23 @@ void memra_engine_destroy(memra_engine *eng)
         engine_release(eng);
 }
 
+memra_status memra_engine_live(memra_engine *eng, const char *fn)
+{
+    memra_call c;
+    const memra_status st = memra_call_enter(eng, fn, &c);
+    memra_call_leave(&c);
+    return st;
+}
+
 memra_status memra_engine_stream(memra_engine *eng, memra_stream *out)
 {
+    static const char fn[] = "memra_engine_stream";
     if (!eng || !out)
-        return memra_fail(MEMRA_ERR_NULL_ARG, "memra_engine_stream: %s is NULL",
-                          eng ? "out" : "eng");
+        return memra_fail(MEMRA_ERR_NULL_ARG, "%s: %s is NULL", fn, eng ? "out" : "eng");
+    /* a stream of a reset context is a stale handle: not handed out */
+    const memra_status st = memra_engine_live(eng, fn);
+    if (st)
+        return st;
     *out = eng->stream;
     return MEMRA_OK;
 }
@@ -206,6 +218,9 @@ memra_status memra_engine_get_info(memra_engine *eng, memra_engine_info *info)
     if (!eng || !info)
         return memra_fail(MEMRA_ERR_NULL_ARG, "memra_engine_get_info: %s is NULL",
                           eng ? "info" : "eng");
+    const memra_status st = memra_engine_live(eng, "memra_engine_get_info");
+    if (st)
+        return st;
     pthread_mutex_lock(&eng->state_lock);
     *info = eng->info;
     const memra_kernel_origin o = eng->origin;

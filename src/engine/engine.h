@@ -80,6 +80,9 @@ struct memra_engine {
 
 /* memra_context_enter on the engine's context, the call knowing its engine. */
 memra_status memra_call_enter(memra_engine *eng, const char *fn, memra_call *c);
+/* MEMRA_ERR_CONTEXT_RESET (naming fn) when the engine's context was reset:
+ * the accessors that touch no driver handle answer as every call does. */
+memra_status memra_engine_live(memra_engine *eng, const char *fn);
 
 /* Kernel `k`, compiling and loading its module on first use (once, even
  * with racing threads). Loading allocates, so while the stream is captured

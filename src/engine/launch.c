@@ -17,6 +17,9 @@ memra_status memra_engine_set_pdl(memra_engine *eng, int enable, int *active)
         return memra_fail(MEMRA_ERR_NULL_ARG, "%s: eng is NULL", fn);
     if (enable != 0 && enable != 1)
         return memra_fail(MEMRA_ERR_INVALID_ARG, "%s: enable = %d is not 0 or 1", fn, enable);
+    const memra_status st = memra_engine_live(eng, fn);
+    if (st)
+        return st;
     const int on = enable && memra_pdl_supported(eng);
     atomic_store_explicit(&eng->pdl, on, memory_order_relaxed);
     if (active)
