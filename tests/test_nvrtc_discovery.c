@@ -17,6 +17,7 @@
 #include "jit/jit.h"
 #include "mock_driver.h"
 #include "driver/nvrtc_find.h"
+#include "driver/soname.h"
 #include "base/warn.h"
 
 static char tmp[256];
@@ -1214,6 +1215,61 @@ static void test_fifo_named_after_nvrtcs_builtins(void **state)
     run_needs_child("builtins", "libnvrtc-builtins.so.13.0");
 }
 
+/* A soname only ld.so.cache knows (a folder of /etc/ld.so.conf.d: a conda
+ * environment's lib, say) is screened at the cache's path for it: a FIFO
+ * there blocked dlopen as one on LD_LIBRARY_PATH did. A cache of the
+ * loader's current format ("glibc-ld.so.cache1.1", 48-byte header, 24-byte
+ * entries of flags, key, value offsets from the header), written here. */
+static void write_ld_cache(const char *file, const char *const *kv, uint32_t n)
+{
+    char buf[4096] = {0};
+    memcpy(buf, "glibc-ld.so.cache1.1", 20);
+    memcpy(buf + 20, &n, 4);
+    size_t str = 48 + 24 * (size_t)n;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t key = (uint32_t)str;
+        str += (size_t)snprintf(buf + str, sizeof buf - str, "%s", kv[2 * i]) + 1;
+        const uint32_t value = (uint32_t)str;
+        str += (size_t)snprintf(buf + str, sizeof buf - str, "%s", kv[2 * i + 1]) + 1;
+        const int32_t flags = 0x0303; /* ELF, x86-64 libc6 */
+        memcpy(buf + 48 + 24 * i, &flags, 4);
+        memcpy(buf + 48 + 24 * i + 4, &key, 4);
+        memcpy(buf + 48 + 24 * i + 8, &value, 4);
+    }
+    const uint32_t len = (uint32_t)(str - 48 - 24 * (size_t)n);
+    memcpy(buf + 24, &len, 4);
+    FILE *f = fopen(file, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, str, f), str);
+    fclose(f);
+}
+
+static void test_fifo_known_only_to_ld_so_cache(void **state)
+{
+    (void)state;
+    char dir[400], fifo[500], lib[500], cache[500], why[512] = "";
+    snprintf(dir, sizeof dir, "%s/ldcache-%ld", tmp, (long)getpid());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(fifo, sizeof fifo, "%s/libnvrtc.so.12", dir);
+    snprintf(lib, sizeof lib, "%s/libnvrtc.so.13", dir);
+    snprintf(cache, sizeof cache, "%s/ld.so.cache", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    copy_file(fake("V13_0"), lib, 0644);
+    const char *const kv[] = {"libnvrtc.so.13", lib, "libnvrtc.so.12", fifo};
+    write_ld_cache(cache, kv, 2);
+    const char *saved = memra_ld_cache_path;
+    memra_ld_cache_path = cache;
+    const int bad12 = memra_screen_name("libnvrtc.so.12", NULL, why, sizeof why);
+    char why13[512] = "";
+    const int bad13 = memra_screen_name("libnvrtc.so.13", NULL, why13, sizeof why13);
+    memra_ld_cache_path = saved;
+    unlink(fifo), unlink(lib), unlink(cache), rmdir(dir);
+    assert_true(bad12);
+    assert_non_null(strstr(why, "libnvrtc.so.12 (ld.so.cache's entry for it) is not a regular "
+                                "file (a FIFO)"));
+    assert_false(bad13); /* a regular file: taken as the loader takes it */
+}
+
 /* ---- the choice itself, with in-process candidates ----------------------- */
 
 static memra_nvrtc cands[2];
@@ -1433,6 +1489,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fifo_on_the_programs_runpath),
         cmocka_unit_test(test_fifo_named_after_a_library_nvrtc_needs),
         cmocka_unit_test(test_fifo_named_after_nvrtcs_builtins),
+        cmocka_unit_test(test_fifo_known_only_to_ld_so_cache),
         cmocka_unit_test_setup_teardown(test_newer_minor_sm_takes_compatible_cubin, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_old_sm_takes_older_nvrtc, setup, teardown),

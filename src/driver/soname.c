@@ -246,19 +246,7 @@ static int screen_one(const char *dir, size_t dlen, const char *where, void *arg
     return screen_dir(dir, dlen, a->name, where, a->buf, a->n);
 }
 
-int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
-{
-    name_arg a = {name, why, n};
-    if (each_search_dir(screen_one, &a))
-        return 1;
-    if (!origin)
-        return 0;
-    const char *slash = strrchr(origin, '/');
-    return slash && slash > origin &&
-           screen_dir(origin, (size_t)(slash - origin), name, "beside it", why, n);
-}
-
-/* ---- what a library needs ------------------------------------------------- */
+/* ---- ld.so.cache --------------------------------------------------------- */
 
 /* Reads exactly n bytes at off (0), else -1. */
 static int read_at(int fd, void *buf, size_t n, uint64_t off)
@@ -274,6 +262,60 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off)
     }
     return 0;
 }
+
+const char *memra_ld_cache_path = "/etc/ld.so.cache";
+
+/* The loader also takes a soname from ld.so.cache, whose folders
+ * (/etc/ld.so.conf.d: a conda environment's lib, say) need not be on any
+ * list above. Each entry of the file's current format ("glibc-ld.so.cache"
+ * "1.1": a header of 48 bytes, then entries of 24, flags, key and value
+ * offsets from the header's start) whose key is `name` is screened at its
+ * path. Read whole (at most 16 MiB), never blocking. */
+static int screen_ld_cache(const char *name, char *why, size_t n)
+{
+    const int fd = open(memra_ld_cache_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat sb;
+    char *buf = NULL;
+    int bad = 0;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 48 && sb.st_size <= (16 << 20) &&
+        (buf = malloc((size_t)sb.st_size + 1)) && read_at(fd, buf, (size_t)sb.st_size, 0) == 0) {
+        const size_t size = (size_t)sb.st_size;
+        buf[size] = 0; /* every string ends inside the buffer */
+        static const char magic[] = "glibc-ld.so.cache1.1";
+        const char *head = memmem(buf, size, magic, sizeof magic - 1);
+        if (head && (size_t)(head - buf) + 48 <= size) {
+            const size_t base = (size_t)(head - buf), room = size - base;
+            uint32_t nlibs;
+            memcpy(&nlibs, head + 20, 4);
+            for (uint32_t i = 0; !bad && i < nlibs && 48 + (size_t)(i + 1) * 24 <= room; i++) {
+                uint32_t kv[2];
+                memcpy(kv, head + 48 + (size_t)i * 24 + 4, 8);
+                if (kv[0] >= room || kv[1] >= room || strcmp(head + kv[0], name) != 0)
+                    continue;
+                bad = screen_file(head + kv[1], "(ld.so.cache's entry for it)", why, n);
+            }
+        }
+    }
+    free(buf);
+    close(fd);
+    return bad;
+}
+
+int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
+{
+    name_arg a = {name, why, n};
+    if (each_search_dir(screen_one, &a) || screen_ld_cache(name, why, n))
+        return 1;
+    if (!origin)
+        return 0;
+    const char *slash = strrchr(origin, '/');
+    return slash && slash > origin &&
+           screen_dir(origin, (size_t)(slash - origin), name, "beside it", why, n);
+}
+
+/* ---- what a library needs ------------------------------------------------- */
 
 int memra_screen_needed(int fd, const char *origin, char *why, size_t n)
 {

@@ -42,6 +42,10 @@ int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
  * alike, and a FIFO named after one blocks the load. */
 int memra_screen_needed(int fd, const char *origin, char *why, size_t n);
 
+/* The loader's cache of sonames (/etc/ld.so.cache; tests point it at one
+ * of their own), screened by memra_screen_name too. */
+extern const char *memra_ld_cache_path;
+
 /* "a FIFO", "a folder", ...: what a non-regular file is, for messages. */
 const char *memra_file_type(mode_t m);
 
