@@ -496,9 +496,11 @@ impl Engine {
     /// one launch on the engine's own stream (so `dtoh` after it sees them).
     /// `ptrs` holds 3 * n_pairs pointers and `scl` 3 * n_pairs scales,
     /// plane-major (gate, up, down). The expert count is the macro planes'
-    /// length; without planes, `set_expert_count`'s, else every expert whose
-    /// rows are addressable. Out-of-range ids and non-finite scales are
-    /// counted in `faults()`, not returned.
+    /// length; without planes, `set_expert_count`'s, else the largest count
+    /// whose rows all lie below 2^64 in every slab (at most 2^31): an id is
+    /// then refused only when negative or past that, so set the count to
+    /// have ids past your experts counted as out of range. Out-of-range ids
+    /// and non-finite scales are counted in `faults()`, not returned.
     #[allow(clippy::too_many_arguments)] // allow: the seed's call shape, one knob per axis
     pub fn moe_vrows_tables_from_sel(
         &self,
