@@ -497,9 +497,9 @@ impl Engine {
     /// `ptrs` holds 3 * n_pairs pointers and `scl` 3 * n_pairs scales,
     /// plane-major (gate, up, down). The expert count is the macro planes'
     /// length; without planes, `set_expert_count`'s, else the largest count
-    /// whose rows all lie below 2^64 in every slab (at most 2^31): an id is
-    /// then refused only when negative or past that, so set the count to
-    /// have ids past your experts counted as out of range. Out-of-range ids
+    /// whose rows all lie below 2^64 in every slab (at most 2^31): an id
+    /// then counts as out of range only when negative or past that, so set
+    /// the count to have ids past your experts counted. Out-of-range ids
     /// and non-finite scales are counted in `faults()`, not returned.
     #[allow(clippy::too_many_arguments)] // allow: the seed's call shape, one knob per axis
     pub fn moe_vrows_tables_from_sel(
