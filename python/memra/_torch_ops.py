@@ -689,6 +689,12 @@ def _options_ref(emap_ptr, n_local, n_shared):
     return ref
 
 
+# The rules that judge the table op on either device: the device call's. The
+# op always names a layer, and the host arm would take one out of range that
+# a GPU refuses (as routing's ops, _route_judge).
+_VROWS_JUDGE = CALLS["vrows_tables_ex"]
+
+
 def vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local,
           n_shared, model):
     """The table op into ptrs and scl (3 * n elements each)."""
@@ -709,6 +715,11 @@ def vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, 
         if st:
             c.refuse(st)
     else:
+        # the layer, as a GPU's call judges it (the host arm takes none)
+        st = L.memra_vrows_check(_VROWS_JUDGE, sel.data_ptr(), selw.data_ptr(), n, n_expert,
+                                 layer, macros, slab, opts, ptrs.data_ptr(), scl.data_ptr())
+        if st:
+            c.refuse(st)
         f = _host_faults_struct()
         st = L.memra_vrows_tables_host_ex(sel.data_ptr(), selw.data_ptr(), n, n_expert, macros,
                                           slab, opts, ptrs.data_ptr(), scl.data_ptr(),
@@ -724,14 +735,12 @@ def vrows_fake(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_
     n = _vrows_tensors(c, sel, selw, ptrs, scl, expert_map, n_expert, fake=True)
     n = n if isinstance(n, int) else 2  # a symbolic count: neither 0 nor 1
     n_expert, layer, n_local, n_shared = _vrows_scalars(c, n, n_expert, layer, n_local, n_shared)
-    cuda = sel.device.type == "cuda"
     n_slots = (n_local if expert_map is not None else n_expert) + n_shared
     macros = _planes_of(c.caller, _dev_key(sel.device), model, "vrows", layer, n_slots)
     slab = _slab_ref(c.caller, bases, strides)
     opts = _options_ref(0 if expert_map is None else _STAND_IN, n_local, n_shared)
-    st = _L().memra_vrows_check(CALLS["vrows_tables_ex" if cuda else "vrows_tables_host_ex"],
-                                     _STAND_IN, _STAND_IN, n, n_expert, layer, macros, slab, opts,
-                                     _STAND_IN, _STAND_IN)
+    st = _L().memra_vrows_check(_VROWS_JUDGE, _STAND_IN, _STAND_IN, n, n_expert, layer, macros,
+                                slab, opts, _STAND_IN, _STAND_IN)
     if st:
         c.refuse(st)
 

@@ -76,6 +76,19 @@ NO_PLANES = Prepared(0, None, None)
 _warned = set()
 
 
+def _preparable(kind: str, layer: int) -> bool:
+    """Whether the library takes `layer` in the prepare call the warning
+    advises (with no planes): asked of the library, the one judge, rather
+    than judged here by a copy of its rule."""
+    L = memra.lib()
+    if kind == "route":
+        spec = memra.route_spec(1, 1)
+        return L.memra_route_check(CALLS["route_prepare_layer"], 0, 0, ctypes.byref(spec),
+                                   layer, None, None, 0, 0, 0, 0) == 0
+    return L.memra_vrows_check(CALLS["vrows_prepare_layer"], 0, 0, 0, 0, layer, None, None,
+                               None, 0, 0) == 0
+
+
 def lookup(key_dev: int, model: str, kind: str, layer: int) -> Prepared:
     """The layer's prepared planes; a layer never prepared has none (scales
     1, as the library's macros = NULL), said once per layer as a warning on
@@ -87,9 +100,9 @@ def lookup(key_dev: int, model: str, kind: str, layer: int) -> Prepared:
     entry = _prepared.get(key)
     if entry is not None:
         return entry
-    # A layer the library refuses (outside [0, MAX_LAYERS)) is not warned
-    # about: the call's own error says what is wrong with it.
-    if key not in _warned and 0 <= layer < _lib.MAX_LAYERS:
+    # A layer whose prepare the library would refuse is not warned about
+    # (the advice would fail): the call's own error says what is wrong.
+    if key not in _warned and _preparable(kind, layer):
         _warned.add(key)
         logging.getLogger("memra").warning(
             "layer %d of model %r was never prepared for %s: it has no macro planes (every "

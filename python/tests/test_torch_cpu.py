@@ -479,6 +479,20 @@ def test_layer_without_planes_is_the_librarys_call():
     assert str(e.value) == "prepare_layer: layer = 70000 is outside [0, 65536)"
 
 
+@pytest.mark.parametrize("layer", [-1, 65536, 70000])
+def test_table_op_layer_is_judged_on_the_cpu_as_on_a_gpu(layer):
+    """The table op on CPU tensors refuses a layer a GPU's call refuses (the
+    host arm takes no layer, and once let -1 or 70000 pass where a GPU
+    would refuse it): by the op, the function and the fake alike. An empty
+    call is not judged by its layer, on either device."""
+    def make():
+        return (torch.arange(4, dtype=torch.int32), torch.ones(4), 8, layer)
+    want = f"vrows_tables: layer = {layer} is outside [0, 65536)"
+    assert _refusals("vrows_tables", make, memra.InvalidArgError) == [want] * 3
+    ptrs, scl = mt.vrows_tables(torch.zeros(0, dtype=torch.int32), torch.ones(0), 8, layer)
+    assert ptrs.numel() == 0 and scl.numel() == 0
+
+
 def test_a_uint8_map_at_a_cached_int32_maps_address_is_refused():
     """The spec cache keys the map by its address: a map of another dtype
     at the same address (here a uint8 view of the cached int32 map's
@@ -681,6 +695,21 @@ def test_no_unprepared_warning_for_a_layer_the_library_refuses(caplog):
             with pytest.raises(memra.InvalidArgError, match="layer"):
                 mt.route_tables(x, 8, layer, model="refused-layer")
         assert not [r for r in caplog.records if "never prepared" in r.getMessage()]
+
+
+def test_unprepared_warning_asks_the_library_about_the_layer(caplog, monkeypatch):
+    """Whether a layer is one to prepare is the library's to say, not a copy
+    of its rule in Python: with Python's constant changed under it, the
+    warning still follows the library (layer 20 taken, 65536 refused)."""
+    import logging
+    from memra import _lib
+    monkeypatch.setattr(_lib, "MAX_LAYERS", 10)
+    sel = torch.arange(8, dtype=torch.int32)
+    with caplog.at_level(logging.WARNING, logger="memra"):
+        mt.vrows_tables(sel, torch.ones(8), 16, 20, model="asks-the-library")
+        mt.route_tables(torch.randn(5, 256), 8, 20, model="asks-the-library")
+    said = [r.getMessage() for r in caplog.records if "never prepared" in r.getMessage()]
+    assert len(said) == 2 and all("layer 20 " in m for m in said), said
 
 
 def test_device_scratch_grows_by_doubling_and_is_never_freed(monkeypatch):
