@@ -182,7 +182,9 @@ def vrows_tables_host(sel, selw, n_expert, macros=None, bases=(0, 0, 0), strides
     n = _int("n_pairs (sel.size)", sel.shape[0], 0, 1 << 32)
     n_expert = _int("n_expert", n_expert, 0, 1 << 32)
     if sel.size and (sel.min() < -(1 << 31) or sel.max() >= 1 << 31):
-        raise InvalidArgError("sel holds ids outside int32")
+        # out of range whatever n_expert is, as the library counts it (a
+        # fault, not a refusal): -1 keeps it so as an int32
+        sel = np.where((sel < -(1 << 31)) | (sel >= 1 << 31), -1, sel)
     sel = np.ascontiguousarray(sel, dtype=np.int32)
     selw = np.ascontiguousarray(selw)
     o, n_slots, map_keep = vrows_options(n_expert, expert_map, n_local, n_shared)
@@ -257,7 +259,9 @@ class Engine:
                 raise InvalidArgError(f"device {device} is not a CUDA device")
             index = getattr(device, "index", device)
         index = 0 if index is None else index
-        self.device = _int("device", index, 0, 1 << 31)
+        # any int the C call takes: the library says which ordinals exist
+        # (NoDeviceError for -1, as for one past the last)
+        self.device = _int("device", index, -(1 << 31), 1 << 31)
         _ensure_nvrtc()
         self._h = ctypes.c_void_p()
         check(lib().memra_engine_create(self.device, ctypes.byref(self._h)))

@@ -42,10 +42,17 @@ def _int(name, value, lo, hi):
     return v
 
 
+def _numpy_bool(value):
+    """A NumPy bool scalar (np.True_: what a comparison of arrays gives),
+    which has no __index__."""
+    t = type(value)
+    return t.__module__ == "numpy" and t.__name__ in ("bool_", "bool")
+
+
 def _flag(name, value, strict=False):
     """A bool, or an int (which the library judges: 0 and 1 are its flags);
     strict: a bool, or 0 or 1 (an operator's schema takes a bool)."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or _numpy_bool(value):
         return int(value)
     if isinstance(value, (str, bytes)) or not hasattr(value, "__index__") or \
             strict and value.__index__() not in (0, 1):
@@ -179,11 +186,12 @@ _SPEC_NAMES = dict({f: f for f in SPEC_FIELDS}, **SHARED_RULE_WORDS)
 def _array(name, value, n, dtypes):
     """(address, array kept alive) for a NumPy-able 1-D array of n elements
     of one of `dtypes` (names), or an integer address kept alive by the
-    caller; (0, None) for None. Nothing is converted: no silent rounding."""
+    caller; (0, None) for None or address 0, as the library reads 0: none.
+    Nothing is converted: no silent rounding."""
     if value is None:
         return 0, None
     if isinstance(value, int) and not isinstance(value, bool):
-        return _int(name, value, 1, _U64), None
+        return _int(name, value, 0, _U64), None
     import numpy as np
     a = np.asarray(value)
     if a.dtype.name not in dtypes:
@@ -235,7 +243,11 @@ def route_spec(n_expert, top_k, scoring="softmax", n_group=1, topk_group=1, reno
             raise InvalidArgError(f"n_real must be one int32 or int64 (an array of one), not "
                                   f"{count_keep.dtype} {count_keep.shape}")
         count_addr = count_keep.ctypes.data
-        n_real_dtype = n_real_dtype or count_keep.dtype.name
+        if n_real_dtype is not None and n_real_dtype != count_keep.dtype.name:
+            # the arm would read n_real_dtype's bytes from this array
+            raise InvalidArgError(f"n_real is {count_keep.dtype}, but n_real_dtype is "
+                                  f"{n_real_dtype!r} (give it for an address only)")
+        n_real_dtype = count_keep.dtype.name
     elif n_real is not None:
         count_addr = _int("n_real", n_real, 0, _U64)
     ref = cfg.spec(_choice("logits_dtype", logits_dtype, LOGITS_DTYPES), E,

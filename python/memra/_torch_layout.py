@@ -394,10 +394,21 @@ def _route_layout_inputs(cfg, logits, bias, emap, count, layer, bases, strides, 
     il = _ops._layer(cfg, layer)
     slab = _ops._slab_ref(cfg.caller, bases, strides)
     n_slots = (cfg.template.n_local if emap is not None else E) + cfg.n_shared
-    macros = _ops._planes_of(cfg.caller, _ops._dev_key(logits.device), model, "route", layer,
-                             n_slots)
     lspec = _spec(cfg, E + cfg.n_shared, block_size, pad, 0)
+    n_tokens = T if isinstance(T, int) else 2
+
+    def judge(macros):
+        _fused_refusal(cfg, _FUSED_JUDGE, n_tokens, spec, il, macros, slab, lspec,
+                       _stand_in_layout())
+    macros = _ops._planes_of(cfg.caller, _ops._dev_key(logits.device), model, "route", layer,
+                             n_slots, n_tokens == 0, judge)
     return T, E, spec, il, slab, macros, lspec, bias
+
+
+# The rules that judge the fused op on either device: the device call's. It
+# always names a layer, which the host arm would take out of range where a
+# GPU refuses it (as the routing and table ops).
+_FUSED_JUDGE = "route_tables_ex"
 
 
 def _fused_refusal(cfg, kind, T, spec, il, macros, slab, lspec, layout):
@@ -418,7 +429,7 @@ def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, b
     T, E, spec, il, slab, macros, lspec, bias = _route_layout_inputs(
         cfg, logits, bias, emap, count, layer, bases, strides, model, block_size, pad, False)
     cuda = logits.is_cuda
-    kind = "route_tables_ex" if cuda else "route_tables_host_ex"
+    kind = _FUSED_JUDGE
     K = cfg.K
     n = T * K
     if n > MAX_PAIRS:  # refused by the library: asked before anything is allocated
@@ -450,6 +461,8 @@ def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, b
         if st:
             cfg.refuse(st)
     else:
+        # the layer, as a GPU's call judges it (the host arm takes none)
+        _fused_refusal(cfg, kind, T, spec, il, macros, slab, lspec, _stand_in_layout())
         f = _ops._host_faults_struct()
         st = L.memra_route_tables_host_ex(logits.data_ptr(), T, spec, macros, slab,
                                           ids.data_ptr(), weights.data_ptr(), ptrs.data_ptr(),
@@ -466,8 +479,7 @@ def route_layout_fake(cfg, logits, bias, emap, count, layer, bases, strides, mod
     T, E, spec, il, slab, macros, lspec, bias = _route_layout_inputs(
         cfg, logits, bias, emap, count, layer, bases, strides, model, block_size, pad, True)
     concrete = isinstance(T, int)
-    kind = "route_tables_ex" if logits.device.type == "cuda" else "route_tables_host_ex"
-    _fused_refusal(cfg, kind, T if concrete else 2, spec, il, macros, slab, lspec,
+    _fused_refusal(cfg, _FUSED_JUDGE, T if concrete else 2, spec, il, macros, slab, lspec,
                    _stand_in_layout())
     K = cfg.K
     n = T * K

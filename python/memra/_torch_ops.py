@@ -46,10 +46,12 @@ LIB = torch.library.Library("memra", "DEF")
 _U32 = 1 << 32
 _I32 = 1 << 31
 _U64 = 1 << 64
-# torch dtypes as the library's enum values (memra_logits_dtype, ...)
-_LOGITS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
-_BIAS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 0}  # float16: as a float32 copy
-_COUNT = {torch.int32: 0, torch.int64: 1}
+# torch dtypes as the library's enum values (memra_logits_dtype, ...), by
+# name from _lib's one table of them
+_LOGITS = {getattr(torch, k): v for k, v in _lib.LOGITS_DTYPES.items()}
+_BIAS = {getattr(torch, k): v for k, v in _lib.BIAS_DTYPES.items()}
+_BIAS[torch.float16] = _lib.BIAS_DTYPES["float32"]  # float16: as a float32 copy
+_COUNT = {getattr(torch, k): v for k, v in _lib.COUNT_DTYPES.items()}
 _MAP = {torch.int32: 0}
 _CACHE_MAX = 4096  # configurations kept (a process that keeps making new ones)
 # A fake has no memory: the address the library judges in its place is
@@ -197,12 +199,16 @@ def _dev_key(device):
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def _planes_of(caller, dev, model, kind, layer, n_slots):
+def _planes_of(caller, dev, model, kind, layer, n_slots, empty, judge):
     """The layer's prepared planes (ctypes.byref or None): the library reads
     n_slots floats of each, so planes prepared for another count are
-    refused (the library cannot see their length)."""
+    refused (the library cannot see their length), unless the call is empty
+    (nothing is read). The call's own refusal, judged by the library without
+    planes (judge(None)), comes first: n_slots is wrong when, say, n_local
+    is given without a map, and the library's words say why."""
     entry = planes.lookup(dev, model, kind, layer)
-    if entry.n_slots and entry.n_slots != n_slots:
+    if entry.n_slots and entry.n_slots != n_slots and not empty:
+        judge(None)
         _refuse(caller,
                 f"layer {layer}'s planes hold {entry.n_slots} experts, this call has {n_slots} "
                 f"(n_expert or n_local, plus n_shared): prepare the layer with its planes for "
@@ -270,17 +276,22 @@ def _host_faults_struct():
 # ---- routing: the real call, and the fake's question ---------------------------
 
 
-def _route_layer(cfg, layer, bases, strides, mapped, E, dev, model):
+def _route_layer(cfg, layer, bases, strides, mapped, E, dev, model, n_tokens, spec, judge_call):
     """A routing call's planes, layer index and slabs: none of them with no
     layer (the tables are not wanted), else the layer's prepared planes of
     its n_slots (n_local with an expert map, else n_expert; then the
-    shared ones)."""
+    shared ones). n_tokens: the call's count (2 for a symbolic one)."""
     if layer is None:
         return None, 0, _ZERO_SLAB
     il = _layer(cfg, layer)
     slab = _slab_ref(cfg.caller, bases, strides)
     n_slots = (cfg.template.n_local if mapped else E) + cfg.n_shared
-    return _planes_of(cfg.caller, dev, model, "route", layer, n_slots), il, slab
+
+    def judge(macros):
+        cfg.refuse(_L().memra_route_check(judge_call, _STAND_IN, n_tokens, spec, il, macros, slab,
+                                          _STAND_IN, _STAND_IN, _STAND_IN, _STAND_IN))
+    return _planes_of(cfg.caller, dev, model, "route", layer, n_slots, n_tokens == 0,
+                      judge), il, slab
 
 
 def _route_judge(cuda, layer):
@@ -305,7 +316,8 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     spec = cfg.spec(lc, E, bc, 0 if bias is None else bias.data_ptr(),
                     0 if emap is None else emap.data_ptr(), cc,
                     0 if count is None else count.data_ptr())
-    macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E, dev, model)
+    macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E, dev, model,
+                                    T, spec, _route_judge(cuda, layer))
     K = cfg.K
     n = T * K
     L = _L()
@@ -360,7 +372,8 @@ def route_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, tab
                     0 if emap is None else _STAND_IN, cc, 0 if count is None else _STAND_IN)
     cuda = logits.device.type == "cuda"
     macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E,
-                                    _dev_key(logits.device), model)
+                                    _dev_key(logits.device), model, n_tokens, spec,
+                                    _route_judge(cuda, layer))
     st = _L().memra_route_check(_route_judge(cuda, layer),
                                      _STAND_IN, n_tokens, spec, il, macros, slab, _STAND_IN,
                                      _STAND_IN, _STAND_IN, _STAND_IN)
@@ -695,6 +708,15 @@ def _options_ref(emap_ptr, n_local, n_shared):
 _VROWS_JUDGE = CALLS["vrows_tables_ex"]
 
 
+def _vrows_judge(c, n, n_expert, layer, slab, opts):
+    """The table call judged by the library with the given planes (stand-in
+    addresses: the tensors were checked here)."""
+    def judge(macros):
+        c.refuse(_L().memra_vrows_check(_VROWS_JUDGE, _STAND_IN, _STAND_IN, n, n_expert, layer,
+                                        macros, slab, opts, _STAND_IN, _STAND_IN))
+    return judge
+
+
 def vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, n_local,
           n_shared, model):
     """The table op into ptrs and scl (3 * n elements each)."""
@@ -703,9 +725,10 @@ def vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, 
     cuda = sel.is_cuda
     dev = sel.get_device() if cuda else -1
     n_slots = (n_local if expert_map is not None else n_expert) + n_shared
-    macros = _planes_of(c.caller, dev, model, "vrows", layer, n_slots)
     slab = _slab_ref(c.caller, bases, strides)
     opts = _options_ref(0 if expert_map is None else expert_map.data_ptr(), n_local, n_shared)
+    macros = _planes_of(c.caller, dev, model, "vrows", layer, n_slots, n == 0,
+                        _vrows_judge(c, n, n_expert, layer, slab, opts))
     sel, selw = sel.contiguous(), selw.contiguous()
     L = _L()
     if cuda:
@@ -736,13 +759,11 @@ def vrows_fake(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_
     n = n if isinstance(n, int) else 2  # a symbolic count: neither 0 nor 1
     n_expert, layer, n_local, n_shared = _vrows_scalars(c, n, n_expert, layer, n_local, n_shared)
     n_slots = (n_local if expert_map is not None else n_expert) + n_shared
-    macros = _planes_of(c.caller, _dev_key(sel.device), model, "vrows", layer, n_slots)
     slab = _slab_ref(c.caller, bases, strides)
     opts = _options_ref(0 if expert_map is None else _STAND_IN, n_local, n_shared)
-    st = _L().memra_vrows_check(_VROWS_JUDGE, _STAND_IN, _STAND_IN, n, n_expert, layer, macros,
-                                slab, opts, _STAND_IN, _STAND_IN)
-    if st:
-        c.refuse(st)
+    macros = _planes_of(c.caller, _dev_key(sel.device), model, "vrows", layer, n_slots, n == 0,
+                        _vrows_judge(c, n, n_expert, layer, slab, opts))
+    _vrows_judge(c, n, n_expert, layer, slab, opts)(macros)
 
 
 LIB.define(

@@ -62,6 +62,19 @@ def test_host_arm_matches_numpy_bit_for_bit(n, n_expert, with_planes):
     assert faults.bad_expert == int(((sel < 0) | (sel >= n_expert)).sum())
 
 
+def test_ids_outside_int32_are_counted_as_the_library_counts_any_out_of_range_id():
+    """An int64 id no int32 holds is out of range whatever n_expert is: a
+    fault the library counts (expert 0's pointers, +0 scales), as for any
+    id outside [0, n_expert), not a refusal (as memra.torch's int64 ids)."""
+    sel = np.array([2**40, 1, -2**40, 2**31, 3], np.int64)
+    ptrs, scl, f = memra.vrows_tables_host(sel, np.ones(5, np.float32), 4, None, BASES, STRIDES)
+    want_p, want_s = reference(np.array([-1, 1, -1, -1, 3], np.int32), np.ones(5, np.float32), 4,
+                               None, BASES, STRIDES)
+    np.testing.assert_array_equal(ptrs, want_p)
+    np.testing.assert_array_equal(scl.view(np.uint32), want_s)
+    assert f.bad_expert == 3 and f.first_pair == 0
+
+
 def test_serving_strides_do_not_wrap():
     sel = np.array([255, 0], np.int32)
     ptrs, _, _ = memra.vrows_tables_host(sel, np.ones(2, np.float32), 256, None, BASES, STRIDES)
@@ -92,8 +105,6 @@ def test_serving_strides_do_not_wrap():
     (lambda: memra.vrows_tables_host([0], np.ones(1, np.float32), 2, None, (2**64 - 1, 0, 0),
                                      (1, 1, 1)),
      memra.SlabOverflowError, "vrows_tables_host: bases[0] (gate)"),
-    (lambda: memra.vrows_tables_host([2**40], np.ones(1, np.float32), 4),
-     memra.InvalidArgError, "int32"),
 ])
 def test_bad_input_is_a_clear_error(call, cls, words):
     with pytest.raises(cls) as e:
@@ -152,6 +163,53 @@ def test_engine_device_as_pytorch_spells_it():
     for good in ("cuda", "cuda:0", "cuda:3"):  # parsed: the refusal is the driver's
         with pytest.raises((memra.NoDriverError, memra.NoDeviceError)):
             memra.Engine(good)
+
+
+def test_engine_ordinal_is_the_librarys_to_judge():
+    """A negative ordinal (a CPU tensor's get_device() is -1) is refused by
+    the library as one past the last is: NoDeviceError (NoDriverError first
+    with no driver), never a Python InvalidArgError that code catching
+    NoDeviceError misses."""
+    for bad in (-1, -(1 << 31)):
+        with pytest.raises((memra.NoDriverError, memra.NoDeviceError)) as e:
+            memra.Engine(bad)
+        if isinstance(e.value, memra.NoDeviceError):
+            assert f"ordinal {bad}" in str(e.value)
+    with pytest.raises(memra.InvalidArgError, match="device"):
+        memra.Engine(1 << 31)  # no C int holds it
+
+
+def test_numpy_bools_are_flags():
+    """np.True_ (what an array comparison gives) is a flag like True: it was
+    refused as "must be True or False"."""
+    a = memra.route_spec(64, 4, renormalize=np.True_)
+    b = memra.route_spec(64, 4, renormalize=True)
+    assert a.renormalize == b.renormalize == 1
+    assert memra.route_spec(64, 4, renormalize=np.False_).renormalize == 0
+
+
+def test_address_zero_is_none_as_the_library_reads_it():
+    """0 for an optional address is "none" in the C API: route_spec's bias
+    and expert_map and the host arm's expert_map take it as None (they
+    refused it as outside [1, 2^64))."""
+    s = memra.route_spec(8, 2, bias=0, expert_map=0)
+    assert not s.bias and s.expert_map == 0
+    sel = np.array([0, 3], np.int32)
+    want = memra.vrows_tables_host(sel, np.ones(2, np.float32), 4, None, BASES, STRIDES)
+    got = memra.vrows_tables_host(sel, np.ones(2, np.float32), 4, None, BASES, STRIDES,
+                                  expert_map=0)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1].view(np.uint32), want[1].view(np.uint32))
+
+
+def test_n_real_array_and_a_different_dtype_are_refused():
+    """An n_real array read as another dtype would be read past its end (an
+    int32 of 4 bytes as int64's 8): refused, naming both; the same dtype is
+    taken."""
+    with pytest.raises(memra.InvalidArgError, match="n_real is int32.*int64"):
+        memra.route_spec(8, 2, n_real=np.array([3], np.int32), n_real_dtype="int64")
+    s = memra.route_spec(8, 2, n_real=np.array([3], np.int64), n_real_dtype="int64")
+    assert s.n_real_dtype == memra._lib.COUNT_DTYPES["int64"]
 
 
 def _has_driver():

@@ -697,6 +697,52 @@ def test_no_unprepared_warning_for_a_layer_the_library_refuses(caplog):
         assert not [r for r in caplog.records if "never prepared" in r.getMessage()]
 
 
+@pytest.mark.parametrize("layer", [-1, 65536, 70000])
+def test_fused_layout_op_layer_is_judged_on_the_cpu_as_on_a_gpu(layer):
+    """route_tables_layout on CPU tensors refuses a layer a GPU's call
+    refuses (it passed on the CPU, op, function and fake alike)."""
+    want = f"route_tables_layout: layer = {layer} is outside [0, 65536)"
+    assert _refusals("route_tables_layout", lambda: (_z(4, 8), 2, layer, 16),
+                     memra.InvalidArgError) == [want] * 3
+
+
+def test_planes_of_another_count_are_not_judged_on_an_empty_call():
+    """Planes prepared for another expert count are refused where they would
+    be read; an empty call reads none, and the library takes it (it was
+    refused by the op and its fake alike)."""
+    mt.prepare_layer(31, torch.ones(3, 4), "cpu", n_expert=4, model="empty-planes")
+    mt.route_prepare_layer(31, torch.ones(3, 4), "cpu", model="empty-planes")
+    ptrs, _ = mt.vrows_tables(torch.zeros(0, dtype=torch.int32), torch.ones(0), 8, 31,
+                              model="empty-planes")
+    assert ptrs.numel() == 0
+    assert mt.route_tables(_z(0, 8), 2, 31, model="empty-planes")[0].shape == (0, 2)
+    assert mt.route_tables_layout(_z(0, 8), 2, 31, 16, model="empty-planes")[0].shape == (0, 2)
+    with pytest.raises(memra.InvalidArgError, match="planes hold 4 experts, this call has 8"):
+        mt.vrows_tables(torch.zeros(2, dtype=torch.int32), torch.ones(2), 8, 31,
+                        model="empty-planes")
+    for call in (lambda: mt.route_tables(_z(3, 8), 2, 31, model="empty-planes"),
+                 lambda: mt.route_tables_layout(_z(3, 8), 2, 31, 16, model="empty-planes")):
+        with pytest.raises(memra.InvalidArgError, match="planes hold 4 experts, this call has 8"):
+            call()
+
+
+def test_the_librarys_refusal_comes_before_the_planes_count():
+    """A call the library refuses gets the library's reason, not the
+    planes' count it makes wrong (n_local without an expert map made the
+    count 8 against planes of 4, and that was said instead)."""
+    mt.prepare_layer(32, torch.ones(3, 4), "cpu", n_expert=4, model="first-reason")
+    mt.route_prepare_layer(32, torch.ones(3, 4), "cpu", model="first-reason")
+    sel, selw = torch.zeros(2, dtype=torch.int32), torch.ones(2)
+    got = _refusals("vrows_tables", lambda: (sel, selw, 8, 32, [0, 0, 0], [0, 0, 0], None, 4, 0,
+                                             "first-reason"), memra.InvalidArgError)
+    assert all("n_local = 4" in g and "expert_map" in g for g in got), got
+    for name, args in (("route_tables", (_z(3, 8), 2, 32)),
+                       ("route_tables_layout", (_z(3, 8), 2, 32, 16))):
+        with pytest.raises(memra.InvalidArgError) as e:
+            getattr(mt, name)(*args, n_local=4, model="first-reason")
+        assert "n_local" in str(e.value) and "planes hold" not in str(e.value), str(e.value)
+
+
 def test_unprepared_warning_asks_the_library_about_the_layer(caplog, monkeypatch):
     """Whether a layer is one to prepare is the library's to say, not a copy
     of its rule in Python: with Python's constant changed under it, the
