@@ -149,7 +149,8 @@ extern "C" {
 pub const RTLD_NOW: c_int = 2;
 pub const RTLD_LOCAL: c_int = 0;
 
-/// The version of the C API this crate was written against: memra 0.3.
+/// The version of the C API this crate was written against (its major and
+/// minor must match: find.rs's version_refusal).
 pub const WRITTEN_FOR_MAJOR: u32 = 0;
 pub const WRITTEN_FOR_MINOR: u32 = 4;
 
@@ -327,11 +328,15 @@ pub fn lib() -> Result<&'static Lib, Error> {
     lib_and_path().map(|(l, _)| l)
 }
 
-pub fn cstr(p: *const c_char) -> String {
+/// A C string's copy ("" for NULL).
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string alive for the call.
+pub unsafe fn cstr(p: *const c_char) -> String {
     if p.is_null() {
         String::new()
     } else {
-        unsafe { CStr::from_ptr(p).to_string_lossy().into_owned() }
+        CStr::from_ptr(p).to_string_lossy().into_owned()
     }
 }
 

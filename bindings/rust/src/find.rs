@@ -177,18 +177,27 @@ fn try_open(path: &str) -> Result<Lib, String> {
         Err(e) => return close(h, e),
     };
     let v = unsafe { (lib.memra_version)() };
-    let (major, minor) = (v / 10000, v / 100 % 100);
-    if major != WRITTEN_FOR_MAJOR || minor < WRITTEN_FOR_MINOR {
-        return close(
-            h,
-            format!(
-                "it is memra {major}.{minor}.{}, this crate needs {WRITTEN_FOR_MAJOR}.{WRITTEN_FOR_MINOR} \
-                 or a later {WRITTEN_FOR_MAJOR}.x",
-                v % 100
-            ),
-        );
+    match version_refusal(v) {
+        Some(why) => close(h, why),
+        None => Ok(lib),
     }
-    Ok(lib)
+}
+
+/// Why a library of version `v` (memra_version()'s number) cannot serve, or
+/// None. Before 1.0 a minor version may change public structs (0.3 and 0.4
+/// both grew memra_route_spec), and the crate's copies of them are this
+/// minor's: a later one would read past them, an earlier one lacks calls.
+/// So only this major.minor serves, any patch.
+fn version_refusal(v: u32) -> Option<String> {
+    let (major, minor) = (v / 10000, v / 100 % 100);
+    if major == WRITTEN_FOR_MAJOR && minor == WRITTEN_FOR_MINOR {
+        return None;
+    }
+    Some(format!(
+        "it is memra {major}.{minor}.{}, this crate needs {WRITTEN_FOR_MAJOR}.{WRITTEN_FOR_MINOR}.x \
+         (its structs are that version's)",
+        v % 100
+    ))
 }
 
 /// Opens the first candidate that serves: the library and the path it was
@@ -243,6 +252,17 @@ pub(crate) fn open() -> Result<(Lib, String), String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn only_this_minor_serves() {
+        let this = WRITTEN_FOR_MAJOR * 10000 + WRITTEN_FOR_MINOR * 100;
+        assert_eq!(version_refusal(this), None);
+        assert_eq!(version_refusal(this + 7), None); // a patch release
+        for other in [this + 100, this - 100, this + 10000] {
+            let why = version_refusal(other).expect("another minor or major is refused");
+            assert!(why.contains("this crate needs"), "{why}");
+        }
+    }
 
     #[test]
     fn memra_lib_is_the_only_candidate_when_set() {

@@ -133,9 +133,9 @@ fn check(status: c_int) -> Result<()> {
         return Ok(());
     }
     let lib = ffi::lib()?;
-    let mut message = ffi::cstr(unsafe { (lib.memra_last_error)() });
+    let mut message = unsafe { ffi::cstr((lib.memra_last_error)()) };
     if message.is_empty() {
-        message = ffi::cstr(unsafe { (lib.memra_status_string)(status) });
+        message = unsafe { ffi::cstr((lib.memra_status_string)(status)) };
     }
     Err(Error::Call {
         status: Status::from_code(status),
@@ -224,7 +224,8 @@ impl Ctx<'_> {
     /// The device's name, e.g. "NVIDIA H200".
     pub fn name(&self) -> Result<String> {
         let info = self.engine.info()?;
-        Ok(ffi::cstr(info.name.as_ptr()))
+        // (the library writes a NUL-terminated name into the array)
+        Ok(unsafe { ffi::cstr(info.name.as_ptr()) })
     }
 
     /// The SM, `10 * major + minor` (90 on an H200).
@@ -237,6 +238,15 @@ impl Ctx<'_> {
 /// engine: a call of an engine on another device refuses it
 /// (`Status::InvalidArg`), where C would launch on memory that device
 /// cannot reach.
+///
+/// A launch borrows the buffer only until it returns, while the kernel may
+/// still be queued: the drop frees it with `cuMemFree`, which for memory
+/// from `cuMemAlloc` waits for the device's outstanding work (CUDA: "may
+/// perform implicit synchronization"; every driver memra runs on does).
+/// Where you would rather not lean on that, `sync` the stream you launched
+/// on before the buffer goes. A CUDA graph captured with a call that used
+/// the buffer keeps its address: destroy the graph before the buffer drops
+/// (see [`Stream::from_raw`]).
 pub struct DeviceBuffer<T> {
     engine: Arc<Inner>,
     ptr: ffi::DevPtr,
@@ -323,7 +333,9 @@ fn addressable_experts(slabs: &ffi::Slabs) -> u32 {
     let mut n = i32::MAX as u64 + 1;
     for k in 0..3 {
         if slabs.stride[k] > 0 {
-            n = n.min((u64::MAX - slabs.base[k]) / slabs.stride[k] + 1);
+            // (base 0, stride 1: every row fits, and the count is 2^64,
+            // which no u64 holds: saturated, then capped by n)
+            n = n.min(((u64::MAX - slabs.base[k]) / slabs.stride[k]).saturating_add(1));
         }
     }
     n.max(1) as u32
@@ -664,4 +676,25 @@ pub fn vrows_tables_host(
         )
     };
     host_checked(st, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addressable_experts_never_overflows() {
+        // base 0, stride 1: 2^64 rows fit, a count no u64 holds (it
+        // panicked in a debug build, and wrapped to 1 in a release one)
+        let whole = ffi::Slabs {
+            base: [0; 3],
+            stride: [1, 0, 0],
+        };
+        assert_eq!(addressable_experts(&whole), 1 << 31);
+        let near_top = ffi::Slabs {
+            base: [u64::MAX - 9, 0, 0],
+            stride: [5, 0, 0],
+        };
+        assert_eq!(addressable_experts(&near_top), 2); // rows at +0 and +5
+    }
 }

@@ -68,8 +68,12 @@ unsafe extern "C" fn trampoline(level: c_int, message: *const c_char, user: *mut
         CStr::from_ptr(message).to_string_lossy()
     };
     let _inside = Inside::enter();
-    // A panic must not unwind into C.
-    let _ = catch_unwind(AssertUnwindSafe(|| f(LogLevel::from_code(level), &message)));
+    // A panic must not unwind into C, and neither may its payload's Drop
+    // (which may panic in turn): the payload is never dropped.
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(LogLevel::from_code(level), &message)))
+    {
+        std::mem::forget(payload);
+    }
 }
 
 fn install(new: Option<Box<Logger>>) -> Result<()> {

@@ -84,7 +84,10 @@ impl Stream {
         }
     }
 
-    /// `CU_STREAM_PER_THREAD`: the calling thread's default stream.
+    /// `CU_STREAM_PER_THREAD`: the calling thread's default stream. Other
+    /// code on this thread may be capturing it into a CUDA graph; a call
+    /// made then is captured too, and that graph's rules are those of
+    /// [`Stream::from_raw`].
     pub fn per_thread() -> Stream {
         Stream {
             raw: 0x2 as CuStream,
@@ -98,7 +101,12 @@ impl Stream {
     /// `raw` must be null, `CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`, or a
     /// live stream of the context the engine uses (the device's primary
     /// context, which PyTorch and cudarc share), not destroyed while any
-    /// call made with it may still run or queue work on it.
+    /// call made with it may still run or queue work on it. If it is
+    /// capturing a CUDA graph, the graph records the addresses of the
+    /// buffers, the engine's kernels, mirrored planes and fault word: every
+    /// instance of it must be destroyed (never launched again) before the
+    /// last clone of the [`Engine`](crate::Engine) or any buffer its calls
+    /// used is dropped, since a replay would write freed memory.
     pub unsafe fn from_raw(raw: CuStream) -> Stream {
         Stream { raw, engine: None }
     }

@@ -12,7 +12,10 @@ use crate::{check, host_checked, judge, Engine, HostTables, Macros, Slabs, Strea
 
 impl Slabs {
     /// Bases (device addresses) and strides (bytes per expert slot) of the
-    /// gate, up and down slabs.
+    /// gate, up and down slabs. Safe for any values: neither the host arm
+    /// nor a kernel reads through them; they are only the arithmetic of the
+    /// pointers written into the tables (refused where it would wrap past
+    /// 2^64), which the expert GEMM you hand them to reads.
     pub fn new(bases: (u64, u64, u64), strides: (usize, usize, usize)) -> Slabs {
         Slabs {
             base: [bases.0, bases.1, bases.2],
