@@ -42,7 +42,8 @@ PARAM_BYTES = 296  # src/route/route_abi.h's MEMRA_ROUTE_PARAM_BYTES
 TEAM_THREADS = 128  # abi.h's MEMRA_ROUTE_TEAM_THREADS
 
 # abi.h's launch flags.
-F_SIGMOID, F_RENORM, F_NO_TABLES, F_FEW_LANES, F_LAYOUT, F_BIAS = 1, 4, 64, 512, 1024, 2048
+# (tests/check_probe_constants.py holds each to abi.h.)
+F_SIGMOID, F_RENORM, F_GROUP_MAX, F_NO_TABLES, F_FEW_LANES, F_LAYOUT, F_BIAS = 1, 4, 32, 64, 512, 1024, 2048
 
 def read_configs():
     """benchmarks/route_configs.h's rows, the list every routing benchmark
@@ -215,7 +216,9 @@ class Layer:
         self.outs = [(alloc(per * K * n_tokens), per * K * n_tokens) for per in (4, 4, 24, 12)]
         (self.sel, _), (self.selw, _), (self.ptrs, _), (self.scl, _) = self.outs
         self.faults = alloc(20)  # abi.h: MEMRA_FAULT_WORDS x 4 bytes
-        self.flags = (F_SIGMOID | F_BIAS if sig else 0) | (F_RENORM if renorm else 0)
+        # memra_route_flags' rule: vLLM's group scoring (the library's
+        # default) is the best expert of a group without a bias
+        self.flags = (F_SIGMOID | F_BIAS if sig else F_GROUP_MAX) | (F_RENORM if renorm else 0)
         self.n_group, self.topk_group, self.scale = G, TG, scale
         # The fused layout's outputs (block size 16, the library's sizes)
         # and its ticket (one block: never counted, but it must be there).

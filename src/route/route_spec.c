@@ -65,6 +65,11 @@ int memra_route_group_max(const memra_route_spec *s)
 /* The public limit is the kernels' (their shared arrays hold this many). */
 _Static_assert(MEMRA_ROUTE_MAX_EXPERT == MEMRA_ABI_ROUTE_MAX_EXPERT,
                "memra.h's MEMRA_ROUTE_MAX_EXPERT is the kernels' limit");
+/* The kernels give each group, and each of the top_k winners, a lane of one
+ * warp (route_warp.cu's gthr[32] and we[32], route_block.cu's lane per
+ * group): a larger public limit would overrun those arrays. */
+_Static_assert(MEMRA_ROUTE_MAX_GROUPS <= 32 && MEMRA_ROUTE_MAX_TOP_K <= 32,
+               "memra.h's group and top_k limits fit one warp's lanes");
 
 memra_status memra_route_spec_check(const char *fn, const memra_route_spec *spec)
 {
