@@ -1,0 +1,65 @@
+"""Facts written in more than one place, held to the one that defines them:
+- the version: meson.build's project version is the Rust crate's
+  (Cargo.toml) and the Python package's (_lib.VERSION), and its major.minor
+  the crate's WRITTEN_FOR_MAJOR/MINOR (the C structs it mirrors);
+- the soname: meson.build's soversion is the `libmemra.so.N` the crate and
+  the package load by name;
+- the environment: every MEMRA_* variable the library reads (memra_env,
+  memra_env_flag, the NVRTC search's own reader) has a row in the README's
+  Environment table, and the table names none it does not read.
+Usage: check_facts.py SOURCE_ROOT"""
+import glob
+import re
+import sys
+
+root = sys.argv[1]
+
+
+def text(rel):
+    with open(f"{root}/{rel}", encoding="utf-8") as f:
+        return f.read()
+
+
+bad = []
+meson = text("meson.build")
+version = re.search(r"version:\s*'(\d+\.\d+\.\d+)'", meson).group(1)
+soversion = re.search(r"memra_soversion\s*=\s*'(\d+)'", meson).group(1)
+major, minor, _ = (int(x) for x in version.split("."))
+
+cargo = re.search(r'^version = "([^"]+)"', text("bindings/rust/Cargo.toml"), re.M).group(1)
+if cargo != version:
+    bad.append(f"bindings/rust/Cargo.toml says {cargo}, meson.build {version}")
+py = re.search(r'^VERSION = "([^"]+)"', text("python/memra/_lib.py"), re.M).group(1)
+if py != version:
+    bad.append(f"python/memra/_lib.py's VERSION is {py}, meson.build's {version}")
+ffi = text("bindings/rust/src/ffi.rs")
+for name, want in (("WRITTEN_FOR_MAJOR", major), ("WRITTEN_FOR_MINOR", minor)):
+    m = re.search(rf"pub const {name}: u32 = (\d+);", ffi)
+    if not m or int(m.group(1)) != want:
+        bad.append(f"ffi.rs's {name} is {m and m.group(1)}, meson.build's version {version}")
+
+soname = f"libmemra.so.{soversion}"
+for rel in ("bindings/rust/src/find.rs", "bindings/rust/build.rs", "python/memra/_lib.py"):
+    for other in set(re.findall(r"libmemra\.so\.\d+", text(rel))):
+        if other != soname:
+            bad.append(f"{rel} names {other}, meson.build's soname is {soname}")
+
+read = set()
+for path in glob.glob(f"{root}/src/**/*.c", recursive=True):
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    read |= set(re.findall(r'(?:memra_env|memra_env_flag|path_var_locked)\(\s*"(MEMRA_\w+)"',
+                           src))
+readme = text("README.md")
+table = readme.split("## Environment", 1)[1].split("\n\n", 2)[1]
+documented = set(re.findall(r"^\| `(MEMRA_\w+)`", table, re.M))
+for name in sorted(read - documented):
+    bad.append(f"the library reads {name}, which README.md's Environment table lacks")
+for name in sorted(documented - read):
+    bad.append(f"README.md's Environment table names {name}, which the library never reads")
+if not read:
+    bad.append("no environment read found in src/: revisit this test's pattern")
+
+for b in bad:
+    print(b)
+sys.exit(1 if bad else 0)
