@@ -927,6 +927,53 @@ static void test_held_lock_costs_a_compile_not_a_hang(void **state)
     close(fd);
 }
 
+/* Two modules, sm_90 and sm_80, each compiled in memory within the wait of
+ * one: the first lock's wait ran out, so the second is only tried. */
+static int child_two_gets_one_wait(void)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int bad = 0;
+    for (int arch = 90; arch >= 80; arch -= 10) {
+        memra_image img;
+        int fc = -1;
+        const memra_source src = vsrc();
+        bad |= memra_cache_get_image(&mock_nv, &src, arch, 0, &img, &fc) != MEMRA_OK || fc != 0;
+        memra_image_free(&img);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double ms =
+        (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    /* one wait is 400 ms; two would be 800 and more */
+    return bad ? 1 : ms < 700 ? 0 : 2;
+}
+
+/* A peer that hangs holding every lock (a shared folder, another user's
+ * process) costs one wait per process, not one per module: an engine loads
+ * a dozen modules and more, and each added the full timeout. */
+static void test_hung_locks_cost_one_wait_not_one_per_module(void **state)
+{
+    (void)state;
+    char p90[1200], l90[1300], p80[1200], l80[1300];
+    lock_path(90, p90, sizeof p90, l90, sizeof l90);
+    lock_path(80, p80, sizeof p80, l80, sizeof l80);
+    const int f90 = open(l90, O_CREAT | O_RDWR, 0600), f80 = open(l80, O_CREAT | O_RDWR, 0600);
+    assert_true(f90 >= 0 && f80 >= 0);
+    const pid_t h90 = hold_lock(f90), h80 = hold_lock(f80);
+    memra_cache_lock_timeout_ms = 400;
+    const int r = within(20, child_two_gets_one_wait);
+    const int published = file_exists(p90) || file_exists(p80);
+    /* the holders go before any assertion: one left alive would keep the
+     * test's output open and its runner waiting */
+    kill(h90, SIGKILL), kill(h80, SIGKILL);
+    waitpid(h90, NULL, 0), waitpid(h80, NULL, 0);
+    close(f90), close(f80);
+    assert_int_equal(r, 0); /* 2: two waits */
+    assert_false(published);
+    get(90, 0); /* the peer gone: this process locks, compiles and publishes again */
+    assert_true(file_exists(p90));
+}
+
 static int child_has_entry(void)
 {
     char path[1200];
@@ -1269,6 +1316,7 @@ int main(void)
         T(test_eviction_spares_the_users_files),
         T(test_debris_counted_then_removed),
         T(test_held_lock_costs_a_compile_not_a_hang),
+        T(test_hung_locks_cost_one_wait_not_one_per_module),
         T(test_lock_files_do_not_pile_up),
         T(test_idle_lock_files_are_removed_held_one_kept),
         T(test_waiter_on_a_removed_lock_file_locks_the_new_one),

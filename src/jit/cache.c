@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,6 +561,12 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Set when a lock wait ran out, cleared when a lock is taken: a peer that
+ * hangs holding its locks (or every lock of a shared folder) is waited for
+ * once, not once per module an engine loads (an engine loads a dozen and
+ * more: each would add the full timeout). Later waits only try the lock. */
+static _Atomic int lock_wait_ran_out;
+
 /* flock by `deadline` (now_ms()): a hung peer, or another user's process
  * holding a lock file, costs this process a compile, never its progress.
  * 0 = locked; else why not. */
@@ -577,8 +584,14 @@ static int lock_bounded(int fd, double deadline, char *why, size_t n)
             return -1;
         }
         if (now_ms() >= deadline) {
-            snprintf(why, n, "is held by another process for more than %d ms",
-                     memra_cache_lock_timeout_ms);
+            if (atomic_exchange(&lock_wait_ran_out, 1))
+                snprintf(why, n,
+                         "is held by another process (not waited for: an earlier lock of the "
+                         "cache was held past %d ms)",
+                         memra_cache_lock_timeout_ms);
+            else
+                snprintf(why, n, "is held by another process for more than %d ms",
+                         memra_cache_lock_timeout_ms);
             return -1;
         }
         const struct timespec ts = {0, pause_us * 1000};
@@ -607,7 +620,8 @@ static int still_named(int dfd, const char *name, int fd)
  * with why. */
 static int acquire_lock(int dfd, const char *lock, int *held, char *why, size_t n)
 {
-    const double deadline = now_ms() + memra_cache_lock_timeout_ms;
+    const double deadline =
+        now_ms() + (atomic_load(&lock_wait_ran_out) ? 0 : memra_cache_lock_timeout_ms);
     *held = 0;
     for (;;) {
         struct stat sb;
@@ -615,6 +629,7 @@ static int acquire_lock(int dfd, const char *lock, int *held, char *why, size_t 
         if (fd < 0 || lock_bounded(fd, deadline, why, n) != 0)
             return fd;
         if (still_named(dfd, lock, fd)) {
+            atomic_store(&lock_wait_ran_out, 0);
             *held = 1;
             return fd;
         }
