@@ -394,8 +394,14 @@ def _route_layout_inputs(cfg, logits, bias, emap, count, layer, bases, strides, 
     il = _ops._layer(cfg, layer)
     slab = _ops._slab_ref(cfg.caller, bases, strides)
     n_slots = (cfg.template.n_local if emap is not None else E) + cfg.n_shared
-    lspec = _spec(cfg, E + cfg.n_shared, block_size, pad, 0)
     n_tokens = T if isinstance(T, int) else 2
+    if E + cfg.n_shared >= _U32:
+        # the layout's expert count no uint32 holds: the routing's own
+        # refusal (too many shared experts) says why, in the call's words
+        cfg.refuse(_ops._L().memra_route_check(CALLS["route_tables"], _STAND_IN, n_tokens, spec,
+                                               il, None, slab, _STAND_IN, _STAND_IN, _STAND_IN,
+                                               _STAND_IN))
+    lspec = _spec(cfg, E + cfg.n_shared, block_size, pad, 0)
 
     def judge(macros):
         _fused_refusal(cfg, _FUSED_JUDGE, n_tokens, spec, il, macros, slab, lspec,

@@ -706,6 +706,18 @@ def test_fused_layout_op_layer_is_judged_on_the_cpu_as_on_a_gpu(layer):
                      memra.InvalidArgError) == [want] * 3
 
 
+def test_fused_layout_with_too_many_shared_experts_gets_the_routings_reason():
+    """n_shared so large that the layout's expert count (n_expert + n_shared)
+    no uint32 holds was refused as "num_experts = ... is outside", an argument
+    the op does not have; it is the routing's refusal, as route_tables says."""
+    def make():
+        return (_z(4, 8), 2, 1, 16, [0, 0, 0], [0, 0, 0], "softmax", 1, 1, False, 1.0, None,
+                None, None, 0, 2**32 - 1)
+    got = _refusals("route_tables_layout", make, memra.InvalidArgError)
+    assert got == ["route_tables_layout: n_shared = 4294967295: top_k + n_shared must be at "
+                   "most 32"] * 3, got
+
+
 def test_planes_of_another_count_are_not_judged_on_an_empty_call():
     """Planes prepared for another expert count are refused where they would
     be read; an empty call reads none, and the library takes it (it was
