@@ -46,7 +46,7 @@ LIB = _ops.LIB
 def _words(logits, bias, S):
     """SGLang's names for the library's words (the routed count is topk
     less the shared experts)."""
-    return _ops.words(logits=logits, n_tokens=f"{logits}.shape[0]",
+    return _ops.words(logits=logits, n_tokens=f"{logits}.shape[0]", scoring="scoring_func",
                       n_expert=f"{logits}.shape[1]",
                       top_k="topk - num_fused_shared_experts" if S else "topk",
                       n_group="num_expert_group", n_shared="num_fused_shared_experts",
@@ -98,9 +98,13 @@ def grouped_config(topk, renormalize, num_expert_group, topk_group, S, rsf, appl
                    apply_on_output)
 
 
-def fused_config(topk, renormalize):
-    return _config("sglang.fused_topk", "sglang.fused_topk", "gating_output", "bias",
-                   "softmax", None, topk, renormalize, 1, 1, 0, None, False)
+def fused_config(topk, renormalize, scoring_func="softmax"):
+    # (the scoring in the key's tag; anything but a str misses the cache and
+    # is refused by the configuration's own check, in the caller's words)
+    tag = ("sglang.fused_topk", scoring_func if isinstance(scoring_func, str) else object())
+    return _config(tag, "sglang.fused_topk", "gating_output",
+                   "correction_bias", scoring_func, None, topk, renormalize, 1, 1, 0, None,
+                   False)
 
 
 def gate_config(num_expert_group, topk_group, topk, S, rsf, apply_on_output):
@@ -174,14 +178,17 @@ def grouped_topk_fake(*args, **kwargs):
 
 LIB.define(
     "sglang_fused_topk(Tensor hidden_states, Tensor gating_output, int topk, bool renormalize, "
-    "Tensor? num_token_non_padded=None) -> (Tensor, Tensor)")
+    "Tensor? num_token_non_padded=None, Tensor? correction_bias=None, "
+    "str scoring_func='softmax') -> (Tensor, Tensor)")
 
 
 def fused_topk_impl(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
                     renormalize: bool, num_token_non_padded: Optional[torch.Tensor] = None,
-                    cfg=None, real=True):
-    cfg = cfg or fused_config(topk, renormalize)
-    return _choice(cfg, hidden_states, gating_output, None, num_token_non_padded, real)
+                    correction_bias: Optional[torch.Tensor] = None,
+                    scoring_func: str = "softmax", cfg=None, real=True):
+    cfg = cfg or fused_config(topk, renormalize, scoring_func)
+    return _choice(cfg, hidden_states, gating_output, correction_bias, num_token_non_padded,
+                   real)
 
 
 def fused_topk_fake(*args, **kwargs):

@@ -282,6 +282,48 @@ def test_wrong_types_in_sglang_words(call, message):
     assert str(e.value).startswith(message), str(e.value)
 
 
+@pytest.mark.parametrize("scoring", ["softmax", "sigmoid"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_fused_topk_takes_sglang_mains_signature(scoring, with_bias):
+    """SGLang main's select_experts calls fused_topk(..., correction_bias=,
+    scoring_func=) (it raised TypeError: memra took only 06c48ca8's
+    signature): softmax or sigmoid, a bias choosing and the unbiased scores
+    weighing (topk_sigmoid's rule), bit for bit the host arm's answer to the
+    same spec; the old positional order (a count fifth) still works."""
+    T, E, K = 64, 128, 8
+    x, b = logits_for(T, E, 11), bias_for(E, 11) if with_bias else None
+    h = torch.zeros(T, 4)
+    w, ids = sglang.fused_topk(hidden_states=h, gating_output=x, topk=K, renormalize=True,
+                               correction_bias=b, scoring_func=scoring)
+    want_w, want_ids, _ = host_arm(x, K, scoring=scoring, renormalize=True, bias=b)
+    assert torch.equal(ids, want_ids) and torch.equal(bits(w), bits(want_w))
+    w2, ids2 = sglang.fused_topk(h, x, K, True, b, scoring)  # positionally
+    assert torch.equal(ids2, ids) and torch.equal(bits(w2), bits(w))
+    count = torch.tensor(40, dtype=torch.int32)
+    w3, ids3 = sglang.fused_topk(h, x, K, True, count, None)  # 06c48ca8's order
+    w4, ids4 = sglang.fused_topk(h, x, K, True)
+    assert torch.equal(ids3[:40], ids4[:40]) and bool((ids3[40:] == -1).all())
+    with pytest.raises(memra.InvalidArgError, match="scoring_func"):
+        sglang.fused_topk(h, x, K, True, None, "tanh")
+
+
+@pytest.mark.parametrize("fn", ["biased_grouped_topk", "grouped_topk"])
+def test_grouped_functions_take_sglang_mains_positional_order(fn):
+    """SGLang main dropped num_token_non_padded and
+    expert_location_dispatch_info: its tenth positional argument is
+    apply_routed_scaling_factor_on_output (a bool there was refused as a
+    count)."""
+    E, K, n_group, topk_group, rsf = SGLANG_MODELS["deepseek-v3"]
+    h, x, b = torch.zeros(7, 4), logits_for(7, E, 12), bias_for(E, 12)
+    head = (h, x, b) if fn == "biased_grouped_topk" else (h, x)
+    f = getattr(sglang, fn)
+    main = f(*head, K + 1, True, n_group, topk_group, 1, rsf, True)
+    pinned = f(*head, K + 1, True, n_group, topk_group, 1, rsf, None, None, True)
+    plain = f(*head, K + 1, True, n_group, topk_group, 1, rsf)
+    assert torch.equal(main[1], pinned[1]) and torch.equal(bits(main[0]), bits(pinned[0]))
+    assert not torch.equal(bits(main[0]), bits(plain[0]))  # the flag was taken
+
+
 def test_opcheck_sglang_ops():
     E, K, n_group, topk_group, rsf = SGLANG_MODELS["deepseek-v3"]
     T = 9
@@ -294,6 +336,7 @@ def test_opcheck_sglang_ops():
                                         topk_group)),
         (O.sglang_grouped_topk, (h, x, 6, True, 8, 3, 1, 16.0, torch.tensor(5))),
         (O.sglang_fused_topk, (h, x[:, :64], 6, True, torch.tensor(5))),
+        (O.sglang_fused_topk, (h, x[:, :64], 6, True, None, bias[:64], "sigmoid")),
         (O.moe_fused_gate, (x, bias, n_group, topk_group, K + 1, 1, rsf, True)),
         (O.moe_fused_gate, (x[:0], bias, n_group, topk_group, K)),
     ]:

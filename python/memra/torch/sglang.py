@@ -11,8 +11,9 @@
         apply_routed_scaling_factor_on_output=False)      # DeepSeek-V3, fused shared expert
 
 The signatures are SGLang's (python/sglang/srt/layers/moe/topk.py at
-sgl-project/sglang 06c48ca8da0b2c8aac15df74a768e6a012444064) and
-sgl-kernel's (moe_fused_gate); the outputs too: topk_weights float32 [T,
+sgl-project/sglang 06c48ca8da0b2c8aac15df74a768e6a012444064, and its main
+at 000328a8, which changed fused_topk's and the grouped functions'
+positional order: both are taken) and sgl-kernel's (moe_fused_gate); the outputs too: topk_weights float32 [T,
 topk], topk_ids int32 [T, topk], topk counting the fused shared experts
 (ids n_expert + i, last). What differs is the arithmetic, memra's own and
 the same on every GPU and the CPU (docs/routing.md), and three choices
@@ -61,6 +62,15 @@ def _no_dispatch_info(caller, info):
                              "logical-to-physical remapping (remap topk_ids after routing)")
 
 
+def _main_order(count, info, apply):
+    """(num_token_non_padded, expert_location_dispatch_info, the flag) from
+    the tenth to twelfth arguments in 06c48ca8's order, or main's, whose
+    tenth is the flag (a bool; a count is a tensor or None)."""
+    if isinstance(count, bool):
+        return None, info, count
+    return count, info, apply
+
+
 def biased_grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor,
                         correction_bias: torch.Tensor, topk: int, renormalize: bool,
                         num_expert_group: Optional[int] = None, topk_group: Optional[int] = None,
@@ -71,7 +81,14 @@ def biased_grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor
                         apply_routed_scaling_factor_on_output: Optional[bool] = False):
     """SGLang's biased_grouped_topk (DeepSeek-V3, GLM-4.5, Kimi-K2): sigmoid
     scores plus correction_bias choose; groups by their two best; returns
-    (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    (topk_weights float32 [T, topk], topk_ids int32 [T, topk]). SGLang main
+    dropped num_token_non_padded and expert_location_dispatch_info from this
+    signature, so its tenth positional argument is the flag: a bool there
+    is taken as apply_routed_scaling_factor_on_output."""
+    (num_token_non_padded, expert_location_dispatch_info,
+     apply_routed_scaling_factor_on_output) = _main_order(
+        num_token_non_padded, expert_location_dispatch_info,
+        apply_routed_scaling_factor_on_output)
     _no_dispatch_info("biased_grouped_topk", expert_location_dispatch_info)
     if _is_compiling():  # the operator, whose fake judges the call at trace time
         return _biased_op(hidden_states, gating_output, correction_bias, topk, renormalize,
@@ -104,7 +121,12 @@ def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk:
                  apply_routed_scaling_factor_on_output: Optional[bool] = False):
     """SGLang's grouped_topk (DeepSeek-V2): softmax scores, no bias, groups
     by their best; returns (topk_weights float32 [T, topk], topk_ids int32
-    [T, topk])."""
+    [T, topk]); a bool tenth positional argument is the flag, as for
+    biased_grouped_topk."""
+    (num_token_non_padded, expert_location_dispatch_info,
+     apply_routed_scaling_factor_on_output) = _main_order(
+        num_token_non_padded, expert_location_dispatch_info,
+        apply_routed_scaling_factor_on_output)
     _no_dispatch_info("sglang.grouped_topk", expert_location_dispatch_info)
     if _is_compiling():
         return _grouped_op(hidden_states, gating_output, topk, renormalize, num_expert_group,
@@ -124,18 +146,35 @@ def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk:
 
 
 def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: int,
-               renormalize: bool, num_token_non_padded: Optional[torch.Tensor] = None,
+               renormalize: bool, correction_bias: Optional[torch.Tensor] = None,
+               scoring_func: str = "softmax",
+               num_token_non_padded: Optional[torch.Tensor] = None,
                expert_location_dispatch_info=None):
-    """SGLang's fused_topk (Qwen-MoE, Mixtral): softmax top-k; returns
-    (topk_weights float32 [T, topk], topk_ids int32 [T, topk])."""
+    """SGLang's fused_topk (Qwen-MoE, Mixtral; sigmoid: topk_sigmoid's
+    models): softmax or sigmoid scores (plus correction_bias, where given,
+    to choose; the weights are the unbiased scores), top-k, renormalized if
+    asked; returns (topk_weights float32 [T, topk], topk_ids int32 [T,
+    topk]). Both SGLang signatures: main's (..., renormalize,
+    correction_bias=None, scoring_func="softmax") and 06c48ca8's (...,
+    renormalize, num_token_non_padded=None, expert_location_dispatch_info=
+    None), whose fifth and sixth arguments, given by position, are told
+    apart by type (a count is an integer tensor, a bias a float one)."""
+    if isinstance(correction_bias, torch.Tensor) and not correction_bias.is_floating_point() \
+            and num_token_non_padded is None:
+        # 06c48ca8's order: (num_token_non_padded, expert_location_dispatch_info)
+        num_token_non_padded, correction_bias = correction_bias, None
+        if not isinstance(scoring_func, str):
+            expert_location_dispatch_info, scoring_func = scoring_func, "softmax"
     _no_dispatch_info("sglang.fused_topk", expert_location_dispatch_info)
     if _is_compiling():
-        return _fused_op(hidden_states, gating_output, topk, renormalize, num_token_non_padded)
-    cfg = _sgl.fused_config(topk, renormalize)
-    if _direct(hidden_states, gating_output, num_token_non_padded):
+        return _fused_op(hidden_states, gating_output, topk, renormalize, num_token_non_padded,
+                         correction_bias, scoring_func)
+    cfg = _sgl.fused_config(topk, renormalize, scoring_func)
+    if _direct(hidden_states, gating_output, num_token_non_padded, correction_bias):
         return _sgl.fused_topk_impl(hidden_states, gating_output, topk, renormalize,
-                                    num_token_non_padded, cfg)
-    return _fused_op(hidden_states, gating_output, topk, cfg.renormalize, num_token_non_padded)
+                                    num_token_non_padded, correction_bias, scoring_func, cfg)
+    return _fused_op(hidden_states, gating_output, topk, cfg.renormalize, num_token_non_padded,
+                     correction_bias, scoring_func)
 
 
 def moe_fused_gate(input_tensor: torch.Tensor, bias: torch.Tensor, num_expert_group: int,
