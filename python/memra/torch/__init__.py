@@ -227,7 +227,7 @@ def moe_align_block_size(topk_ids: torch.Tensor, block_size: int, num_experts: i
                          expert_map: Optional[torch.Tensor] = None, pad_sorted_ids: bool = False,
                          ignore_invalid_experts: bool = False):
     """vLLM's moe_align_block_size, argument for argument: the pairs of
-    topk_ids (int32, any shape, pair p its p-th element) grouped by expert,
+    topk_ids (int32 or int64, any shape, pair p its p-th element) grouped by expert,
     each expert's run padded to block_size with the sentinel
     topk_ids.numel(): (sorted_ids int32 [topk_ids.numel() + num_experts *
     (block_size - 1)], rounded up to block_size with pad_sorted_ids, at most
