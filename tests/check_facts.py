@@ -6,7 +6,9 @@
   the package load by name;
 - the environment: every MEMRA_* variable the library reads (memra_env,
   memra_env_flag, the NVRTC search's own reader) has a row in the README's
-  Environment table, and the table names none it does not read.
+  Environment table, and the table names none it does not read; the numbers
+  the table and docs/cache.md quote (the cache's default cap, the
+  specialised builds an engine keeps) are the headers'.
 Usage: check_facts.py SOURCE_ROOT"""
 import glob
 import re
@@ -59,6 +61,23 @@ for name in sorted(documented - read):
     bad.append(f"README.md's Environment table names {name}, which the library never reads")
 if not read:
     bad.append("no environment read found in src/: revisit this test's pattern")
+
+# numbers the Environment table quotes: the cache's default cap
+# (cache_env.h) and the specialised builds an engine keeps (engine.h)
+cap = re.search(r"#define MEMRA_CACHE_DEFAULT_CAP \((\d+)ull << 20\)", text("src/jit/cache_env.h"))
+specials = re.search(r"#define MEMRA_SPECIAL_MODULES (\d+)", text("src/engine/engine.h"))
+if not cap or not specials:
+    bad.append("MEMRA_CACHE_DEFAULT_CAP or MEMRA_SPECIAL_MODULES not found: revisit this test")
+else:
+    for rel in ("README.md", "docs/cache.md"):
+        said = re.findall(r"default (\d+) MiB", text(rel))
+        if not said or any(int(x) != int(cap.group(1)) for x in said):
+            bad.append(f"{rel} gives the cache's default cap as {said} MiB, cache_env.h "
+                       f"{cap.group(1)} MiB")
+    said = re.findall(r"(\d+) such builds an engine", table)
+    if said != [specials.group(1)]:
+        bad.append(f"README.md's MEMRA_ROUTE_SPECIALIZE row says {said} builds an engine, "
+                   f"engine.h's MEMRA_SPECIAL_MODULES is {specials.group(1)}")
 
 for b in bad:
     print(b)
