@@ -944,7 +944,7 @@ static int child_two_gets_one_wait(void)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double ms =
         (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-    /* one wait is 400 ms; two would be 800 and more */
+    /* one wait is 400 ms, the second a tenth of it; two whole waits would be 800 */
     return bad ? 1 : ms < 700 ? 0 : 2;
 }
 
@@ -971,6 +971,76 @@ static void test_hung_locks_cost_one_wait_not_one_per_module(void **state)
     assert_int_equal(r, 0); /* 2: two waits */
     assert_false(published);
     get(90, 0); /* the peer gone: this process locks, compiles and publishes again */
+    assert_true(file_exists(p90));
+}
+
+/* The peer of the test below: holds sm_90's lock, and when told to go
+ * publishes the entry (put aside beforehand) and lets go as a memra holder
+ * does, removing its lock file first. */
+static int go_pipe[2], ready_pipe[2];
+static char aside[1300];
+
+static void live_peer(int lfd, const char *entry, const char *lock)
+{
+    flock(lfd, LOCK_EX);
+    (void)!write(ready_pipe[1], "x", 1);
+    char c;
+    (void)!read(go_pipe[0], &c, 1);
+    const struct timespec t = {0, 20 * 1000 * 1000};
+    nanosleep(&t, NULL);
+    rename(aside, entry);
+    unlink(lock);
+    flock(lfd, LOCK_UN);
+    _exit(0);
+}
+
+/* After a wait ran out (sm_80's hung holder), sm_90's lock is held by a live
+ * peer that publishes 20 ms after this process starts waiting: this process
+ * must still wait for it (a tenth of the timeout) and read the entry, not
+ * give up at once and compile (as the first form of the shortened waits did). */
+static int child_flag_then_live_peer(void)
+{
+    memra_image img;
+    int fc = -1;
+    const memra_source src = vsrc();
+    if (memra_cache_get_image(&mock_nv, &src, 80, 0, &img, &fc) != MEMRA_OK || fc != 0)
+        return 1;
+    memra_image_free(&img);
+    memset(mock.calls, 0, sizeof mock.calls);
+    (void)!write(go_pipe[1], "x", 1);
+    const int ok = memra_cache_get_image(&mock_nv, &src, 90, 0, &img, &fc) == MEMRA_OK && fc == 1 &&
+                   mock.calls[MOCK_nvrtcCompileProgram] == 0;
+    memra_image_free(&img);
+    return ok ? 0 : 2;
+}
+
+static void test_a_live_peer_is_waited_for_after_a_wait_ran_out(void **state)
+{
+    (void)state;
+    char p90[1200], l90[1300], p80[1200], l80[1300];
+    get(90, 0); /* the entry the peer will publish, put aside */
+    lock_path(90, p90, sizeof p90, l90, sizeof l90);
+    lock_path(80, p80, sizeof p80, l80, sizeof l80);
+    snprintf(aside, sizeof aside, "%s.aside", p90);
+    assert_int_equal(rename(p90, aside), 0);
+    const int f80 = open(l80, O_CREAT | O_RDWR, 0600), f90 = open(l90, O_CREAT | O_RDWR, 0600);
+    assert_true(f80 >= 0 && f90 >= 0);
+    const pid_t hung = hold_lock(f80);
+    assert_int_equal(pipe(go_pipe), 0);
+    assert_int_equal(pipe(ready_pipe), 0);
+    const pid_t peer = fork();
+    assert_true(peer >= 0);
+    if (peer == 0)
+        live_peer(f90, p90, l90);
+    char c;
+    assert_int_equal(read(ready_pipe[0], &c, 1), 1);
+    memra_cache_lock_timeout_ms = 1000; /* the short wait: 100 ms */
+    const int r = within(20, child_flag_then_live_peer);
+    kill(hung, SIGKILL), kill(peer, SIGKILL);
+    waitpid(hung, NULL, 0), waitpid(peer, NULL, 0);
+    close(f80), close(f90);
+    close(go_pipe[0]), close(go_pipe[1]), close(ready_pipe[0]), close(ready_pipe[1]);
+    assert_int_equal(r, 0);
     assert_true(file_exists(p90));
 }
 
@@ -1317,6 +1387,7 @@ int main(void)
         T(test_debris_counted_then_removed),
         T(test_held_lock_costs_a_compile_not_a_hang),
         T(test_hung_locks_cost_one_wait_not_one_per_module),
+        T(test_a_live_peer_is_waited_for_after_a_wait_ran_out),
         T(test_lock_files_do_not_pile_up),
         T(test_idle_lock_files_are_removed_held_one_kept),
         T(test_waiter_on_a_removed_lock_file_locks_the_new_one),

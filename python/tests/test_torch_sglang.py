@@ -305,6 +305,12 @@ def test_fused_topk_takes_sglang_mains_signature(scoring, with_bias):
     assert torch.equal(ids3[:40], ids4[:40]) and bool((ids3[40:] == -1).all())
     with pytest.raises(memra.InvalidArgError, match="scoring_func"):
         sglang.fused_topk(h, x, K, True, None, "tanh")
+    # 06c48ca8's order with nothing padded: (None, None) is no count, no
+    # dispatch info (a None sixth argument was once read as a scoring name)
+    w5, ids5 = sglang.fused_topk(h, x, K, True, None, None)
+    assert torch.equal(ids5, ids4) and torch.equal(bits(w5), bits(w4))
+    with pytest.raises(memra.InvalidArgError, match="expert_location_dispatch_info"):
+        sglang.fused_topk(h, x, K, True, None, object())
 
 
 @pytest.mark.parametrize("fn", ["biased_grouped_topk", "grouped_topk"])
@@ -322,6 +328,11 @@ def test_grouped_functions_take_sglang_mains_positional_order(fn):
     plain = f(*head, K + 1, True, n_group, topk_group, 1, rsf)
     assert torch.equal(main[1], pinned[1]) and torch.equal(bits(main[0]), bits(pinned[0]))
     assert not torch.equal(bits(main[0]), bits(plain[0]))  # the flag was taken
+    numpy_flag = f(*head, K + 1, True, n_group, topk_group, 1, rsf, np.True_)
+    assert torch.equal(bits(numpy_flag[0]), bits(main[0]))
+    with pytest.raises(memra.InvalidArgError, match="given twice"):
+        f(*head, K + 1, True, n_group, topk_group, 1, rsf, False,
+          apply_routed_scaling_factor_on_output=True)
 
 
 def test_opcheck_sglang_ops():

@@ -561,11 +561,20 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Set when a lock wait ran out, cleared when a lock is taken: a peer that
- * hangs holding its locks (or every lock of a shared folder) is waited for
- * once, not once per module an engine loads (an engine loads a dozen and
- * more: each would add the full timeout). Later waits only try the lock. */
+/* Set when a lock wait ran out; cleared by a sign of a live peer (a lock
+ * taken, a lock file its holder removed): a peer that hangs holding its
+ * locks (or every lock of a shared folder) costs one full wait, not one per
+ * module an engine loads (a dozen and more: each added the full timeout).
+ * Meanwhile each wait is a tenth of the timeout, long enough for a live
+ * peer's lock to be seen going. */
 static _Atomic int lock_wait_ran_out;
+
+/* The wait for one lock, in ms. */
+static double lock_wait_ms(void)
+{
+    return atomic_load(&lock_wait_ran_out) ? memra_cache_lock_timeout_ms / 10.0
+                                           : (double)memra_cache_lock_timeout_ms;
+}
 
 /* flock by `deadline` (now_ms()): a hung peer, or another user's process
  * holding a lock file, costs this process a compile, never its progress.
@@ -584,14 +593,11 @@ static int lock_bounded(int fd, double deadline, char *why, size_t n)
             return -1;
         }
         if (now_ms() >= deadline) {
-            if (atomic_exchange(&lock_wait_ran_out, 1))
-                snprintf(why, n,
-                         "is held by another process (not waited for: an earlier lock of the "
-                         "cache was held past %d ms)",
-                         memra_cache_lock_timeout_ms);
-            else
-                snprintf(why, n, "is held by another process for more than %d ms",
-                         memra_cache_lock_timeout_ms);
+            atomic_store(&lock_wait_ran_out, 1);
+            snprintf(why, n,
+                     "is held by another process past the wait (%d ms, a tenth of it "
+                     "once a wait has run out)",
+                     memra_cache_lock_timeout_ms);
             return -1;
         }
         const struct timespec ts = {0, pause_us * 1000};
@@ -620,8 +626,7 @@ static int still_named(int dfd, const char *name, int fd)
  * with why. */
 static int acquire_lock(int dfd, const char *lock, int *held, char *why, size_t n)
 {
-    const double deadline =
-        now_ms() + (atomic_load(&lock_wait_ran_out) ? 0 : memra_cache_lock_timeout_ms);
+    double deadline = now_ms() + lock_wait_ms();
     *held = 0;
     for (;;) {
         struct stat sb;
@@ -634,6 +639,10 @@ static int acquire_lock(int dfd, const char *lock, int *held, char *why, size_t 
             return fd;
         }
         flock(fd, LOCK_UN);
+        /* Its holder removed it: a live peer, finishing. Waits are whole
+         * again, this one too. */
+        if (atomic_exchange(&lock_wait_ran_out, 0))
+            deadline = now_ms() + memra_cache_lock_timeout_ms;
         if (now_ms() >= deadline) {
             snprintf(why, n, "was removed and made again for more than %d ms",
                      memra_cache_lock_timeout_ms);
@@ -756,9 +765,11 @@ memra_status memra_cache_get_image(const memra_nvrtc *nv, const memra_source *sr
         memra_warn(MEMRA_WARN_CACHE_FOLDER, "kernel cache lock %s/%s %s; compiling in memory", dir,
                    lock, why);
     } else if (!held) {
-        memra_warn(MEMRA_WARN_CACHE_LOCK,
-                   "kernel cache lock %s/%s %s; compiling in memory without publishing", dir, lock,
-                   why);
+        /* The holder may have published while this process waited. */
+        if (take_entry(dir, dfd, name, &key, img, &found) && !found)
+            memra_warn(MEMRA_WARN_CACHE_LOCK,
+                       "kernel cache lock %s/%s %s; compiling in memory without publishing", dir,
+                       lock, why);
     } else if (take_entry(dir, dfd, name, &key, img, &found) && !found) {
         /* Whoever holds the lock compiles; the others waited and now read. */
         st = memra_jit_compile(nv, src, arch, is_ptx, img);

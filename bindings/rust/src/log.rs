@@ -69,10 +69,13 @@ unsafe extern "C" fn trampoline(level: c_int, message: *const c_char, user: *mut
     };
     let _inside = Inside::enter();
     // A panic must not unwind into C, and neither may its payload's Drop
-    // (which may panic in turn): the payload is never dropped.
+    // (which may panic in turn): the payload is dropped inside a catch of its
+    // own, and only a payload whose drop panicked too is forgotten (leaked).
     if let Err(payload) = catch_unwind(AssertUnwindSafe(|| f(LogLevel::from_code(level), &message)))
     {
-        std::mem::forget(payload);
+        if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(again);
+        }
     }
 }
 

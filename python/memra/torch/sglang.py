@@ -16,14 +16,17 @@ at 000328a8, which changed fused_topk's and the grouped functions'
 positional order: both are taken) and sgl-kernel's (moe_fused_gate); the outputs too: topk_weights float32 [T,
 topk], topk_ids int32 [T, topk], topk counting the fused shared experts
 (ids n_expert + i, last). What differs is the arithmetic, memra's own and
-the same on every GPU and the CPU (docs/routing.md), and three choices
-where SGLang's own paths disagree (memra follows its CUDA kernel):
+the same on every GPU and the CPU (docs/routing.md), and the choices
+where SGLang's own paths disagree (memra follows its CUDA kernel, but for
+the last):
 
 - a shared expert's weight is (sum of the routed scores) /
   routed_scaling_factor, 1.0 when routed_scaling_factor is None;
 - with num_fused_shared_experts > 1 the shared experts are n_expert,
   n_expert + 1, ... (the kernel's), not one random id (the PyTorch path's);
-- rows past num_token_non_padded get id -1 as in SGLang, and weight +0.
+- rows past num_token_non_padded get id -1 as in SGLang, and weight +0;
+- fused_topk applies a correction_bias given with softmax scores (to
+  choose), as SGLang's PyTorch path does; its CUDA path drops it.
 
 A -inf logit masks its expert (score 0), as in SGLang; a token no score
 can be made of (a NaN logit, a non-finite bias) is not routed: it gets
@@ -44,6 +47,7 @@ import torch
 from .. import _torch_layout as _layout
 from .. import _torch_ops as _ops
 from .. import _torch_sglang as _sgl
+from .._route import _numpy_bool
 from . import _direct, _is_compiling
 
 __all__ = ["biased_grouped_topk", "grouped_topk", "fused_topk", "moe_fused_gate",
@@ -62,12 +66,17 @@ def _no_dispatch_info(caller, info):
                              "logical-to-physical remapping (remap topk_ids after routing)")
 
 
-def _main_order(count, info, apply):
+def _main_order(caller, count, info, apply):
     """(num_token_non_padded, expert_location_dispatch_info, the flag) from
-    the tenth to twelfth arguments in 06c48ca8's order, or main's, whose
-    tenth is the flag (a bool; a count is a tensor or None)."""
-    if isinstance(count, bool):
-        return None, info, count
+    the arguments after routed_scaling_factor in 06c48ca8's order, or main's,
+    whose first there is the flag (a bool, NumPy's too; a count is a tensor
+    or None). Main's order with the flag also given by keyword is refused,
+    as both SGLangs refuse it (a TypeError there)."""
+    if isinstance(count, bool) or _numpy_bool(count):
+        if apply:
+            _ops._refuse(caller, "apply_routed_scaling_factor_on_output is given twice (by "
+                                 "position, after routed_scaling_factor, and by keyword)")
+        return None, info, bool(count)
     return count, info, apply
 
 
@@ -83,11 +92,11 @@ def biased_grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor
     scores plus correction_bias choose; groups by their two best; returns
     (topk_weights float32 [T, topk], topk_ids int32 [T, topk]). SGLang main
     dropped num_token_non_padded and expert_location_dispatch_info from this
-    signature, so its tenth positional argument is the flag: a bool there
-    is taken as apply_routed_scaling_factor_on_output."""
+    signature, so the argument after routed_scaling_factor (its tenth) is
+    the flag: a bool there is taken as apply_routed_scaling_factor_on_output."""
     (num_token_non_padded, expert_location_dispatch_info,
      apply_routed_scaling_factor_on_output) = _main_order(
-        num_token_non_padded, expert_location_dispatch_info,
+        "biased_grouped_topk", num_token_non_padded, expert_location_dispatch_info,
         apply_routed_scaling_factor_on_output)
     _no_dispatch_info("biased_grouped_topk", expert_location_dispatch_info)
     if _is_compiling():  # the operator, whose fake judges the call at trace time
@@ -121,11 +130,11 @@ def grouped_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk:
                  apply_routed_scaling_factor_on_output: Optional[bool] = False):
     """SGLang's grouped_topk (DeepSeek-V2): softmax scores, no bias, groups
     by their best; returns (topk_weights float32 [T, topk], topk_ids int32
-    [T, topk]); a bool tenth positional argument is the flag, as for
-    biased_grouped_topk."""
+    [T, topk]); a bool right after routed_scaling_factor (main's ninth
+    positional) is the flag, as for biased_grouped_topk."""
     (num_token_non_padded, expert_location_dispatch_info,
      apply_routed_scaling_factor_on_output) = _main_order(
-        num_token_non_padded, expert_location_dispatch_info,
+        "sglang.grouped_topk", num_token_non_padded, expert_location_dispatch_info,
         apply_routed_scaling_factor_on_output)
     _no_dispatch_info("sglang.grouped_topk", expert_location_dispatch_info)
     if _is_compiling():
@@ -159,9 +168,12 @@ def fused_topk(hidden_states: torch.Tensor, gating_output: torch.Tensor, topk: i
     renormalize, num_token_non_padded=None, expert_location_dispatch_info=
     None), whose fifth and sixth arguments, given by position, are told
     apart by type (a count is an integer tensor, a bias a float one)."""
-    if isinstance(correction_bias, torch.Tensor) and not correction_bias.is_floating_point() \
-            and num_token_non_padded is None:
-        # 06c48ca8's order: (num_token_non_padded, expert_location_dispatch_info)
+    if (not isinstance(scoring_func, str) or
+            isinstance(correction_bias, torch.Tensor) and not correction_bias.is_floating_point()) \
+            and num_token_non_padded is None and expert_location_dispatch_info is None:
+        # 06c48ca8's order: (num_token_non_padded, expert_location_dispatch_info),
+        # told by a sixth argument that is no scoring name (None, a dispatch
+        # info) or a fifth that is an integer count
         num_token_non_padded, correction_bias = correction_bias, None
         if not isinstance(scoring_func, str):
             expert_location_dispatch_info, scoring_func = scoring_func, "softmax"
