@@ -404,27 +404,16 @@ def _route_layout_inputs(cfg, logits, bias, emap, count, layer, bases, strides, 
     lspec = _spec(cfg, E + cfg.n_shared, block_size, pad, 0)
 
     def judge(macros):
-        _fused_refusal(cfg, _FUSED_JUDGE, n_tokens, spec, il, macros, slab, lspec,
-                       _stand_in_layout())
+        """The call's refusal, in its order (the routing's checks, then the
+        layout's), from the device call's judge on either device: the op
+        always names a layer, which the host arm would take out of range
+        where a GPU refuses it (as the routing and table ops)."""
+        cfg.refuse(_ops._L().memra_route_check_ex(
+            CALLS["route_tables_ex"], _STAND_IN, n_tokens, spec, il, macros, slab, _STAND_IN,
+            _STAND_IN, _STAND_IN, _STAND_IN, lspec, _stand_in_layout()))
     macros = _ops._planes_of(cfg.caller, _ops._dev_key(logits.device), model, "route", layer,
                              n_slots, n_tokens == 0, judge)
-    return T, E, spec, il, slab, macros, lspec, bias
-
-
-# The rules that judge the fused op on either device: the device call's. It
-# always names a layer, which the host arm would take out of range where a
-# GPU refuses it (as the routing and table ops).
-_FUSED_JUDGE = "route_tables_ex"
-
-
-def _fused_refusal(cfg, kind, T, spec, il, macros, slab, lspec, layout):
-    """The fused call's refusal, in its order (the routing's checks, then
-    the layout's), from the library's judge."""
-    st = _ops._L().memra_route_check_ex(CALLS[kind], _STAND_IN, T, spec, il, macros, slab,
-                                        _STAND_IN, _STAND_IN, _STAND_IN, _STAND_IN, lspec,
-                                        layout)
-    if st:
-        cfg.refuse(st)
+    return T, E, spec, il, slab, macros, lspec, bias, judge
 
 
 def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, block_size, pad):
@@ -432,19 +421,18 @@ def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, b
     (memra_route_tables_ex: one launch up to MEMRA_LAYOUT_ONE_LAUNCH pairs):
     route()'s four outputs, then sorted_ids, expert_ids, num_tokens_post_pad
     as moe_align_block_size gives them for ids."""
-    T, E, spec, il, slab, macros, lspec, bias = _route_layout_inputs(
+    T, E, spec, il, slab, macros, lspec, bias, judge = _route_layout_inputs(
         cfg, logits, bias, emap, count, layer, bases, strides, model, block_size, pad, False)
     cuda = logits.is_cuda
-    kind = _FUSED_JUDGE
     K = cfg.K
     n = T * K
     if n > MAX_PAIRS:  # refused by the library: asked before anything is allocated
-        _fused_refusal(cfg, kind, T, spec, il, macros, slab, lspec, _stand_in_layout())
+        judge(macros)
     length, blocks = ctypes.c_uint64(), ctypes.c_uint64()
     if _ops._L().memra_layout_sizes(n, lspec, ctypes.byref(length), ctypes.byref(blocks)):
         # The layout is wrong; the routing may be too, and the call says
         # the routing's first: its judge gives the call's refusal.
-        _fused_refusal(cfg, kind, T, spec, il, macros, slab, lspec, _stand_in_layout())
+        judge(macros)
     device = logits.device
     ids = torch.empty(T, K, dtype=torch.int32, device=device)
     weights = torch.empty(T, K, dtype=torch.float32, device=device)
@@ -468,7 +456,7 @@ def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, b
             cfg.refuse(st)
     else:
         # the layer, as a GPU's call judges it (the host arm takes none)
-        _fused_refusal(cfg, kind, T, spec, il, macros, slab, lspec, _stand_in_layout())
+        judge(macros)
         f = _ops._host_faults_struct()
         st = L.memra_route_tables_host_ex(logits.data_ptr(), T, spec, macros, slab,
                                           ids.data_ptr(), weights.data_ptr(), ptrs.data_ptr(),
@@ -482,11 +470,10 @@ def route_layout(cfg, logits, bias, emap, count, layer, bases, strides, model, b
 
 def route_layout_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, block_size,
                       pad):
-    T, E, spec, il, slab, macros, lspec, bias = _route_layout_inputs(
+    T, E, spec, il, slab, macros, lspec, bias, judge = _route_layout_inputs(
         cfg, logits, bias, emap, count, layer, bases, strides, model, block_size, pad, True)
     concrete = isinstance(T, int)
-    _fused_refusal(cfg, _FUSED_JUDGE, T if concrete else 2, spec, il, macros, slab, lspec,
-                   _stand_in_layout())
+    judge(macros)
     K = cfg.K
     n = T * K
     if concrete:

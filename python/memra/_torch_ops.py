@@ -727,8 +727,8 @@ def vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, 
     n_slots = (n_local if expert_map is not None else n_expert) + n_shared
     slab = _slab_ref(c.caller, bases, strides)
     opts = _options_ref(0 if expert_map is None else expert_map.data_ptr(), n_local, n_shared)
-    macros = _planes_of(c.caller, dev, model, "vrows", layer, n_slots, n == 0,
-                        _vrows_judge(c, n, n_expert, layer, slab, opts))
+    judge = _vrows_judge(c, n, n_expert, layer, slab, opts)
+    macros = _planes_of(c.caller, dev, model, "vrows", layer, n_slots, n == 0, judge)
     sel, selw = sel.contiguous(), selw.contiguous()
     L = _L()
     if cuda:
@@ -738,11 +738,7 @@ def vrows(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_map, 
         if st:
             c.refuse(st)
     else:
-        # the layer, as a GPU's call judges it (the host arm takes none)
-        st = L.memra_vrows_check(_VROWS_JUDGE, sel.data_ptr(), selw.data_ptr(), n, n_expert,
-                                 layer, macros, slab, opts, ptrs.data_ptr(), scl.data_ptr())
-        if st:
-            c.refuse(st)
+        judge(macros)  # the layer, as a GPU's call judges it (the host arm takes none)
         f = _host_faults_struct()
         st = L.memra_vrows_tables_host_ex(sel.data_ptr(), selw.data_ptr(), n, n_expert, macros,
                                           slab, opts, ptrs.data_ptr(), scl.data_ptr(),
@@ -761,9 +757,9 @@ def vrows_fake(c, sel, selw, ptrs, scl, n_expert, layer, bases, strides, expert_
     n_slots = (n_local if expert_map is not None else n_expert) + n_shared
     slab = _slab_ref(c.caller, bases, strides)
     opts = _options_ref(0 if expert_map is None else _STAND_IN, n_local, n_shared)
-    macros = _planes_of(c.caller, _dev_key(sel.device), model, "vrows", layer, n_slots, n == 0,
-                        _vrows_judge(c, n, n_expert, layer, slab, opts))
-    _vrows_judge(c, n, n_expert, layer, slab, opts)(macros)
+    judge = _vrows_judge(c, n, n_expert, layer, slab, opts)
+    judge(_planes_of(c.caller, _dev_key(sel.device), model, "vrows", layer, n_slots, n == 0,
+                     judge))
 
 
 LIB.define(
