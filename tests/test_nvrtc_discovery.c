@@ -1029,6 +1029,32 @@ static int fifo_child(const char *where)
     return 0;
 }
 
+/* This test program run again as a child with `arg mode` (a child's part
+ * of a test), a clean environment, LD_LIBRARY_PATH `llp` (NULL: unset) and
+ * working directory `cwd` (NULL: this one's): its wait status. */
+static int exec_self(const char *llp, const char *cwd, const char *arg, const char *mode)
+{
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        clean_env();
+        if (llp)
+            setenv("LD_LIBRARY_PATH", llp, 1);
+        else
+            unsetenv("LD_LIBRARY_PATH");
+        if (cwd && chdir(cwd) != 0)
+            _exit(7);
+        char *const argv[] = {"test_nvrtc_discovery", (char *)arg, (char *)mode, NULL};
+        execv(self_path, argv);
+        perror("execv");
+        _exit(6);
+    }
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    return ws;
+}
+
 /* The FIFO child, started with LD_LIBRARY_PATH `llp` (with "%s" in it: the
  * folder of FIFOs; NULL: unset) and, where `in_cwd`, that folder as its
  * working directory: the loader searches an empty element of the path as
@@ -1053,24 +1079,7 @@ static void run_fifo_child_in(const char *llp, int in_cwd, const char *dir_, con
     }
     if (llp)
         snprintf(path, sizeof path, llp, dir);
-    fflush(stdout), fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        clean_env();
-        if (llp)
-            setenv("LD_LIBRARY_PATH", path, 1);
-        else
-            unsetenv("LD_LIBRARY_PATH");
-        if (in_cwd && chdir(dir) != 0)
-            _exit(7);
-        char *const argv[] = {"test_nvrtc_discovery", FIFO_CHILD_ARG, (char *)where, NULL};
-        execv(self_path, argv);
-        perror("execv");
-        _exit(6);
-    }
-    int ws;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    const int ws = exec_self(llp ? path : NULL, in_cwd ? dir : NULL, FIFO_CHILD_ARG, where);
     for (int i = 0; i < 3; i++) {
         snprintf(fifo, sizeof fifo, "%s/%s/%s", dir, sub, names[i]);
         unlink(fifo);
@@ -1184,19 +1193,7 @@ static void run_needs_child(const char *mode, const char *fifo_name)
     assert_int_equal(mkdir(dir, 0700), 0);
     snprintf(fifo, sizeof fifo, "%s/%s", dir, fifo_name);
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    fflush(stdout), fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        clean_env();
-        setenv("LD_LIBRARY_PATH", dir, 1);
-        char *const argv[] = {"test_nvrtc_discovery", NEEDS_CHILD_ARG, (char *)mode, NULL};
-        execv(self_path, argv);
-        perror("execv");
-        _exit(6);
-    }
-    int ws;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    const int ws = exec_self(dir, NULL, NEEDS_CHILD_ARG, mode);
     unlink(fifo);
     rmdir(dir);
     assert_true(WIFEXITED(ws)); /* killed by SIGALRM: the load blocked */

@@ -91,21 +91,18 @@ static int find_soname(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/* Whether an object of that soname is loaded (nothing opened, no
- * reference taken). */
-static int soname_is_loaded(const char *soname)
+/* Whether an object of that soname is loaded, its file name into path[n]
+ * (nothing opened, no reference taken). */
+static int loaded_path(const char *soname, char *path, size_t n)
 {
-    char path[PATH_MAX];
-    loaded_query q = {soname, path, sizeof path, 0};
+    loaded_query q = {soname, path, n, 0};
     dl_iterate_phdr(find_soname, &q);
     return q.found;
 }
 
 void *memra_soname_loaded(const char *soname, char *path, size_t n)
 {
-    loaded_query q = {soname, path, n, 0};
-    dl_iterate_phdr(find_soname, &q);
-    return q.found ? dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
+    return loaded_path(soname, path, n) ? dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
 }
 
 /* Refuses `path` when it is there and not a regular file. */
@@ -267,46 +264,59 @@ const char *memra_ld_cache_path = "/etc/ld.so.cache";
 
 /* The loader also takes a soname from ld.so.cache, whose folders
  * (/etc/ld.so.conf.d: a conda environment's lib, say) need not be on any
- * list above. Each entry of the file's current format ("glibc-ld.so.cache"
- * "1.1": a header of 48 bytes, then entries of 24, flags, key and value
- * offsets from the header's start) whose key is `name` is screened at its
- * path. Read whole (at most 16 MiB), never blocking. */
-static int screen_ld_cache(const char *name, char *why, size_t n)
+ * list above. The file's current format ("glibc-ld.so.cache" "1.1": a
+ * header of 48 bytes, then entries of 24, flags, key and value offsets
+ * from the header's start), read whole (at most 16 MiB), never blocking;
+ * once for every name a screening asks about (a library's DT_NEEDED names
+ * are several). head == NULL: no cache to screen. */
+typedef struct ld_cache {
+    char *buf;
+    const char *head;
+    size_t room;
+} ld_cache;
+
+static void ld_cache_read(ld_cache *c)
 {
+    *c = (ld_cache){0};
     const int fd = open(memra_ld_cache_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return;
     struct stat sb;
-    char *buf = NULL;
-    int bad = 0;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 48 && sb.st_size <= (16 << 20) &&
-        (buf = malloc((size_t)sb.st_size + 1)) && read_at(fd, buf, (size_t)sb.st_size, 0) == 0) {
+        (c->buf = malloc((size_t)sb.st_size + 1)) &&
+        read_at(fd, c->buf, (size_t)sb.st_size, 0) == 0) {
         const size_t size = (size_t)sb.st_size;
-        buf[size] = 0; /* every string ends inside the buffer */
+        c->buf[size] = 0; /* every string ends inside the buffer */
         static const char magic[] = "glibc-ld.so.cache1.1";
-        const char *head = memmem(buf, size, magic, sizeof magic - 1);
-        if (head && (size_t)(head - buf) + 48 <= size) {
-            const size_t base = (size_t)(head - buf), room = size - base;
-            uint32_t nlibs;
-            memcpy(&nlibs, head + 20, 4);
-            for (uint32_t i = 0; !bad && i < nlibs && 48 + (size_t)(i + 1) * 24 <= room; i++) {
-                uint32_t kv[2];
-                memcpy(kv, head + 48 + (size_t)i * 24 + 4, 8);
-                if (kv[0] >= room || kv[1] >= room || strcmp(head + kv[0], name) != 0)
-                    continue;
-                bad = screen_file(head + kv[1], "(ld.so.cache's entry for it)", why, n);
-            }
-        }
+        const char *head = memmem(c->buf, size, magic, sizeof magic - 1);
+        if (head && (size_t)(head - c->buf) + 48 <= size)
+            c->head = head, c->room = size - (size_t)(head - c->buf);
     }
-    free(buf);
     close(fd);
-    return bad;
 }
 
-int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
+/* Each entry whose key is `name`, screened at its path. */
+static int screen_ld_cache(const ld_cache *c, const char *name, char *why, size_t n)
+{
+    if (!c->head)
+        return 0;
+    uint32_t nlibs;
+    memcpy(&nlibs, c->head + 20, 4);
+    for (uint32_t i = 0; i < nlibs && 48 + (size_t)(i + 1) * 24 <= c->room; i++) {
+        uint32_t kv[2];
+        memcpy(kv, c->head + 48 + (size_t)i * 24 + 4, 8);
+        if (kv[0] < c->room && kv[1] < c->room && strcmp(c->head + kv[0], name) == 0 &&
+            screen_file(c->head + kv[1], "(ld.so.cache's entry for it)", why, n))
+            return 1;
+    }
+    return 0;
+}
+
+static int screen_name_in(const ld_cache *c, const char *name, const char *origin, char *why,
+                          size_t n)
 {
     name_arg a = {name, why, n};
-    if (each_search_dir(screen_one, &a) || screen_ld_cache(name, why, n))
+    if (each_search_dir(screen_one, &a) || screen_ld_cache(c, name, why, n))
         return 1;
     if (!origin)
         return 0;
@@ -315,9 +325,18 @@ int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
            screen_dir(origin, (size_t)(slash - origin), name, "beside it", why, n);
 }
 
+int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
+{
+    ld_cache c;
+    ld_cache_read(&c);
+    const int bad = screen_name_in(&c, name, origin, why, n);
+    free(c.buf);
+    return bad;
+}
+
 /* ---- what a library needs ------------------------------------------------- */
 
-int memra_screen_needed(int fd, const char *origin, char *why, size_t n)
+static int screen_needed_in(const ld_cache *c, int fd, const char *origin, char *why, size_t n)
 {
     /* The file's DT_NEEDED names, from its program headers (a native
      * ELFCLASS64 object; anything else is left to the loader, which
@@ -366,13 +385,23 @@ int memra_screen_needed(int fd, const char *origin, char *why, size_t n)
             continue;
         /* a name with a slash is opened as given; one already loaded is
          * matched by the loader without a search */
-        if (!*name || strchr(name, '/') || soname_is_loaded(name))
+        char path[PATH_MAX];
+        if (!*name || strchr(name, '/') || loaded_path(name, path, sizeof path))
             continue;
         char said[256];
-        if ((bad = memra_screen_name(name, origin, said, sizeof said)))
+        if ((bad = screen_name_in(c, name, origin, said, sizeof said)))
             snprintf(why, n, "needs %s, and %s", name, said);
     }
     free(d);
+    return bad;
+}
+
+int memra_screen_needed(int fd, const char *origin, char *why, size_t n)
+{
+    ld_cache c;
+    ld_cache_read(&c);
+    const int bad = screen_needed_in(&c, fd, origin, why, n);
+    free(c.buf);
     return bad;
 }
 
@@ -388,25 +417,34 @@ static int find_one(const char *dir, size_t dlen, const char *where, void *arg)
            stat(a->buf, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-void *memra_soname_load(const char *soname, char *why, size_t n)
+/* `soname` and what the file the loader will take for it needs, screened
+ * with one reading of ld.so.cache: a FIFO named after NVRTC's librt.so.1
+ * on LD_LIBRARY_PATH blocked the load as surely as one named after NVRTC. */
+static int soname_screen(const ld_cache *c, const char *soname, char *why, size_t n)
 {
-    if (memra_screen_name(soname, NULL, why, n))
-        return NULL;
-    /* What the file the loader will take needs is searched for too: a
-     * FIFO named after NVRTC's librt.so.1 on LD_LIBRARY_PATH blocked the
-     * load as surely as one named after NVRTC. */
+    if (screen_name_in(c, soname, NULL, why, n))
+        return 1;
     char path[PATH_MAX];
     name_arg f = {soname, path, sizeof path};
-    if (each_search_dir(find_one, &f)) {
-        const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        struct stat sb;
-        const int bad = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-                        memra_screen_needed(fd, path, why, n);
-        if (fd >= 0)
-            close(fd);
-        if (bad)
-            return NULL;
-    }
+    if (!each_search_dir(find_one, &f))
+        return 0;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    const int bad = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                    screen_needed_in(c, fd, path, why, n);
+    if (fd >= 0)
+        close(fd);
+    return bad;
+}
+
+void *memra_soname_load(const char *soname, char *why, size_t n)
+{
+    ld_cache c;
+    ld_cache_read(&c);
+    const int bad = soname_screen(&c, soname, why, n);
+    free(c.buf);
+    if (bad)
+        return NULL;
     void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         snprintf(why, n, "%s", dlerror());
