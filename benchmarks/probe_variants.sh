@@ -2,7 +2,7 @@
 # Compare kernel variants made from patch files in one process of the phase
 # probe (route_probe.py), on the GPU machine:
 #
-#   benchmarks/probe_variants.sh BUILD JSON [--prefill N] [--configs LIST] VARIANT...
+#   benchmarks/probe_variants.sh BUILD JSON [--prefill N | --batch N,N,...] [--configs LIST] VARIANT...
 #
 # VARIANT is NAME=PATCH[+PATCH...] (a copy of kernels_src/ with the patches
 # applied in order, `patch -p1` from the repository root, measured beside the
@@ -10,7 +10,9 @@
 # configuration with its spec as constants), or spec:shipped. The copies go
 # to BUILD/probe-variants/NAME, made afresh. --prefill N measures the team
 # kernel (prefill) over N tokens instead of the block kernel's decode
-# probe; --configs names the families (route_configs.h) to measure.
+# probe; --batch N,N,... the block kernel against the team kernel at those
+# decode batch sizes (each alone and beside bench_peers' consumer, spec-compiled);
+# --configs names the families (route_configs.h) to measure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -20,7 +22,7 @@ shift 2
 args=()
 while [ $# -ge 2 ]; do
     case $1 in
-    --prefill | --configs) args+=("$1" "$2") && shift 2 ;;
+    --prefill | --batch | --configs) args+=("$1" "$2") && shift 2 ;;
     *) break ;;
     esac
 done
