@@ -2,9 +2,8 @@
  * kernel, where a step's latency is a chain of dependent phases and the
  * kernel is built to keep that chain short (docs/routing.md).
  *
- *  1. every expert's logit (and bias, slot and macro-plane values, asked for
- *     now so they arrive while the experts are being chosen) is loaded and
- *     scored at once, a thread each;
+ *  1. every expert's logit (and bias) is loaded and scored at once, a
+ *     thread each;
  *  2. each warp ranks its experts by counting, inside each run of the warp
  *     that lies in one group (a "segment"), and lists each segment's best in
  *     shared memory, in order, where the segment's own experts sit (ties
@@ -21,8 +20,10 @@
  *     spec's counts compiled in); otherwise in chunks of independent loads
  *     or, in the largest blocks, until the first that does not; rank <
  *     top_k is its output slot;
- *  5. a second barrier, then the pairs: weights summed in rank order, the
- *     tables from the values read in step 1;
+ *  5. a second barrier, then the pairs: weights summed in rank order, each
+ *     winner's slot and macro-plane values read now (asked for every
+ *     expert in step 1, they cost more than the round trip they hid), the
+ *     tables;
  *  6. with a fused layout, the last block to finish lays the whole batch
  *     out (memra_route_layout), a one-token launch's warp 0 from its
  *     registers (memra_layout_token), each over the sentinel its block
@@ -57,10 +58,8 @@ typedef union memra_rb_shared {
     struct {
         memra_u64 list[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* the segments' best, in order */
         memra_u32 klist[MEMRA_ROUTE_MAX_WARPS * MEMRA_ROUTE_KLIST_STRIDE]; /* their keys */
-        float s[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* listed experts' scores, */
-        float e[MEMRA_ABI_ROUTE_MAX_EXPERT];               /* softmax: the exps */
-        int slot[MEMRA_ABI_ROUTE_MAX_EXPERT];              /* slots and */
-        memra_vrows_macro mac[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* macro values, as `list` */
+        float s[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* listed experts' scores, */
+        float e[MEMRA_ABI_ROUTE_MAX_EXPERT]; /* softmax: the exps */
     } r;
     memra_u32 words[8 * MEMRA_ABI_ROUTE_MAX_EXPERT];
     memra_u32x4 align16; /* the key rows' 16-byte loads */
@@ -92,16 +91,12 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     memra_u64 *const sh_list = memra_rb_sh.r.list;
     memra_u32 *const sh_klist = memra_rb_sh.r.klist;
     float *const sh_s = memra_rb_sh.r.s, *const sh_e = memra_rb_sh.r.e;
-    int *const sh_slot = memra_rb_sh.r.slot;
-    memra_vrows_macro *const sh_mac = memra_rb_sh.r.mac;
     MEMRA_SHARED memra_u32 sh_red[MEMRA_ROUTE_MAX_WARPS];
     MEMRA_SHARED int sh_bad[MEMRA_ROUTE_MAX_WARPS];
     /* Where every group is one warp: the groups' keys, a warp's each. */
     MEMRA_SHARED memra_u32x4 sh_gk4[MEMRA_ROUTE_MAX_WARPS / 4];
     MEMRA_SHARED int sh_sel[32]; /* the winners, by rank */
     MEMRA_SHARED float sh_w[32];
-    MEMRA_SHARED int sh_wslot[32];
-    MEMRA_SHARED memra_vrows_macro sh_wmac[32];
     MEMRA_ROUTE_SPEC_CONSTANTS();
     const memra_u32 tid = threadIdx.x, lane = tid & 31u, wid = tid >> 5,
                     nw = MEMRA_ROUTE_BLOCK_WARPS;
@@ -114,8 +109,13 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
      *    is decided (the real-token count is a load of its own: waiting
      *    for it first would put a memory round trip ahead of the logits; a
      *    padding row's are read and ignored, inside the buffer's n_tokens
-     *    rows), then the tables' inputs for it and for the shared expert
-     *    whose pair this thread will write. */
+     *    rows), then the tables' inputs for the shared expert whose pair
+     *    this thread will write. A routed expert's are read once it has
+     *    won (step 6): asking for every expert's here, to have a winner's
+     *    at hand, cost more than the round trip it hid (H100, spec builds,
+     *    without it: DeepSeek-V3 2.66 -> 2.51 us a node at 1 token and
+     *    3.52 -> 3.38 at 256, GLM-4.5 2.56 -> 2.42; 3 of 15 family and
+     *    batch cells 0.01-0.04 us slower; BENCHMARKS.md). */
     const int valid = tid < E;
     float x = 0.0f, b = 0.0f;
     if (valid) {
@@ -132,12 +132,9 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     const int bad = valid && (memra_route_logit_bad(x, (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0) ||
                               MEMRA_VROWS_NONFINITE(b));
-    int my_slot = MEMRA_SLOT_BAD, pair_slot = MEMRA_SLOT_BAD;
-    if (o.tables && valid)
-        my_slot = memra_vrows_slot((int)tid, &o.c);
+    int pair_slot = MEMRA_SLOT_BAD;
     if (o.tables && tid >= top_k && tid < K) /* a shared expert's pair */
         pair_slot = memra_vrows_slot((int)(E + (tid - top_k)), &o.c);
-    const memra_vrows_macro mine = memra_vrows_macro_at(&o.c, my_slot);
     const memra_vrows_macro pair = memra_vrows_macro_at(&o.c, pair_slot);
     const int wbad = memra_warp_any(bad);
     MEMRA_PROBE(1, "logits in");
@@ -247,17 +244,14 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     }
     const memra_u32 listed = top_k > 2u ? top_k : 2u;
     const memra_u64 me = ((memra_u64)key << 32) | (memra_u64)(~tid);
-    /* A listed expert's score, slot and macro values go where its entry
-     * does, so the final rank's holder reads them by its own place, before
-     * its rank is known, not by the expert its entry names after. */
+    /* A listed expert's score goes where its entry does, so the final
+     * rank's holder reads it by its own place, before its rank is known. */
     if (valid && r < listed) {
         const memra_u32 at = seg_lo + r;
         sh_list[at] = me;
         if (warp_segments)
             sh_klist[MEMRA_ROUTE_KLIST_STRIDE * wid + r] = key;
         sh_s[at] = s;
-        if (o.tables)
-            sh_slot[at] = my_slot, sh_mac[at] = mine;
     }
     if (lane == 0)
         sh_bad[wid] = wbad;
@@ -320,12 +314,9 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
      *    the best top_k-th key of any one list, nothing can be chosen. */
     memra_u64 mine_e = 0; /* a holder's entry; its rank where it was counted */
     memra_u32 rank = 0;
-    /* The entry's score, slot and macro values, read by its place in the
-     * lists as soon as the holder is known (not after its rank, by the
-     * expert the entry names): their loads overlap the count. */
+    /* The entry's score, read by its place in the lists as soon as the
+     * holder is known: its load overlaps the count. */
     float hold_s = 0.0f;
-    int hold_slot = MEMRA_SLOT_BAD;
-    memra_vrows_macro hold_m = mine;
     int counted = 0;
     const memra_u32 lim_own = seg_hi - seg_lo < top_k ? seg_hi - seg_lo : top_k;
     const int holds = valid && tid - seg_lo < lim_own && ((allowed >> my_group) & 1u);
@@ -353,11 +344,8 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
             }
             const int part = p < P && h < lim;
             const memra_u64 own = part ? sh_list[wlo + h] : 0u;
-            if (part) {
+            if (part)
                 hold_s = sh_s[wlo + h];
-                if (o.tables)
-                    hold_slot = sh_slot[wlo + h], hold_m = sh_mac[wlo + h];
-            }
             const memra_u32 mk = (memra_u32)(own >> 32);
             const int live = part && mk >= tau;
             /* Every lane counts, live or not (a dead holder's count is
@@ -404,8 +392,6 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     } else if (holds) {
         mine_e = sh_list[tid];
         hold_s = sh_s[tid];
-        if (o.tables)
-            hold_slot = sh_slot[tid], hold_m = sh_mac[tid];
         memra_u64 tau = 0;
         for (memra_u32 g = 0; g < n_group; g++) {
             if (!((allowed >> g) & 1u))
@@ -459,8 +445,6 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
         const int e = (int)~(memra_u32)mine_e;
         sh_sel[rank] = e;
         sh_w[rank] = hold_s;
-        if (o.tables)
-            sh_wslot[rank] = hold_slot, sh_wmac[rank] = hold_m;
     }
     MEMRA_PROBE(6, "final rank");
     memra_block_sync();
@@ -480,7 +464,7 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
             e = sh_sel[tid];
             sc = sh_w[tid];
             if (o.tables)
-                slot = sh_wslot[tid], m = sh_wmac[tid];
+                slot = memra_vrows_slot(e, &o.c), m = memra_vrows_macro_at(&o.c, slot);
         } else {
             e = (int)(E + (tid - top_k));
         }
