@@ -8,7 +8,11 @@
   memra_env_flag, the NVRTC search's own reader) has a row in the README's
   Environment table, and the table names none it does not read; the numbers
   the table and docs/cache.md quote (the cache's default cap, the
-  specialised builds an engine keeps) are the headers'.
+  specialised builds an engine keeps) are the headers';
+- the model families: the routing benchmarks' list
+  (benchmarks/route_configs.h) is the family cases' of src/route/route_cases.h
+  (whose spec builds tests/kernel_budgets.inc budgets) and the mock's spec
+  builds' (tests/meson.build's mock_specs, flags as abi.h defines them).
 Usage: check_facts.py SOURCE_ROOT"""
 import glob
 import re
@@ -78,6 +82,40 @@ else:
     if said != [specials.group(1)]:
         bad.append(f"README.md's MEMRA_ROUTE_SPECIALIZE row says {said} builds an engine, "
                    f"engine.h's MEMRA_SPECIAL_MODULES is {specials.group(1)}")
+
+# the model families, listed three times for three build layers
+flag = {m.group(1): int(m.group(2)) for m in re.finditer(
+    r"#define MEMRA_ROUTE_FLAG_(\w+) (\d+)u", text("kernels_src/abi.h"))}
+configs = re.findall(r'X\("([^"]+)", (\d+), (\d+), (\d+), (\d+), ([01]), ([0-9.]+)f\)',
+                     text("benchmarks/route_configs.h"))
+cases = text("src/route/route_cases.h")
+mock = re.findall(r"\['(\d+)', '(\d+)', '(\d+)', '(\d+)', '(\d+)'\],\s*# (\S+)",
+                  text("tests/meson.build"))
+family_list = re.search(r"families\[\] = \{([^}]*)\}", cases)
+prefixes = re.findall(r'"([^"]+)"', family_list.group(1)) if family_list else []
+if len(configs) != 6 or len(mock) != 6 or len(prefixes) != 6 or not flag:
+    bad.append("the family lists (route_configs.h, route_cases.h, mock_specs) not found whole: "
+               "revisit this test")
+for name, E, K, NG, TG, sig, rsf in configs:
+    pre = [p for p in prefixes if p.split(":")[0] == name]
+    entry = re.search(r'\{"' + re.escape(pre[0]) + r'[^"]*",\s*\{ROUTE_SPEC\(([^)]*)\)([^}]*)\},'
+                      r"\s*(ROUTE_BIAS_\w+)", cases) if pre else None
+    if not entry:
+        bad.append(f"route_cases.h has no family case for route_configs.h's {name}")
+        continue
+    spec = [x.strip() for x in entry.group(1).split(",")]
+    scoring = "MEMRA_ROUTE_SIGMOID" if sig == "1" else "MEMRA_ROUTE_SOFTMAX"
+    want = [E, K, NG, TG, scoring, "MEMRA_LOGITS_F32", "1", rsf + "f"]
+    biased = entry.group(3) != "ROUTE_BIAS_NONE" and "MEMRA_BIAS_BF16" not in entry.group(2)
+    if spec != want or "group_scoring" in entry.group(2) or biased != (sig == "1"):
+        bad.append(f"route_cases.h's {name} case is ROUTE_SPEC({', '.join(spec)}){entry.group(2)} "
+                   f"{entry.group(3)}; the benchmark's is ROUTE_SPEC({', '.join(want)}), "
+                   f"{'an f32 bias' if sig == '1' else 'no bias'}, vLLM's group scoring")
+    row = [m for m in mock if m[5] == name]
+    flags = (flag["SIGMOID"] | flag["BIAS"] if sig == "1" else flag["GROUP_MAX"]) | flag["RENORM"]
+    if not row or list(row[0][:5]) != [E, NG, TG, K, str(flags)]:
+        bad.append(f"tests/meson.build's mock_specs row for {name} is {row and list(row[0][:5])}, "
+                   f"the benchmark's spec builds as {[E, NG, TG, K, str(flags)]}")
 
 for b in bad:
     print(b)
