@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--tokens", default="64,256")
     ap.add_argument("--k", type=int, default=8)
     a = ap.parse_args()
+    if a.k < 1 or 32 % a.k:
+        ap.error("--k: a divisor of 32 (a warp writes a token's pairs, four-tokens 32 / k tokens)")
     arch, stream = rp.open_device()
     _, fn, _ = rp.compile_block(None, None, arch, [], "store_probe", "memra_store_probe_kernel", SRC)
     _, consumer = rp.neighbours(arch, stream)
@@ -106,7 +108,7 @@ def main():
                 cons()
             us = rp.graph_node_us(stream, w)
             pair = rp.graph_node_us(stream, both) - alone
-            print("  %-14s grid %4d x %3d: alone %.2f, beside the consumer %.2f (+%.2f) us per node"
+            print("  %-14s grid %4d x %3d: alone %.2f, beside the consumer %.2f (%+.2f) us per node"
                   % (name, grid, threads, us, pair, pair - us))
     return 0
 

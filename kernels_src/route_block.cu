@@ -114,8 +114,8 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
      *    won (step 6): asking for every expert's here, to have a winner's
      *    at hand, cost more than the round trip it hid (H100, spec builds,
      *    without it: DeepSeek-V3 2.66 -> 2.51 us a node at 1 token and
-     *    3.52 -> 3.38 at 256, GLM-4.5 2.56 -> 2.42; 3 of 15 family and
-     *    batch cells 0.01-0.04 us slower; BENCHMARKS.md). */
+     *    3.52 -> 3.38 at 256, GLM-4.5 2.56 -> 2.42; 2 of 15 family and
+     *    batch cells 0.03-0.04 us slower alone; BENCHMARKS.md). */
     const int valid = tid < E;
     float x = 0.0f, b = 0.0f;
     if (valid) {

@@ -87,7 +87,8 @@ MEMRA_DEVICE memra_u32 memra_route_team_token(memra_u32 block, memra_u32 threads
 
 /* Pair j of token t: sel, selw, and the tables exactly as memra_vrows_kernel
  * builds them from that sel and selw, given the pair's slot and macro
- * values (read ahead by the block kernel). */
+ * values (read ahead by the team kernels, and by the block kernel for the
+ * shared experts). */
 MEMRA_DEVICE void memra_route_emit_at(const memra_route_out *o, memra_u32 t, memra_u32 j, int e,
                                       float w, int slot, memra_vrows_macro m)
 {

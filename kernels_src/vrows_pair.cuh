@@ -143,8 +143,8 @@ MEMRA_DEVICE void memra_vrows_count(int slot, int nonfinite, memra_u32 p, memra_
 }
 
 /* One pair's tables given its slot (memra_vrows_slot) and the slot's macro
- * values: the routing kernel reads them ahead, while the experts are still
- * being chosen. */
+ * values: the team routing kernels read them ahead, while the experts are
+ * still being chosen. */
 MEMRA_DEVICE memra_vrows_out memra_vrows_pair_at(int slot, float w, memra_u32 p,
                                                  const memra_vrows_ctx *c, memra_u32 *faults,
                                                  memra_vrows_macro m)
