@@ -73,8 +73,8 @@ specials = re.search(r"#define MEMRA_SPECIAL_MODULES (\d+)", text("src/engine/en
 if not cap or not specials:
     bad.append("MEMRA_CACHE_DEFAULT_CAP or MEMRA_SPECIAL_MODULES not found: revisit this test")
 else:
-    for rel in ("README.md", "docs/cache.md"):
-        said = re.findall(r"default (\d+) MiB", text(rel))
+    for rel, doc in (("README.md", readme), ("docs/cache.md", text("docs/cache.md"))):
+        said = re.findall(r"default (\d+) MiB", doc)
         if not said or any(int(x) != int(cap.group(1)) for x in said):
             bad.append(f"{rel} gives the cache's default cap as {said} MiB, cache_env.h "
                        f"{cap.group(1)} MiB")

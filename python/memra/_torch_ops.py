@@ -277,21 +277,23 @@ def _host_faults_struct():
 
 
 def _route_layer(cfg, layer, bases, strides, mapped, E, dev, model, n_tokens, spec, judge_call):
-    """A routing call's planes, layer index and slabs: none of them with no
-    layer (the tables are not wanted), else the layer's prepared planes of
-    its n_slots (n_local with an expert map, else n_expert; then the
-    shared ones). n_tokens: the call's count (2 for a symbolic one)."""
-    if layer is None:
-        return None, 0, _ZERO_SLAB
-    il = _layer(cfg, layer)
-    slab = _slab_ref(cfg.caller, bases, strides)
-    n_slots = (cfg.template.n_local if mapped else E) + cfg.n_shared
+    """A routing call's planes, layer index and slabs, and its judge (the
+    library's memra_route_check of judge_call, with stand-in addresses,
+    given the planes): no planes, layer or slabs with no layer (the tables
+    are not wanted), else the layer's prepared planes of its n_slots
+    (n_local with an expert map, else n_expert; then the shared ones).
+    n_tokens: the call's count (2 for a symbolic one)."""
+    il, slab = (0, _ZERO_SLAB) if layer is None else (_layer(cfg, layer),
+                                                      _slab_ref(cfg.caller, bases, strides))
 
     def judge(macros):
         cfg.refuse(_L().memra_route_check(judge_call, _STAND_IN, n_tokens, spec, il, macros, slab,
                                           _STAND_IN, _STAND_IN, _STAND_IN, _STAND_IN))
+    if layer is None:
+        return None, il, slab, judge
+    n_slots = (cfg.template.n_local if mapped else E) + cfg.n_shared
     return _planes_of(cfg.caller, dev, model, "route", layer, n_slots, n_tokens == 0,
-                      judge), il, slab
+                      judge), il, slab, judge
 
 
 def _route_judge(cuda, layer):
@@ -316,17 +318,15 @@ def route(cfg, logits, bias, emap, count, layer, bases, strides, model, tables):
     spec = cfg.spec(lc, E, bc, 0 if bias is None else bias.data_ptr(),
                     0 if emap is None else emap.data_ptr(), cc,
                     0 if count is None else count.data_ptr())
-    macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E, dev, model,
-                                    T, spec, _route_judge(cuda, layer))
+    macros, il, slab, judge = _route_layer(cfg, layer, bases, strides, emap is not None, E, dev,
+                                           model, T, spec, _route_judge(cuda, layer))
     K = cfg.K
     n = T * K
     L = _L()
     if n > MAX_PAIRS or (layer is not None and not cuda):
         # asked before 44 bytes a pair are allocated: too many pairs, and on
         # the CPU a named layer (the host arm takes none; _route_judge)
-        cfg.refuse(L.memra_route_check(_route_judge(cuda, layer),
-                                       logits.data_ptr(), T, spec, il, macros, slab, _STAND_IN,
-                                       _STAND_IN, _STAND_IN, _STAND_IN))
+        judge(macros)
     # (sizes as arguments, not a tuple: PyTorch parses them faster)
     device = logits.device
     ids = torch.empty(T, K, dtype=torch.int32, device=device)
@@ -371,14 +371,10 @@ def route_fake(cfg, logits, bias, emap, count, layer, bases, strides, model, tab
     spec = cfg.spec(lc, E, bc, 0 if bias is None else _STAND_IN,
                     0 if emap is None else _STAND_IN, cc, 0 if count is None else _STAND_IN)
     cuda = logits.device.type == "cuda"
-    macros, il, slab = _route_layer(cfg, layer, bases, strides, emap is not None, E,
-                                    _dev_key(logits.device), model, n_tokens, spec,
-                                    _route_judge(cuda, layer))
-    st = _L().memra_route_check(_route_judge(cuda, layer),
-                                     _STAND_IN, n_tokens, spec, il, macros, slab, _STAND_IN,
-                                     _STAND_IN, _STAND_IN, _STAND_IN)
-    if st:
-        cfg.refuse(st)
+    macros, il, slab, judge = _route_layer(cfg, layer, bases, strides, emap is not None, E,
+                                           _dev_key(logits.device), model, n_tokens, spec,
+                                           _route_judge(cuda, layer))
+    judge(macros)
     K = cfg.K
     return (logits.new_empty((T, K), dtype=torch.int32),
             logits.new_empty((T, K), dtype=torch.float32),

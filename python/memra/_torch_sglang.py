@@ -65,8 +65,10 @@ def _shared(caller, topk, S):
 
 def _config(tag, caller, logits, bias, scoring, group_scoring, topk, renormalize,
             num_expert_group, topk_group, S, rsf, apply_on_output, always_renormalize=False):
-    key = (tag, topk, renormalize, num_expert_group, topk_group, S, float_key(rsf),
-           apply_on_output)
+    # (anything but a str scoring misses the cache and is refused by the
+    # configuration's own check, in the caller's words)
+    key = (tag, scoring if isinstance(scoring, str) else object(), topk, renormalize,
+           num_expert_group, topk_group, S, float_key(rsf), apply_on_output)
 
     def make():
         from ._route import _flag
@@ -99,10 +101,7 @@ def grouped_config(topk, renormalize, num_expert_group, topk_group, S, rsf, appl
 
 
 def fused_config(topk, renormalize, scoring_func="softmax"):
-    # (the scoring in the key's tag; anything but a str misses the cache and
-    # is refused by the configuration's own check, in the caller's words)
-    tag = ("sglang.fused_topk", scoring_func if isinstance(scoring_func, str) else object())
-    return _config(tag, "sglang.fused_topk", "gating_output",
+    return _config("sglang.fused_topk", "sglang.fused_topk", "gating_output",
                    "correction_bias", scoring_func, None, topk, renormalize, 1, 1, 0, None,
                    False)
 

@@ -267,17 +267,19 @@ const char *memra_ld_cache_path = "/etc/ld.so.cache";
  * list above. The file's current format ("glibc-ld.so.cache" "1.1": a
  * header of 48 bytes, then entries of 24, flags, key and value offsets
  * from the header's start), read whole (at most 16 MiB), never blocking;
- * once for every name a screening asks about (a library's DT_NEEDED names
- * are several). head == NULL: no cache to screen. */
+ * once a screening, when a name first gets this far (a library's DT_NEEDED
+ * names are several; most are loaded already and never ask).
+ * head == NULL: no cache to screen. */
 typedef struct ld_cache {
     char *buf;
     const char *head;
     size_t room;
+    int read; /* tried once: buf and head are what there is */
 } ld_cache;
 
 static void ld_cache_read(ld_cache *c)
 {
-    *c = (ld_cache){0};
+    c->read = 1;
     const int fd = open(memra_ld_cache_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return;
@@ -296,8 +298,10 @@ static void ld_cache_read(ld_cache *c)
 }
 
 /* Each entry whose key is `name`, screened at its path. */
-static int screen_ld_cache(const ld_cache *c, const char *name, char *why, size_t n)
+static int screen_ld_cache(ld_cache *c, const char *name, char *why, size_t n)
 {
+    if (!c->read)
+        ld_cache_read(c);
     if (!c->head)
         return 0;
     uint32_t nlibs;
@@ -312,8 +316,7 @@ static int screen_ld_cache(const ld_cache *c, const char *name, char *why, size_
     return 0;
 }
 
-static int screen_name_in(const ld_cache *c, const char *name, const char *origin, char *why,
-                          size_t n)
+static int screen_name_in(ld_cache *c, const char *name, const char *origin, char *why, size_t n)
 {
     name_arg a = {name, why, n};
     if (each_search_dir(screen_one, &a) || screen_ld_cache(c, name, why, n))
@@ -327,8 +330,7 @@ static int screen_name_in(const ld_cache *c, const char *name, const char *origi
 
 int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
 {
-    ld_cache c;
-    ld_cache_read(&c);
+    ld_cache c = {0};
     const int bad = screen_name_in(&c, name, origin, why, n);
     free(c.buf);
     return bad;
@@ -336,7 +338,7 @@ int memra_screen_name(const char *name, const char *origin, char *why, size_t n)
 
 /* ---- what a library needs ------------------------------------------------- */
 
-static int screen_needed_in(const ld_cache *c, int fd, const char *origin, char *why, size_t n)
+static int screen_needed_in(ld_cache *c, int fd, const char *origin, char *why, size_t n)
 {
     /* The file's DT_NEEDED names, from its program headers (a native
      * ELFCLASS64 object; anything else is left to the loader, which
@@ -398,8 +400,7 @@ static int screen_needed_in(const ld_cache *c, int fd, const char *origin, char 
 
 int memra_screen_needed(int fd, const char *origin, char *why, size_t n)
 {
-    ld_cache c;
-    ld_cache_read(&c);
+    ld_cache c = {0};
     const int bad = screen_needed_in(&c, fd, origin, why, n);
     free(c.buf);
     return bad;
@@ -420,7 +421,7 @@ static int find_one(const char *dir, size_t dlen, const char *where, void *arg)
 /* `soname` and what the file the loader will take for it needs, screened
  * with one reading of ld.so.cache: a FIFO named after NVRTC's librt.so.1
  * on LD_LIBRARY_PATH blocked the load as surely as one named after NVRTC. */
-static int soname_screen(const ld_cache *c, const char *soname, char *why, size_t n)
+static int soname_screen(ld_cache *c, const char *soname, char *why, size_t n)
 {
     if (screen_name_in(c, soname, NULL, why, n))
         return 1;
@@ -439,8 +440,7 @@ static int soname_screen(const ld_cache *c, const char *soname, char *why, size_
 
 void *memra_soname_load(const char *soname, char *why, size_t n)
 {
-    ld_cache c;
-    ld_cache_read(&c);
+    ld_cache c = {0};
     const int bad = soname_screen(&c, soname, why, n);
     free(c.buf);
     if (bad)
