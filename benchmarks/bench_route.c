@@ -24,8 +24,8 @@
 #include "route/route.h"
 #include "route/route_abi.h"
 #include "route/route_cases.h"
+#include "route/route_families.h"
 #include "route/route_spec.h"
-#include "route_configs.h"
 
 #define LAYERS 32
 #define H200_SPEC_GBS 4800.0
@@ -59,13 +59,16 @@ typedef struct bench_cfg {
     int bias;
 } bench_cfg;
 
+/* The families (route/route_families.h); IN_PLACE and MACROS pick the
+ * route cases' test inputs, not the spec: every configuration here mirrors
+ * its bias from the host. */
 static const bench_cfg cfgs[] = {
-#define MEMRA_X(name, E, K, NG, TG, SIG, SCALE)                                                    \
+#define MEMRA_X(name, E, K, NG, TG, SIG, SCALE, IN_PLACE, MACROS)                                  \
     {name,                                                                                         \
      {ROUTE_SPEC(E, K, NG, TG, (SIG) ? MEMRA_ROUTE_SIGMOID : MEMRA_ROUTE_SOFTMAX,                  \
                  MEMRA_LOGITS_F32, 1, SCALE)},                                                     \
      SIG},
-    MEMRA_BENCH_ROUTE_CONFIGS(MEMRA_X)
+    MEMRA_ROUTE_FAMILIES(MEMRA_X)
 #undef MEMRA_X
 };
 #define N_CFGS (sizeof cfgs / sizeof cfgs[0])
@@ -279,7 +282,7 @@ static void setup_free(setup *su)
 }
 
 /* Whether a configuration is measured: MEMRA_BENCH_ROUTE_CONFIGS, a comma
- * list of names (route_configs.h), picks some (a short device call measures
+ * list of names (route/route_families.h), picks some (a short device call measures
  * the families a change touches); unset or empty, all. */
 static int cfg_selected(const bench_cfg *c)
 {

@@ -12,7 +12,7 @@
 # kernel (prefill) over N tokens instead of the block kernel's decode
 # probe; --batch N,N,... the block kernel against the team kernel at those
 # decode batch sizes (each alone and beside bench_peers' consumer, spec-compiled);
-# --configs names the families (route_configs.h) to measure.
+# --configs names the families (src/route/route_families.h) to measure.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")

@@ -46,13 +46,15 @@ TEAM_THREADS = 128  # abi.h's MEMRA_ROUTE_TEAM_THREADS
 F_SIGMOID, F_RENORM, F_GROUP_MAX, F_NO_TABLES, F_FEW_LANES, F_LAYOUT, F_BIAS = 1, 4, 32, 64, 512, 1024, 2048
 
 def read_configs():
-    """benchmarks/route_configs.h's rows, the list every routing benchmark
+    """src/route/route_families.h's rows, the list every routing benchmark
     shares: (name, n_expert, n_group, topk_group, top_k, sigmoid+bias,
-    renormalize, scale)."""
-    text = open(os.path.join(HERE, "route_configs.h")).read()
-    rows = re.findall(r'X\("([^"]+)", (\d+), (\d+), (\d+), (\d+), ([01]), ([0-9.]+)f\)', text)
+    renormalize, scale). The rows' last two columns (the route cases' test
+    inputs) are not the spec: read and dropped."""
+    text = open(os.path.join(HERE, "..", "src", "route", "route_families.h")).read()
+    rows = re.findall(r'X\("([^"]+)", (\d+), (\d+), (\d+), (\d+), ([01]), ([0-9.]+)f, [01], [01]\)',
+                      text)
     if not rows:
-        raise RuntimeError("no rows in route_configs.h")
+        raise RuntimeError("no rows in src/route/route_families.h")
     return [(n, int(E), int(NG), int(TG), int(K), sig == "1", True, float(sc))
             for n, E, K, NG, TG, sig, sc in rows]
 
@@ -671,7 +673,8 @@ def main():
                          " the first is the others' reference): ncu_source.sh profiles the spec"
                          " build's first launch")
     ap.add_argument("--configs", default="",
-                    help="a comma list of route_configs.h's names to measure (default: all)")
+                    help="a comma list of src/route/route_families.h's names to measure "
+                         "(default: all)")
     a = ap.parse_args()
     global LIB_PATH
     LIB_PATH = os.path.join(a.build, "src", "libmemra.so.2")

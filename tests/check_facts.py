@@ -9,10 +9,10 @@
   Environment table, and the table names none it does not read; the numbers
   the table and docs/cache.md quote (the cache's default cap, the
   specialised builds an engine keeps) are the headers';
-- the model families: the routing benchmarks' list
-  (benchmarks/route_configs.h) is the family cases' of src/route/route_cases.h
-  (whose spec builds tests/kernel_budgets.inc budgets) and the mock's spec
-  builds' (tests/meson.build's mock_specs, flags as abi.h defines them).
+- the model families: src/route/route_families.h lists them once; its rows
+  read as the text readers (tests/meson.build, route_probe.py) read them, the
+  mock's MOCK_SPEC_BUILDS is their number, and the flags tests/meson.build
+  gives a family's spec build are abi.h's names, none of them a call's.
 Usage: check_facts.py SOURCE_ROOT"""
 import glob
 import re
@@ -83,39 +83,46 @@ else:
         bad.append(f"README.md's MEMRA_ROUTE_SPECIALIZE row says {said} builds an engine, "
                    f"engine.h's MEMRA_SPECIAL_MODULES is {specials.group(1)}")
 
-# the model families, listed three times for three build layers
+# the model families: src/route/route_families.h lists them once, and the C
+# code takes the rows through its X-macro; what still needs holding is what
+# reads them as text (tests/meson.build's mock spec builds, route_probe.py)
+# and the numbers written beside them
 flag = {m.group(1): int(m.group(2)) for m in re.finditer(
-    r"#define MEMRA_ROUTE_FLAG_(\w+) (\d+)u", text("kernels_src/abi.h"))}
-configs = re.findall(r'X\("([^"]+)", (\d+), (\d+), (\d+), (\d+), ([01]), ([0-9.]+)f\)',
-                     text("benchmarks/route_configs.h"))
-cases = text("src/route/route_cases.h")
-mock = re.findall(r"\['(\d+)', '(\d+)', '(\d+)', '(\d+)', '(\d+)'\],\s*# (\S+)",
-                  text("tests/meson.build"))
-family_list = re.search(r"families\[\] = \{([^}]*)\}", cases)
-prefixes = re.findall(r'"([^"]+)"', family_list.group(1)) if family_list else []
-if len(configs) != 6 or len(mock) != 6 or len(prefixes) != 6 or not flag:
-    bad.append("the family lists (route_configs.h, route_cases.h, mock_specs) not found whole: "
+    r"#define (MEMRA_ROUTE_FLAG_\w+) (\d+)u", text("kernels_src/abi.h"))}
+families = text("src/route/route_families.h")
+macro = re.search(r"#define MEMRA_ROUTE_FAMILIES\(X\)((?:.*\\\n)*.*)", families)
+written = re.findall(r"\bX\(", macro.group(1)) if macro else []
+# a row as route_probe.py's parser and meson's (one a line) read it
+rows = re.findall(r'^ *X\("[^"()]+", \d+, \d+, \d+, \d+, [01], [0-9.]+f, [01], [01]\)', families,
+                  re.M)
+builds = re.search(r"#define MOCK_SPEC_BUILDS (\d+)", text("tests/mock/mock_internal.h"))
+if not macro or not rows or len(rows) != len(written):
+    bad.append(f"src/route/route_families.h: {len(written)} rows in MEMRA_ROUTE_FAMILIES, "
+               f"{len(rows)} of them one a line with plain literals, as route_probe.py and "
+               "tests/meson.build read them")
+if not builds or int(builds.group(1)) != len(written):
+    bad.append(f"tests/mock/mock_internal.h's MOCK_SPEC_BUILDS is {builds and builds.group(1)}, "
+               f"route_families.h has {len(written)} families (mock/modules.c: a build each)")
+tests_meson = text("tests/meson.build")
+mapping = re.search(r"family_flags = \{\s*'1': '([\w|]+)',\s*'0': '([\w|]+)',\s*\}", tests_meson)
+of_call = re.search(r"#define MEMRA_ROUTE_FLAGS_OF_CALL\s*\\?\s*\(([^)]*)\)",
+                    text("kernels_src/abi.h"))
+if not mapping or not flag or not of_call:
+    bad.append("tests/meson.build's family_flags or abi.h's MEMRA_ROUTE_FLAG_* not found: "
                "revisit this test")
-for name, E, K, NG, TG, sig, rsf in configs:
-    pre = [p for p in prefixes if p.split(":")[0] == name]
-    entry = re.search(r'\{"' + re.escape(pre[0]) + r'[^"]*",\s*\{ROUTE_SPEC\(([^)]*)\)([^}]*)\},'
-                      r"\s*(ROUTE_BIAS_\w+)", cases) if pre else None
-    if not entry:
-        bad.append(f"route_cases.h has no family case for route_configs.h's {name}")
-        continue
-    spec = [x.strip() for x in entry.group(1).split(",")]
-    scoring = "MEMRA_ROUTE_SIGMOID" if sig == "1" else "MEMRA_ROUTE_SOFTMAX"
-    want = [E, K, NG, TG, scoring, "MEMRA_LOGITS_F32", "1", rsf + "f"]
-    biased = entry.group(3) != "ROUTE_BIAS_NONE" and "MEMRA_BIAS_BF16" not in entry.group(2)
-    if spec != want or "group_scoring" in entry.group(2) or biased != (sig == "1"):
-        bad.append(f"route_cases.h's {name} case is ROUTE_SPEC({', '.join(spec)}){entry.group(2)} "
-                   f"{entry.group(3)}; the benchmark's is ROUTE_SPEC({', '.join(want)}), "
-                   f"{'an f32 bias' if sig == '1' else 'no bias'}, vLLM's group scoring")
-    row = [m for m in mock if m[5] == name]
-    flags = (flag["SIGMOID"] | flag["BIAS"] if sig == "1" else flag["GROUP_MAX"]) | flag["RENORM"]
-    if not row or list(row[0][:5]) != [E, NG, TG, K, str(flags)]:
-        bad.append(f"tests/meson.build's mock_specs row for {name} is {row and list(row[0][:5])}, "
-                   f"the benchmark's spec builds as {[E, NG, TG, K, str(flags)]}")
+else:
+    # the spec builds' flags: abi.h's names (an unknown name in the mock's
+    # #if would read as 0), none of them a flag of one call, which no spec
+    # build holds (mock/modules.c masks them off a launch's flags)
+    per_call = set(re.findall(r"MEMRA_ROUTE_FLAG_\w+", of_call.group(1)))
+    for sig, names in zip("10", mapping.groups()):
+        for n in names.split("|"):
+            if n not in flag or n in per_call:
+                bad.append(f"tests/meson.build's family_flags for sigmoid={sig} names {n}, "
+                           f"{'a flag of one call' if n in per_call else 'which abi.h lacks'}")
+if "mock_specs = [\n" in tests_meson:
+    bad.append("tests/meson.build writes the families' spec builds out again: read them from "
+               "route_families.h")
 
 for b in bad:
     print(b)

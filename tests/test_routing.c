@@ -1234,6 +1234,7 @@ static void test_device_faulting_tables_every_kernel(void **state)
         ROUTE_BIAS_NONE,
         1,
         2,
+        0,
         0};
     const route_case *cases[] = {&route_cases[route_case_named("Qwen3-MoE")],
                                  &route_cases[route_case_named("DeepSeek-V3, rank 1")],
@@ -1379,16 +1380,19 @@ static void test_device_block_many_candidates(void **state)
          0,
          0,
          0,
+         0,
          0},
         {"1000 experts, 20 groups of 50, top-9 groups, top-32, sigmoid, bias",
          {ROUTE_SPEC(1000, 32, 20, 9, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f)},
          ROUTE_BIAS_HOST,
          0,
          0,
+         0,
          0},
         {"800 experts, 32 groups of 25, top-32 groups, top-32, sigmoid, bias",
          {ROUTE_SPEC(800, 32, 32, 32, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f)},
          ROUTE_BIAS_HOST,
+         0,
          0,
          0,
          0},
@@ -1411,6 +1415,7 @@ static void test_device_groups_of_two(void **state)
         {ROUTE_SPEC(64, 4, 32, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f),
          .group_scoring = MEMRA_GROUP_TOP2_SUM},
         ROUTE_BIAS_HOST,
+        0,
         0,
         0,
         0};
@@ -1438,11 +1443,13 @@ static void test_device_screened_groups_side_by_side(void **state)
          ROUTE_BIAS_HOST,
          1,
          0,
+         0,
          0},
         {"96 experts, 2 groups of 48 (16 lanes) by max, top-1 group, top-4, sigmoid, bias",
          {ROUTE_SPEC(96, 4, 2, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.0f),
           .group_scoring = MEMRA_GROUP_MAX},
          ROUTE_BIAS_HOST,
+         0,
          0,
          0,
          0},
@@ -1452,11 +1459,13 @@ static void test_device_screened_groups_side_by_side(void **state)
          ROUTE_BIAS_NONE,
          0,
          0,
+         0,
          0},
         {"384 experts, 12 groups of 32 by max (not whole lanes of 12), top-4, top-8, bf16, bias",
          {ROUTE_SPEC(384, 8, 12, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 1, 2.5f),
           .group_scoring = MEMRA_GROUP_MAX},
          ROUTE_BIAS_IN_PLACE,
+         0,
          0,
          0,
          0},
@@ -1755,7 +1764,7 @@ static void test_device_nonfinite_bias_in_place(void **state)
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
     static route_inputs in;
-    const route_case *c = &route_cases[6]; /* Kimi-K2: a float32 bias in place */
+    const route_case *c = &route_cases[route_case_named("Kimi-K2")]; /* a float32 bias in place */
     memra_route_spec s = route_case_inputs(c, &in);
     in.bias[100] = u2f(0xff800000u);
     const uint32_t T = 5;
@@ -2017,8 +2026,9 @@ static void test_device_specialized_matches_host(void **state)
             const int before = mock.spec_programs, runs = mock.spec_host_runs;
             device_case(eng, &route_cases[ci], v, T, 40 + ci, (int)ci);
             assert_int_equal(mock.spec_programs, before + 1);
-            /* run by the mock's build of this spec (tests/meson.build's
-             * mock_specs), not the generic text */
+            /* run by the mock's build of this spec (tests/meson.build
+             * builds one a row of route/route_families.h), not the generic
+             * text */
             assert_int_equal(mock.spec_host_runs, runs + 1);
             if (strcmp(mock.spec_defines, want) != 0)
                 fail_msg("%s: compiled with\n%s\nnot\n%s", route_cases[ci].name, mock.spec_defines,

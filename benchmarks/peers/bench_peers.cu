@@ -19,7 +19,9 @@
 #include <cub/block/block_scan.cuh>
 #include <memra/memra.h>
 
-#include "../route_configs.h"
+/* The model families, as every routing benchmark and the library's tests take them: macros only,
+ * no library internals. */
+#include "../../src/route/route_families.h"
 
 #include <algorithm>
 #include <chrono>
@@ -292,8 +294,10 @@ struct Cfg {
     float scale;
 };
 const Cfg CFGS[] = {
-#define MEMRA_X(name, E, K, NG, TG, SIG, SCALE) {name, E, SIG, NG, TG, K, SIG, SCALE},
-    MEMRA_BENCH_ROUTE_CONFIGS(MEMRA_X)
+/* IN_PLACE, MACROS: the library's test inputs, not the spec */
+#define MEMRA_X(name, E, K, NG, TG, SIG, SCALE, IN_PLACE, MACROS)                                  \
+    {name, E, SIG, NG, TG, K, SIG, SCALE},
+    MEMRA_ROUTE_FAMILIES(MEMRA_X)
 #undef MEMRA_X
 };
 constexpr int N_CFGS = sizeof CFGS / sizeof CFGS[0];

@@ -11,6 +11,7 @@
 #include <memra/memra.h>
 
 #include "base/rng.h"
+#include "route/route_families.h"
 
 /* Where a case's bias comes from. */
 enum { ROUTE_BIAS_NONE = 0, ROUTE_BIAS_HOST = 1, ROUTE_BIAS_IN_PLACE = 2 };
@@ -24,11 +25,34 @@ typedef struct route_case {
     int ep_ranks;    /* > 1: an expert map for rank 1 of ep_ranks (expert e on rank e % ranks) */
     int padded;      /* a padded batch: n_real is an int32 (1) or int64 (2) count of
                       * route_case_real(n_tokens) real rows */
+    int family;      /* a row of route_families.h (ROUTE_FAMILY_CASE): the benchmark's spec */
 } route_case;
 
 #define ROUTE_SPEC(E, K, NG, TG, SCORING, DTYPE, RENORM, SCALE)                                    \
     .n_expert = (E), .top_k = (K), .n_group = (NG), .topk_group = (TG), .scoring = (SCORING),      \
     .logits_dtype = (DTYPE), .renormalize = (RENORM), .routed_scaling_factor = (SCALE)
+
+/* A family's case, made from its row of route_families.h: the benchmark's spec exactly (float32
+ * logits, renormalized, the row's scale, vLLM's default group scoring, a float32 bias exactly
+ * where it scores by sigmoid), so the spec builds tests/kernel_budgets.inc budgets and the mock
+ * compiles are the ones the benchmarks time. Its name starts "<family>:" (test_kernel_targets.c
+ * finds the family's budget rows by that start). The row's bias_in_place and macros columns pick
+ * the inputs; ROUTE_FAMILY_BIAS_<sigmoid><bias_in_place> names the bias, and a bias read in place
+ * on a softmax row names none: it does not compile. */
+#define ROUTE_FAMILY_BIAS_00 "softmax"
+#define ROUTE_FAMILY_BIAS_10 "sigmoid, bias"
+#define ROUTE_FAMILY_BIAS_11 "sigmoid, device f32 bias"
+#define ROUTE_FAMILY_CASE(NAME, E, K, NG, TG, SIG, SCALE, IN_PLACE, MACROS)                        \
+    {NAME ": " #E " experts, top-" #K ", top-" #TG " of " #NG                                      \
+          " groups, " ROUTE_FAMILY_BIAS_##SIG##IN_PLACE ", x" #SCALE,                              \
+     {ROUTE_SPEC(E, K, NG, TG, (SIG) ? MEMRA_ROUTE_SIGMOID : MEMRA_ROUTE_SOFTMAX,                  \
+                 MEMRA_LOGITS_F32, 1, SCALE),                                                      \
+      .bias_dtype = MEMRA_BIAS_F32},                                                               \
+     (IN_PLACE) ? ROUTE_BIAS_IN_PLACE : ((SIG) ? ROUTE_BIAS_HOST : ROUTE_BIAS_NONE),               \
+     MACROS,                                                                                       \
+     0,                                                                                            \
+     0,                                                                                            \
+     1},
 
 static const route_case route_cases[] = {
     {"bf16 softmax top-8 of 64",
@@ -36,30 +60,26 @@ static const route_case route_cases[] = {
      ROUTE_BIAS_NONE,
      1,
      0,
+     0,
      0},
     {"softmax top-8 of 64, renormalized",
      {ROUTE_SPEC(64, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
      ROUTE_BIAS_NONE,
      0,
      0,
-     0},
-    {"DeepSeek-V3: 256 experts, 8 groups, top-4 groups, top-8, sigmoid, bias, x2.5",
-     {ROUTE_SPEC(256, 8, 8, 4, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
-     ROUTE_BIAS_HOST,
-     1,
      0,
      0},
-    {"GLM-4.5: 160 experts, top-8, sigmoid, bias, x2.5",
-     {ROUTE_SPEC(160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.5f)},
-     ROUTE_BIAS_HOST,
-     1,
-     0,
-     0},
+    /* The benchmarks' families (route_families.h), one case each, at 2 to 7 (the tests take
+     * route_cases[2], DeepSeek-V3's, by its index) */
+    // clang-format off
+    MEMRA_ROUTE_FAMILIES(ROUTE_FAMILY_CASE)
+    // clang-format on
     {"bf16 softmax top-6 of 1024, 32 groups of 32 by their top-2 sum, top-4 groups",
      {ROUTE_SPEC(1024, 6, 32, 4, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_BF16, 1, 1.0f),
       .group_scoring = MEMRA_GROUP_TOP2_SUM},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0,
      0},
     {"DeepSeek-V2: 160 experts, 8 groups of 20 scored by max, top-3 groups, top-6, f16, x16",
@@ -68,30 +88,6 @@ static const route_case route_cases[] = {
      ROUTE_BIAS_NONE,
      1,
      0,
-     0},
-    {"Kimi-K2: 384 experts, top-8, sigmoid, device f32 bias, x2.827",
-     {ROUTE_SPEC(384, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 2.827f),
-      .bias_dtype = MEMRA_BIAS_F32},
-     ROUTE_BIAS_IN_PLACE,
-     1,
-     0,
-     0},
-    {"Qwen3-MoE: 128 experts, softmax top-8",
-     {ROUTE_SPEC(128, 8, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
-     ROUTE_BIAS_NONE,
-     1,
-     0,
-     0},
-    {"Qwen3-Next: 512 experts, softmax top-10",
-     {ROUTE_SPEC(512, 10, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
-     ROUTE_BIAS_NONE,
-     0,
-     0,
-     0},
-    {"Mixtral: 8 experts, softmax top-2",
-     {ROUTE_SPEC(8, 2, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 1, 1.0f)},
-     ROUTE_BIAS_NONE,
-     1,
      0,
      0},
     {"DeepSeek-V3, rank 1 of 8 (expert map), bf16 device bias, 1 fused shared expert, bf16",
@@ -100,6 +96,7 @@ static const route_case route_cases[] = {
      ROUTE_BIAS_IN_PLACE,
      1,
      8,
+     0,
      0},
     {"64 experts, 8 groups of 8 by max, top-2 groups, top-4, sigmoid, 2 shared, rank 1 of 4",
      {ROUTE_SPEC(64, 4, 8, 2, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_F32, 1, 1.5f),
@@ -107,10 +104,12 @@ static const route_case route_cases[] = {
      ROUTE_BIAS_HOST,
      1,
      4,
+     0,
      0},
     {"128 experts, 2 groups of 64, top-1 group, top-8, softmax, f16, renormalized",
      {ROUTE_SPEC(128, 8, 2, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 1, 1.0f)},
      ROUTE_BIAS_NONE,
+     0,
      0,
      0,
      0},
@@ -118,6 +117,7 @@ static const route_case route_cases[] = {
      {ROUTE_SPEC(128, 1, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 0, 1.0f)},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0,
      0},
     {"SGLang DeepSeek-V3: 1 fused shared expert by SGLang's rule (W / 2.5), x2.5 on output, "
@@ -128,21 +128,24 @@ static const route_case route_cases[] = {
      ROUTE_BIAS_IN_PLACE,
      1,
      0,
-     1},
+     1,
+     0},
     {"SGLang GLM-4.5 without renormalizing: shared expert W / 2.5, padded batch (int64 count)",
      {ROUTE_SPEC(160, 8, 1, 1, MEMRA_ROUTE_SIGMOID, MEMRA_LOGITS_BF16, 0, 1.0f), .n_shared = 1,
       .shared_rule = MEMRA_SHARED_ROUTED_SUM, .shared_divisor = 2.5f},
      ROUTE_BIAS_HOST,
      0,
      0,
-     2},
+     2,
+     0},
     {"DeepSeek-V2 from a zero-initialised spec (vLLM's rule: groups by their best), padded "
      "Mixtral-sized teams: 32 experts, 4 groups, top-2 groups, top-6",
      {ROUTE_SPEC(32, 6, 4, 2, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F32, 0, 16.0f)},
      ROUTE_BIAS_NONE,
      1,
      0,
-     1},
+     1,
+     0},
     /* Small expert counts (the team kernel's teams of 16, 8 and 1 lanes):
      * every option a call passes on, an expert count that is not a power of
      * two (the butterfly's lanes past the experts hold +0), and one
@@ -154,11 +157,13 @@ static const route_case route_cases[] = {
      ROUTE_BIAS_HOST,
      1,
      2,
-     1},
+     1,
+     0},
     {"f16 5 experts, softmax top-3, x16 without renormalizing",
      {ROUTE_SPEC(5, 3, 1, 1, MEMRA_ROUTE_SOFTMAX, MEMRA_LOGITS_F16, 0, 16.0f)},
      ROUTE_BIAS_NONE,
      1,
+     0,
      0,
      0},
     {"1 expert, softmax top-1",
@@ -166,25 +171,16 @@ static const route_case route_cases[] = {
      ROUTE_BIAS_NONE,
      0,
      0,
+     0,
      0},
 };
 #define N_ROUTE_CASES (sizeof route_cases / sizeof route_cases[0])
 
-/* Whether a case is one of the six model families the benchmarks measure,
- * by the start of its name. Each is the benchmark's spec exactly
- * (benchmarks/route_configs.h's row: float32 logits, a bias where it scores
- * by sigmoid), so the builds tests/kernel_budgets.inc holds to a budget and
- * the mock's spec builds are the ones the benchmarks time
- * (tests/check_facts.py holds the lists to each other); the other element
- * types are other cases'. */
+/* Whether a case is one of the model families the benchmarks measure (route_families.h): the
+ * specialised-build tests run these, as the benchmarks time them. */
 static inline int route_case_is_family(const route_case *rc)
 {
-    static const char *const families[] = {"DeepSeek-V3: 256", "Kimi-K2",    "GLM-4.5",
-                                           "Qwen3-MoE",        "Qwen3-Next", "Mixtral"};
-    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
-        if (strncmp(rc->name, families[f], strlen(families[f])) == 0)
-            return 1;
-    return 0;
+    return rc->family;
 }
 
 /* A case's host inputs beside its logits: the bias in both element types,
