@@ -43,8 +43,7 @@ typedef struct route_case {
 #define ROUTE_FAMILY_BIAS_10 "sigmoid, bias"
 #define ROUTE_FAMILY_BIAS_11 "sigmoid, device f32 bias"
 #define ROUTE_FAMILY_CASE(NAME, E, K, NG, TG, SIG, SCALE, IN_PLACE, MACROS)                        \
-    {NAME ": " #E " experts, top-" #K ", top-" #TG " of " #NG                                      \
-          " groups, " ROUTE_FAMILY_BIAS_##SIG##IN_PLACE ", x" #SCALE,                              \
+    {NAME ": " #E " experts, top-" #K ", " ROUTE_FAMILY_BIAS_##SIG##IN_PLACE,                      \
      {ROUTE_SPEC(E, K, NG, TG, (SIG) ? MEMRA_ROUTE_SIGMOID : MEMRA_ROUTE_SOFTMAX,                  \
                  MEMRA_LOGITS_F32, 1, SCALE),                                                      \
       .bias_dtype = MEMRA_BIAS_F32},                                                               \
