@@ -510,9 +510,7 @@ def neighbours(arch, stream):
     sms = ctypes.c_int()
     cu.cuDeviceGetAttribute(ctypes.byref(sms), 16, dev)  # multiprocessor count
     sink = alloc(4)
-    arg = ctypes.c_uint64(sink)
-    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(arg), ctypes.c_void_p))
-    keep.append((arg, params))
+    params = kernel_params(ctypes.c_uint64(sink))
 
     def launcher(fn):
         return lambda: ck(cu.cuLaunchKernel(fn, 2 * sms.value, 1, 1, 128, 1, 1, 0, stream, params,
@@ -522,18 +520,25 @@ def neighbours(arch, stream):
 
     def consumer(layer):
         """bench_peers' consumer of this layer's outputs, tables included."""
-        args = [ctypes.c_uint64(layer.sel), ctypes.c_uint64(layer.selw),
-                ctypes.c_uint64(layer.ptrs), ctypes.c_uint64(layer.scl),
-                ctypes.c_uint32(layer.K * layer.T), ctypes.c_uint32(1), ctypes.c_uint64(sink)]
-        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p)
-                                               for a in args])
-        keep.append((args, ptrs))
+        ptrs = kernel_params(ctypes.c_uint64(layer.sel), ctypes.c_uint64(layer.selw),
+                             ctypes.c_uint64(layer.ptrs), ctypes.c_uint64(layer.scl),
+                             ctypes.c_uint32(layer.K * layer.T), ctypes.c_uint32(1),
+                             ctypes.c_uint64(sink))
         return lambda: ck(cu.cuLaunchKernel(cons, 1, 1, 1, 128, 1, 1, 0, stream, ptrs, None),
                           "cuLaunchKernel consumer")
     return [("+wide", launcher(wide)), ("+wide-smem", launcher(wsm))], consumer
 
 
 keep = []  # ctypes objects a captured launch's parameters point at
+
+
+def kernel_params(*args):
+    """cuLaunchKernel's kernelParams for ctypes values `args`, kept alive
+    (in `keep`) as long as a captured graph may launch with them."""
+    ptrs = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p)
+                                           for a in args])
+    keep.append((args, ptrs))
+    return ptrs
 
 
 def shared_bytes(fn):

@@ -92,12 +92,9 @@ def main():
                 ("four-tokens", 2, (n + 31) // 32, 32), ("coalesced", 3, (n + 255) // 256, 256),
                 ("one-block", 4, 1, 256)]
         for name, mode, grid, threads in arms:
-            args = [ctypes.c_uint64(layer.sel), ctypes.c_uint64(layer.selw),
-                    ctypes.c_uint64(layer.ptrs), ctypes.c_uint64(layer.scl), ctypes.c_uint32(n),
-                    ctypes.c_uint32(a.k), ctypes.c_int(mode)]
-            ptrs = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(x), ctypes.c_void_p)
-                                                   for x in args])
-            rp.keep.append((args, ptrs))
+            ptrs = rp.kernel_params(ctypes.c_uint64(layer.sel), ctypes.c_uint64(layer.selw),
+                                    ctypes.c_uint64(layer.ptrs), ctypes.c_uint64(layer.scl),
+                                    ctypes.c_uint32(n), ctypes.c_uint32(a.k), ctypes.c_int(mode))
 
             def w(grid=grid, threads=threads, ptrs=ptrs):
                 rp.ck(rp.cu.cuLaunchKernel(fn, grid, 1, 1, threads, 1, 1, 0, stream, ptrs, None),
