@@ -1279,16 +1279,20 @@ static void test_device_matches_host_every_config(void **state)
 }
 
 /* The team kernel for up to 32 experts takes two forms by batch size: a
- * lane an expert up to 1,024 tokens (a decode step's shorter chain), a few
- * lanes of several experts above (throughput; a forced team kernel takes it
- * at any size). Both equal the host arm on each side of the switch, for
- * every small-expert case (one group and several, sigmoid and softmax,
- * shared experts, a map, padding), generic and spec-compiled. */
+ * lane an expert below MEMRA_ROUTE_FEW_LANES_MIN_TOKENS (16,384: the
+ * shorter chain until the batch fills the card), a few lanes of several
+ * experts from there (throughput; a forced team kernel takes it at any
+ * size). Both equal the host arm on each side of the switch, for every
+ * small-expert case (one group and several, sigmoid and softmax, shared
+ * experts, a map, padding), generic and spec-compiled. */
 static void test_device_team_forms_both_sides_of_the_switch(void **state)
 {
     (void)state;
-    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, 1024), 0);
-    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, 1025),
+    const uint32_t at = MEMRA_ROUTE_FEW_LANES_MIN_TOKENS;
+    assert_int_equal(at, 16384u);
+    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, 4096), 0);
+    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, at - 1), 0);
+    assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, at),
                      MEMRA_ROUTE_FLAG_FEW_LANES);
     assert_int_equal(memra_route_team_form(MEMRA_ROUTE_VARIANT_WARP, 1),
                      MEMRA_ROUTE_FLAG_FEW_LANES);
@@ -1305,7 +1309,7 @@ static void test_device_team_forms_both_sides_of_the_switch(void **state)
             if (route_cases[ci].spec.n_expert > 32)
                 continue;
             eng->route_specialize = !generic;
-            for (uint32_t T = 1024; T <= 1025; T++)
+            for (uint32_t T = at - 1; T <= at; T++)
                 device_case(eng, &route_cases[ci], MEMRA_ROUTE_VARIANT_AUTO, T, 90 + ci + T,
                             (int)ci);
             done++;

@@ -27,10 +27,6 @@
  * (memra_route_variant). */
 #define ROUTE_BLOCK_MAX_TOKENS 512u
 #define ROUTE_BLOCK_MAX_THREADS (1u << 17)
-/* The team kernel's throughput form (several experts a lane) is prefill's:
- * at decode sizes a lane an expert is the shorter chain (Mixtral at 1,024
- * tokens: 2.5 us a node against 3.4). */
-#define ROUTE_FEW_LANES_MIN_TOKENS 1025u
 int memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
 
 /* The team kernel for a spec (route_abi.h's memra_route_team_m): screened
@@ -210,7 +206,7 @@ uint32_t memra_route_team_form(int variant, uint32_t n_tokens)
     /* A forced team kernel is the throughput form, so the tests and the
      * benchmark reach it at any size; the decode form is AUTO's below. */
     return variant == MEMRA_ROUTE_VARIANT_WARP || variant == MEMRA_ROUTE_VARIANT_WARP_EXACT ||
-                   n_tokens >= ROUTE_FEW_LANES_MIN_TOKENS
+                   n_tokens >= MEMRA_ROUTE_FEW_LANES_MIN_TOKENS
                ? MEMRA_ROUTE_FLAG_FEW_LANES
                : 0u;
 }

@@ -51,10 +51,17 @@ memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_s
 
 /* The kernels' flags (route_abi.h) for a checked spec. */
 uint32_t memra_route_flags(const memra_route_spec *spec);
+/* The team kernel's throughput form (several experts a lane) pays where
+ * the batch fills the card: below, a lane an expert is the shorter chain.
+ * Mixtral's node on the H100, spec-compiled (BENCHMARKS.md, twenty-first
+ * session), a lane an expert against two lanes of four: 2.25 / 2.97 us at
+ * 1,024 tokens, 2.40 / 3.22 at 4,096, 3.55 / 3.45 at 16,384, 9.97 / 6.13 at
+ * 65,536. */
+#define MEMRA_ROUTE_FEW_LANES_MIN_TOKENS 16384u
 /* The team kernel's form for a batch: MEMRA_ROUTE_FLAG_FEW_LANES (several
- * experts a lane, for throughput) above 1,024 tokens or
- * where `variant` forces the team kernel, else 0 (a lane an expert, the
- * shorter chain for a decode step). The block kernel does not read it. */
+ * experts a lane, for throughput) from MEMRA_ROUTE_FEW_LANES_MIN_TOKENS
+ * tokens or where `variant` forces the team kernel, else 0 (a lane an
+ * expert). The block kernel does not read it. */
 uint32_t memra_route_team_form(int variant, uint32_t n_tokens);
 
 #endif /* MEMRA_ROUTE_H */
