@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every patch in benchmarks/variants/ still applies to kernels_src/, alone
-# (or on the patches its preamble says it stacks on) and as each line of benchmarks/variants/queue and queue-prefill combines them, so the next
+# (or on the patches its preamble says it stacks on) and as each line of benchmarks/variants/queue,
+# queue-prefill and queue-batch combines them, so the next
 # GPU run (MEMRA_STAGES=variants) measures what the queue names. Skips (77)
 # without git or outside a git checkout.
 set -euo pipefail
@@ -40,4 +41,18 @@ for q in queue queue-prefill; do
         try "$q: $line" "${list[@]}"
     done <"$src/benchmarks/variants/$q"
 done
+# queue-batch: a probe's arguments a line; its variants are the words that
+# are neither an option nor an option's value.
+while read -r -a words; do
+    case ${words[0]:-#} in '#'*) continue ;; esac
+    skip=0
+    for w in "${words[@]}"; do
+        if [ $skip = 1 ]; then skip=0; continue; fi
+        case $w in --batch | --configs | --prefill) skip=1; continue ;; esac
+        v=${w#spec:}
+        [ "$v" = shipped ] && continue
+        IFS=+ read -r -a list <<<"${v#*=}"
+        try "queue-batch: $w" "${list[@]}"
+    done
+done <"$src/benchmarks/variants/queue-batch"
 echo "ok: $n variants apply"

@@ -7,8 +7,9 @@
 #   MEMRA_STAGES="test rig check rust pytest elsewhere bench"  the stages to run (default all;
 #                 "peers" runs only bench's peer benchmark, benchmarks/peers/; "route" only
 #                 `memra-bench --route`; "torch-bench" only benchmarks/bench_torch.py;
-#                 "variants" the phase probe of benchmarks/variants/queue's kernels, and
-#                 queue-prefill's team kernels over 64, 4,096 and 65,536 tokens)
+#                 "variants" the phase probe of benchmarks/variants/queue's kernels,
+#                 queue-prefill's team kernels over 64, 4,096 and 65,536 tokens, and
+#                 queue-batch's probes at decode batch sizes)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
 #   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
@@ -119,6 +120,18 @@ if has variants; then
     grep -E '^== |prefill' "$out/probe-prefill-$n.log" | cut -c1-120
     pack
   done
+  # Decode batches (queue-batch): a probe a line, its own sizes and families.
+  i=0
+  while read -r line; do
+    case $line in '' | '#'*) continue ;; esac
+    i=$((i + 1))
+    read -r -a bargs <<<"$line"
+    timeout 300 benchmarks/probe_variants.sh "$b" "$out/probe-batch-$i.json" "${bargs[@]}" \
+      >"$out/probe-batch-$i.log" 2>&1 </dev/null
+    echo "batch variants $i: rc $? (probe-batch-$i.log)"
+    grep -E ' tokens, ' "$out/probe-batch-$i.log" | cut -c1-160
+    pack
+  done <benchmarks/variants/queue-batch
 fi
 if has bench || has peers; then
   # memra beside the peer routers (FlashInfer, vLLM, SGLang), built with nvcc where there is one.
