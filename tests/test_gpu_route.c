@@ -148,7 +148,9 @@ static void test_million_tokens_every_config(void **state)
 
 /* Small batches, faults included, each kernel and memra's own choice; and
  * memra's choice on each side of its block/team switch (the most tokens the
- * block kernel takes for the spec's experts, and one more). */
+ * block kernel takes for the spec's experts, and one more) and, for 32
+ * experts or fewer, of the team kernel's switch from a lane an expert to
+ * its throughput form (MEMRA_ROUTE_FEW_LANES_MIN_TOKENS). */
 static void test_small_batches_with_faults(void **state)
 {
     (void)state;
@@ -161,6 +163,16 @@ static void test_small_batches_with_faults(void **state)
                 if (memra_route_case_check(eng, ci, T, 77 * ci + T, 1, 40 + (int)ci, 0, v, own, why,
                                            sizeof why))
                     fail_msg("%s, %u tokens: %s", route_cases[ci].name, T, why);
+        const uint32_t fl = MEMRA_ROUTE_FEW_LANES_MIN_TOKENS;
+        if (route_cases[ci].spec.n_expert <= 32)
+            for (uint32_t T = fl - 1u; T <= fl; T++)
+                if (memra_route_case_check(eng, ci, T, 93 * ci + T, 1, 40 + (int)ci, 0,
+                                           MEMRA_ROUTE_VARIANT_AUTO, own, why, sizeof why))
+                    fail_msg("%s, %u tokens (team kernel, %s): %s", route_cases[ci].name, T,
+                             memra_route_team_form(MEMRA_ROUTE_VARIANT_AUTO, T)
+                                 ? "few lanes"
+                                 : "a lane an expert",
+                             why);
         const uint32_t sw = memra_route_block_max_tokens(route_cases[ci].spec.n_expert);
         if (sw == 0 || sw == UINT32_MAX)
             continue;

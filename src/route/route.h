@@ -55,7 +55,7 @@ uint32_t memra_route_flags(const memra_route_spec *spec);
  * the batch fills the card: below, a lane an expert is the shorter chain.
  * Mixtral's node on the H100, spec-compiled (BENCHMARKS.md, twenty-first
  * session), a lane an expert against two lanes of four: 2.25 / 2.97 us at
- * 1,024 tokens, 2.40 / 3.22 at 4,096, 3.55 / 3.45 at 16,384, 9.97 / 6.13 at
+ * 1,024 tokens, 2.40 / 3.22 at 4,096, 3.55 / 3.43-3.47 at 16,384, 9.97 / 6.13 at
  * 65,536. */
 #define MEMRA_ROUTE_FEW_LANES_MIN_TOKENS 16384u
 /* The team kernel's form for a batch: MEMRA_ROUTE_FLAG_FEW_LANES (several
