@@ -32,27 +32,21 @@ for p in "$src"/benchmarks/variants/*.patch; do
     read -r -a base < <(sed -n 's/^# stacks on: //p' "$p") || true
     try "${p#"$src"/}" "${base[@]}" "${p#"$src"/}"
 done
-for q in queue queue-prefill; do
-    while read -r line; do
-        case $line in '' | '#'*) continue ;; esac
-        v=${line#spec:}
-        [ "$v" = shipped ] && continue
-        IFS=+ read -r -a list <<<"${v#*=}"
-        try "$q: $line" "${list[@]}"
+# Each queue's line is probe_variants.sh's arguments (queue, queue-prefill: one
+# variant; queue-batch: a whole probe's): its variants are the words that are
+# neither an option nor an option's value.
+for q in queue queue-prefill queue-batch; do
+    while read -r -a words; do
+        case ${words[0]:-#} in '#'*) continue ;; esac
+        skip=0
+        for w in "${words[@]}"; do
+            if [ $skip = 1 ]; then skip=0; continue; fi
+            case $w in --batch | --configs | --prefill) skip=1; continue ;; esac
+            v=${w#spec:}
+            [ "$v" = shipped ] && continue
+            IFS=+ read -r -a list <<<"${v#*=}"
+            try "$q: $w" "${list[@]}"
+        done
     done <"$src/benchmarks/variants/$q"
 done
-# queue-batch: a probe's arguments a line; its variants are the words that
-# are neither an option nor an option's value.
-while read -r -a words; do
-    case ${words[0]:-#} in '#'*) continue ;; esac
-    skip=0
-    for w in "${words[@]}"; do
-        if [ $skip = 1 ]; then skip=0; continue; fi
-        case $w in --batch | --configs | --prefill) skip=1; continue ;; esac
-        v=${w#spec:}
-        [ "$v" = shipped ] && continue
-        IFS=+ read -r -a list <<<"${v#*=}"
-        try "queue-batch: $w" "${list[@]}"
-    done
-done <"$src/benchmarks/variants/queue-batch"
 echo "ok: $n variants apply"
