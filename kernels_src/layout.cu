@@ -469,7 +469,7 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
  * pairs a thread (held in registers from the load to the placing; the
  * kernel's constant, at most MEMRA_LAYOUT_TOKEN_PER_MAX: the team kernels
  * take 4, as many as leave their register counts where they were without
- * the layout; the block kernel none, route_block.cu), where the bitmap and the sums
+ * the layout; the block kernel 16 in its +layout build, route_block.cu), where the bitmap and the sums
  * fit the scratch; larger batches take memra_layout_block. */
 #define MEMRA_LAYOUT_TOKEN_WORDS 8u
 #define MEMRA_LAYOUT_TOKEN_PER_MAX 16u

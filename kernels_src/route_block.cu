@@ -490,16 +490,30 @@ MEMRA_DEVICE int memra_route_block(MEMRA_ROUTE_PARAMS)
     return 1;
 }
 
+/* The bitmap path's pairs a thread (memra_layout_tokens), in a spec's
+ * +layout build only, which every block-kernel launch that lays out takes:
+ * at 64 and 256 tokens its fused layout node measured 0.8-5.4 us shorter
+ * than the general path's on the H100 (DeepSeek-V3 8.33 -> 7.43 and
+ * 12.92 -> 10.85; Qwen3-MoE 9.52 -> 7.63 and 16.92 -> 11.52), 0.1-0.2 us
+ * longer at 8 tokens, its one-token path unchanged
+ * (docs/runs/2026-12-07-h100-d6966fa/probe-bitmap.log). */
+#if defined(MEMRA_SPEC_E) && (MEMRA_SPEC_FLAGS & MEMRA_ROUTE_FLAG_LAYOUT)
+#define MEMRA_RB_LAYOUT_PER 16u
+#else
+#define MEMRA_RB_LAYOUT_PER 0u
+#endif
+
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_ABI_ROUTE_MAX_EXPERT) memra_route_block_kernel(MEMRA_ROUTE_PARAMS)
 {
     /* Every build holds the general layout (it tests lp.ticket at run
      * time): a spec's build without it, its routing unchanged, measured
      * 0.15-0.29 us a node slower on the H100 (32 registers instead of 59
      * for DeepSeek-V3; docs/runs/2026-12-06-h100-93c2b5a/). The bitmap path
-     * (memra_layout_tokens) is not here (0 pairs a thread): at 16 pairs a
-     * thread it doubled this kernel's code, and the routing measured
-     * 0.05-0.25 us a node slower (docs/runs/2026-12-06-h100-b76fe8c/). */
+     * (memra_layout_tokens) is in the +layout build alone: at 16 pairs a
+     * thread it doubles the code, and in the build that routes without a
+     * layout it measured 0.05-0.25 us a node slower
+     * (docs/runs/2026-12-06-h100-b76fe8c/). */
     if (!memra_route_block(MEMRA_ROUTE_ARGS))
         memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, memra_rb_sh.words, MEMRA_RB_WORDS,
-                           0u, &memra_rb_last);
+                           MEMRA_RB_LAYOUT_PER, &memra_rb_last);
 }

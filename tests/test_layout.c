@@ -597,20 +597,22 @@ static void test_fused_one_token(void **state)
 /* The layer spec's builds a fused layout takes (the mock's NVRTC keeps the
  * defines it last compiled): a launch that lays out in its own launch, a
  * build with MEMRA_ROUTE_FLAG_LAYOUT (the team kernels' layout, the block
- * kernel's one-token path), except the block kernel's larger batches,
- * whose plain build holds the general layout (without it that kernel
- * routes slower); a launch laid out by the layout's own launches (more
- * than MEMRA_LAYOUT_ONE_LAUNCH pairs), the plain build, which holds no
- * layout code.
- * A fused call of case ci compiles one new spec build, with the layout flag
- * or without it (`laid`). */
+ * kernel's one-token and bitmap paths), whatever its batch; a launch laid
+ * out by the layout's own launches (more than MEMRA_LAYOUT_ONE_LAUNCH
+ * pairs), the plain build, which holds no layout code. A fused call of
+ * case ci compiles `builds` new spec builds (0 where an earlier call made
+ * the one it takes), with the layout flag or without it (`laid`); `runs`:
+ * the launches the mock's own build of that spec ran (tests/meson.build
+ * has DeepSeek-V3's +layout build, not Mixtral's; both plain builds), two
+ * calls a case. */
 static void expect_spec_build(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed,
-                              int laid)
+                              int builds, int laid, int runs)
 {
-    const int before = mock.spec_programs;
+    const int before = mock.spec_programs, ran = mock.spec_host_runs;
     fused_case_ex(eng, ci, T, variant, seed, 0, -1);
-    assert_int_equal(mock.spec_programs, before + 1);
+    assert_int_equal(mock.spec_programs, before + builds);
     assert_int_equal((mock_last_spec_flags() & MEMRA_ROUTE_FLAG_LAYOUT) != 0, laid);
+    assert_int_equal(mock.spec_host_runs, ran + runs);
 }
 static void test_fused_layout_builds(void **state)
 {
@@ -619,17 +621,41 @@ static void test_fused_layout_builds(void **state)
     assert_int_equal(eng->route_specialize, 1);
     const size_t ds3 = route_case_named("DeepSeek-V3: 256");
     const size_t mixtral = route_case_named("Mixtral");
-    expect_spec_build(eng, ds3, 1, MEMRA_ROUTE_VARIANT_BLOCK, 90, 1);
-    /* 4 tokens: the block kernel, laid out by its last block, no
-     * one-token path: the spec's plain build. */
-    expect_spec_build(eng, ds3, 4, MEMRA_ROUTE_VARIANT_BLOCK, 91, 0);
+    /* 4 tokens on the block kernel, laid out by its last block: the
+     * +layout build, the one a single token then takes too. */
+    expect_spec_build(eng, ds3, 4, MEMRA_ROUTE_VARIANT_BLOCK, 91, 1, 1, 2);
+    expect_spec_build(eng, ds3, 1, MEMRA_ROUTE_VARIANT_BLOCK, 90, 0, 1, 2);
+    expect_spec_build(eng, ds3, 64, MEMRA_ROUTE_VARIANT_BLOCK, 95, 0, 1, 2);
     /* The team kernel (memra's choice for Mixtral at any size): its build
      * with the layout for a batch laid out in the routing launch... */
-    expect_spec_build(eng, mixtral, 1, MEMRA_ROUTE_VARIANT_AUTO, 92, 1);
-    expect_spec_build(eng, ds3, 4, MEMRA_ROUTE_VARIANT_WARP, 93, 1);
+    expect_spec_build(eng, mixtral, 1, MEMRA_ROUTE_VARIANT_AUTO, 92, 1, 1, 0);
+    expect_spec_build(eng, ds3, 4, MEMRA_ROUTE_VARIANT_WARP, 93, 1, 1, 2);
     /* ...and the plain one where the layout's own launches lay it out. */
     expect_spec_build(eng, mixtral, MEMRA_LAYOUT_ONE_LAUNCH / 2u + 1u, MEMRA_ROUTE_VARIANT_AUTO, 94,
-                      0);
+                      1, 0, 2);
+    memra_engine_destroy(eng);
+}
+
+/* The block kernel's bitmap path (its +layout build, memra_layout_tokens at
+ * 16 pairs a thread) over the batches it takes, 33 pairs to 256 tokens,
+ * and the general path past them, with and without per-expert outputs,
+ * padded, against the host arm: a family's spec (the mock runs DeepSeek-V3's
+ * +layout build; the GPU, each family's) and a made-up one (the generic
+ * kernel). */
+static void test_fused_block_bitmap(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    const size_t cases[] = {route_case_named("DeepSeek-V3: 256"), route_case_named("Qwen3-Next"),
+                            route_case_named("DeepSeek-V3, rank 1 of 8")};
+    const uint32_t sizes[] = {5, 8, 33, 64, 255, 256};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
+            fused_case(eng, cases[i], sizes[j], MEMRA_ROUTE_VARIANT_BLOCK, 100 + j);
+        fused_case_ex(eng, cases[i], 64, MEMRA_ROUTE_VARIANT_BLOCK, 110, 0, -1);
+        fused_case_ex(eng, cases[i], 64, MEMRA_ROUTE_VARIANT_BLOCK, 111, 1, 37);
+        fused_case(eng, cases[i], 257, MEMRA_ROUTE_VARIANT_BLOCK, 112);
+    }
     memra_engine_destroy(eng);
 }
 
@@ -888,6 +914,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_fused_layout_matches_host, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_one_token, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layout_builds, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_block_bitmap, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layer_out_of_range, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_null_spec_refused, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_zero_tokens_writes_empty_layout, mock_setup,
@@ -901,6 +928,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_device_layout_matches_host),
         cmocka_unit_test(test_fused_layout_matches_host),
         cmocka_unit_test(test_fused_one_token),
+        cmocka_unit_test(test_fused_block_bitmap),
         cmocka_unit_test(test_fused_zero_tokens_writes_empty_layout),
     };
     if (argc > 1 && strcmp(argv[1], "device") == 0)

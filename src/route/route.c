@@ -280,13 +280,11 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
      * (the layer's count); larger ones by the layout's own launches after
      * it. A launch that lays out takes a spec's build of its own
      * (MEMRA_ROUTE_FLAG_LAYOUT): the team kernels' other builds hold no
-     * layout code, and the block kernel's holds only the one-token path.
-     * The block kernel's plain build keeps the general layout for its
-     * larger batches (testing the ticket at run time): without it that
-     * build routed slower (kernels_src/route_block.cu says by how much). */
+     * layout code; the block kernel's +layout build holds the one-token
+     * path and the bitmap path up to 256 tokens (kernels_src/route_block.cu
+     * says what each is worth). */
     const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
-    const uint32_t layout_flag =
-        one_launch && (!block || n_tokens == 1) ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
+    const uint32_t layout_flag = one_launch ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
     if ((st = enter(eng, fn, spec, scratch, s, memra_route_kernel(variant, n_tokens, spec),
                     layout_flag != 0, &c, &cap, &f)))
         goto done;

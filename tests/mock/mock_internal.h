@@ -141,7 +141,7 @@ typedef struct mock_spec_build {
     void (*run)(const unsigned char *args, size_t size, unsigned grid, unsigned block,
                 memra_kernel_id k);
 } mock_spec_build;
-#define MOCK_SPEC_BUILDS 6
+#define MOCK_SPEC_BUILDS 7
 extern _Thread_local CUcontext ctx_stack[16];
 extern _Thread_local int ctx_depth;
 extern pthread_mutex_t options_lock;

@@ -7,10 +7,10 @@
 #include "vrows/vrows_abi.h"
 
 extern const mock_spec_build mock_spec_build_0, mock_spec_build_1, mock_spec_build_2,
-    mock_spec_build_3, mock_spec_build_4, mock_spec_build_5;
+    mock_spec_build_3, mock_spec_build_4, mock_spec_build_5, mock_spec_build_6;
 static const mock_spec_build *const spec_builds[MOCK_SPEC_BUILDS] = {
-    &mock_spec_build_0, &mock_spec_build_1, &mock_spec_build_2,
-    &mock_spec_build_3, &mock_spec_build_4, &mock_spec_build_5};
+    &mock_spec_build_0, &mock_spec_build_1, &mock_spec_build_2, &mock_spec_build_3,
+    &mock_spec_build_4, &mock_spec_build_5, &mock_spec_build_6};
 
 /* The host build compiled for a routing launch's spec, or NULL. */
 static const mock_spec_build *spec_build_of(const unsigned char *args)
