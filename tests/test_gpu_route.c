@@ -187,7 +187,7 @@ static void test_small_batches_with_faults(void **state)
 
 /* Every configuration through the modules compiled for its spec
  * (MEMRA_ROUTE_SPECIALIZE): an engine of its own per configuration (an
- * engine holds 16 such modules), decode sizes and 2^15 tokens through each
+ * engine holds MEMRA_SPECIAL_MODULES such modules), decode sizes and 2^15 tokens through each
  * kernel choice, edge values in half, against the host arm bit for bit. */
 static void test_specialized_every_config(void **state)
 {

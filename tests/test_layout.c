@@ -439,8 +439,10 @@ static void test_device_layout_matches_host(void **state)
  * launches after the routing one), against memra_route_tables_host_ex:
  * expert maps (the blocks' labels are the tables' slots), shared experts,
  * padded batches. `per_expert` 0: a call that asks for no per-expert
- * output (the offsets, counts and load: 0 on both arms); `real` >= 0: that
- * many real tokens (an int32 count), in place of the case's own. */
+ * output (the offsets, counts and load: 0 on both arms); -1: no layout at
+ * all (memra_route_tables_ex with none: the routing's plain builds);
+ * `real` >= 0: that many real tokens (an int32 count), in place of the
+ * case's own. */
 static void fused_case_ex(memra_engine *eng, size_t ci, uint32_t T, int variant, uint64_t seed,
                           int per_expert, int real)
 {
@@ -493,13 +495,16 @@ static void fused_case_ex(memra_engine *eng, size_t ci, uint32_t T, int variant,
     char what[200];
     for (int rep = 0; rep < 2; rep++) { /* the layer's count is back at 0 after a call */
         memra_route_variant = variant;
-        const memra_status st = memra_route_tables_ex(eng, dl, T, &ds, 3, mac, &sl, dsel, dselw,
-                                                      dptrs, dscl, &ls, &o, NULL);
+        const memra_status st =
+            memra_route_tables_ex(eng, dl, T, &ds, 3, mac, &sl, dsel, dselw, dptrs, dscl,
+                                  per_expert < 0 ? NULL : &ls, per_expert < 0 ? NULL : &o, NULL);
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
         if (st)
             fail_msg("%s: %s", rc->name, memra_last_error());
         assert_int_equal(memra_download(eng, gsel, dsel, (size_t)n * 4), MEMRA_OK);
         assert_memory_equal(gsel, hsel, (size_t)n * 4);
+        if (per_expert < 0)
+            continue;
         dlay_read(eng, &d, &ls, &g);
         snprintf(what, sizeof what, "%s, %u tokens (%d real), %s kernel, call %d%s", rc->name, T,
                  real,
@@ -656,6 +661,37 @@ static void test_fused_block_bitmap(void **state)
         fused_case_ex(eng, cases[i], 64, MEMRA_ROUTE_VARIANT_BLOCK, 111, 1, 37);
         fused_case(eng, cases[i], 257, MEMRA_ROUTE_VARIANT_BLOCK, 112);
     }
+    memra_engine_destroy(eng);
+}
+
+/* One engine holds every build of the six benchmark families' specs: the
+ * block and team kernels, each with a fused layout and without (24 spec
+ * builds; bench_peers routes all six in one engine, and at 16 builds an
+ * engine the last families' fused layouts took the generic kernel). */
+static void test_family_builds_fit_one_engine(void **state)
+{
+    (void)state;
+    memra_engine *eng = mock_engine();
+    const int before = mock.spec_programs;
+    int families = 0;
+    for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
+        if (!route_case_is_family(&route_cases[ci]))
+            continue;
+        families++;
+        for (int v = MEMRA_ROUTE_VARIANT_BLOCK; v <= MEMRA_ROUTE_VARIANT_WARP; v++)
+            for (int per_expert = -1; per_expert <= 0; per_expert++) {
+                const int b = mock.spec_programs;
+                fused_case_ex(eng, ci, 4, v, 120 + ci, per_expert, -1);
+                if (mock.spec_programs != b + 1)
+                    fail_msg("%s, %s kernel, %s: %d new spec builds, not 1 (the generic "
+                             "kernel past the engine's MEMRA_SPECIAL_MODULES)",
+                             route_cases[ci].name,
+                             v == MEMRA_ROUTE_VARIANT_BLOCK ? "block" : "team",
+                             per_expert < 0 ? "no layout" : "fused layout", mock.spec_programs - b);
+            }
+    }
+    assert_int_equal(families, 6);
+    assert_int_equal(mock.spec_programs, before + 4 * families);
     memra_engine_destroy(eng);
 }
 
@@ -915,6 +951,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_fused_one_token, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layout_builds, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_block_bitmap, mock_setup, mock_teardown),
+        cmocka_unit_test_setup_teardown(test_family_builds_fit_one_engine, mock_setup,
+                                        mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_layer_out_of_range, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_null_spec_refused, mock_setup, mock_teardown),
         cmocka_unit_test_setup_teardown(test_fused_zero_tokens_writes_empty_layout, mock_setup,

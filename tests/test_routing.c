@@ -1260,8 +1260,9 @@ static void test_device_matches_host_every_config(void **state)
     (void)state;
     memra_engine *eng;
     assert_int_equal(memra_engine_create(0, &eng), MEMRA_OK);
-    /* Both kinds of module: a spec's own (the default, 16 specs; the rest
-     * take the generic kernels) and the generic ones for every spec. */
+    /* Both kinds of module: a spec's own (the default, MEMRA_SPECIAL_MODULES
+     * of them; the rest take the generic kernels) and the generic ones for
+     * every spec. */
     for (int generic = 0; generic < 2; generic++)
         for (size_t ci = 0; ci < N_ROUTE_CASES; ci++) {
             eng->route_specialize = !generic;

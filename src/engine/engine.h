@@ -31,8 +31,12 @@ typedef struct memra_special_key {
 } memra_special_key;
 
 /* The most such modules an engine loads (or fails to build: an entry with
- * f NULL); past them, the generic kernels. */
-#define MEMRA_SPECIAL_MODULES 16
+ * f NULL); past them, the generic kernels. A layer spec takes up to four
+ * (the block and team kernels, each with and without a fused layout), so 32
+ * hold eight specs' whole: a model and its draft model with room to spare,
+ * or bench_peers' six families in one engine (at 16 its last families'
+ * fused layouts fell back to the generic kernel). */
+#define MEMRA_SPECIAL_MODULES 32
 typedef struct memra_special {
     memra_special_key key;
     CUmodule mod;
