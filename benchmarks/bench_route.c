@@ -368,10 +368,12 @@ typedef struct prefill_sets {
 /* Median microseconds per fused call (with the layout `lo` when given),
  * runs of 8 back-to-back calls per event pair rotating over the sets,
  * after two warm-up runs. */
-static double prefill_us(memra_engine *eng, const prefill_sets *b, uint32_t T,
-                         const memra_route_spec *spec, const memra_vrows_slabs *sl,
-                         const memra_layout_spec *ls, const memra_layout *lo, CUevent e0,
-                         CUevent e1, CUstream s)
+/* `split`: the layout by its own call after the routing's
+ * (memra_layout_tables on sel), not fused into the routing launch. */
+static double prefill_us_ex(memra_engine *eng, const prefill_sets *b, uint32_t T,
+                            const memra_route_spec *spec, const memra_vrows_slabs *sl,
+                            const memra_layout_spec *ls, const memra_layout *lo, int split,
+                            CUevent e0, CUevent e1, CUstream s)
 {
     const int reps = quick ? 5 : 15, per = 8;
     double t[15];
@@ -380,7 +382,11 @@ static double prefill_us(memra_engine *eng, const prefill_sets *b, uint32_t T,
         for (int i = 0; i < per; i++) {
             const int k = (r * per + i + 2 * per) % b->n;
             MK(memra_route_tables_ex(eng, b->logits[k], T, spec, 0, NULL, sl, b->sel[k], b->selw[k],
-                                     b->ptrs[k], b->scl[k], ls, lo, s));
+                                     b->ptrs[k], b->scl[k], split ? NULL : ls, split ? NULL : lo,
+                                     s));
+            if (split)
+                MK(memra_layout_tables(eng, b->sel[k], T * (spec->top_k + spec->n_shared), ls, lo,
+                                       s));
         }
         CK(d->cuEventRecord(e1, s));
         CK(d->cuEventSynchronize(e1));
@@ -390,6 +396,14 @@ static double prefill_us(memra_engine *eng, const prefill_sets *b, uint32_t T,
             t[r] = (double)ms * 1e3 / per;
     }
     return median(t, reps);
+}
+
+static double prefill_us(memra_engine *eng, const prefill_sets *b, uint32_t T,
+                         const memra_route_spec *spec, const memra_vrows_slabs *sl,
+                         const memra_layout_spec *ls, const memra_layout *lo, CUevent e0,
+                         CUevent e1, CUstream s)
+{
+    return prefill_us_ex(eng, b, T, spec, sl, ls, lo, 0, e0, e1, s);
 }
 
 /* Prefill: back-to-back launches over buffer sets that together exceed
@@ -477,6 +491,22 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
         snprintf(what, sizeof what, "prefill %s, %u tokens, fused + layout (block_size 64)",
                  c->name, T);
         row("route_prefill", what, us, "us", 0, "");
+        /* Where the layout is cheaper by its own launches than by the
+         * routing launch's last block (a team kernel's block is 4 warps,
+         * memra_layout_tables' one-block kernel 16, its three launches
+         * many blocks), spec-compiled as memra routes by default. */
+        eng->route_specialize = 1;
+        MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s));
+        const double fused = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, e0, e1, s);
+        const double split = prefill_us_ex(eng, &b, T, &spec, &sl, &ls, &lo, 1, e0, e1, s);
+        eng->route_specialize = 0;
+        snprintf(what, sizeof what, "prefill %s, %u tokens, fused + layout, specialised", c->name,
+                 T);
+        row("route_prefill", what, fused, "us", us, "generic");
+        snprintf(what, sizeof what,
+                 "prefill %s, %u tokens, routing then memra_layout_tables, specialised", c->name,
+                 T);
+        row("route_prefill", what, split, "us", fused, "fused");
         d->cuMemFree(lo.sorted_ids), d->cuMemFree(lo.expert_ids), d->cuMemFree(lo.n_post_pad);
         if (lo.workspace)
             d->cuMemFree(lo.workspace);
