@@ -2109,11 +2109,11 @@ static void test_device_specialized_table_full(void **state)
     float *logits;
     memra_engine *eng = specialized_engine(&d, T, E, 2654435761u, &logits);
     for (int i = 0; i < MEMRA_SPECIAL_MODULES + 2; i++) {
-        /* top-8 throughout: the groups, the scoring and renormalising
-         * make the specs */
+        /* the groups, the scoring and renormalising make 24 specs a
+         * top-k: top-8, then top-7 */
         const uint32_t ng = i % 2 ? 8u : 4u;
         memra_route_spec s =
-            plain_spec(E, 8, ng, (uint32_t)(i / 4 % 3 + 1) * ng / 4u + 1u,
+            plain_spec(E, 8u - (uint32_t)(i / 24), ng, (uint32_t)(i / 4 % 3 + 1) * ng / 4u + 1u,
                        i / 2 % 2 ? MEMRA_ROUTE_SIGMOID : MEMRA_ROUTE_SOFTMAX, i / 12 % 2, 1.0f);
         s.topk_group = s.topk_group > ng ? ng : s.topk_group;
         const int before = mock.spec_programs;
