@@ -63,6 +63,14 @@
  * are in layout_params.h). */
 #define MEMRA_VROWS_BLOCK 256u
 #define MEMRA_ROUTE_TEAM_THREADS 128u
+/* The team kernels' fused layout: pairs a thread in the bitmap path
+ * (memra_layout_tokens; more would raise their register counts, which
+ * their occupancy at prefill sizes pays for: 8 already lifts
+ * route_warp4's), and so the most pairs a team launch lays out itself
+ * (the launcher's bound, src/route/route.c): past them its last block's
+ * four warps would walk the pairs in order. */
+#define MEMRA_ROUTE_TEAM_LAYOUT_PER 4u
+#define MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS (MEMRA_ROUTE_TEAM_THREADS * MEMRA_ROUTE_TEAM_LAYOUT_PER)
 
 /* The team kernel's lanes per token (kernels_src/route_warp.cu; the
  * launcher's grid, src/route/route_abi.h): a warp past 32 experts; else P,

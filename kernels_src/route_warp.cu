@@ -116,10 +116,6 @@ typedef union MEMRA_RW_FN(memra_rw_block) {
 } MEMRA_RW_FN(memra_rw_block);
 MEMRA_SHARED MEMRA_RW_FN(memra_rw_block) MEMRA_RW_FN(memra_rw_sh);
 MEMRA_SHARED int MEMRA_RW_FN(memra_rw_last);
-/* The fused layout's pairs a thread in the bitmap path (memra_layout_tokens):
- * more would raise the team kernels' register counts, which their
- * occupancy at prefill sizes pays for (8 already lifts route_warp4's). */
-#define MEMRA_RW_LAYOUT_PER 4u
 /* The fused layout's counts fit the buffer for the most experts this
  * kernel routes (32 a lane) and the shared ones: a smaller buffer would
  * make memra_layout_block's warp count wrap. */
@@ -851,7 +847,7 @@ MEMRA_KERNEL MEMRA_RW_BOUNDS MEMRA_RW_KERNEL(MEMRA_ROUTE_PARAMS)
     if (MEMRA_ROUTE_LAID(flags))
         memra_route_layout(&lp, sel, n_tokens, top_k + n_shared, MEMRA_RW_FN(memra_rw_sh).words,
                            (memra_u32)(sizeof MEMRA_RW_FN(memra_rw_sh).words / 4u),
-                           MEMRA_RW_LAYOUT_PER, &MEMRA_RW_FN(memra_rw_last));
+                           MEMRA_ROUTE_TEAM_LAYOUT_PER, &MEMRA_RW_FN(memra_rw_last));
 }
 
 #undef MEMRA_RW_BOUNDS

@@ -604,7 +604,8 @@ static void test_fused_one_token(void **state)
  * build with MEMRA_ROUTE_FLAG_LAYOUT (the team kernels' layout, the block
  * kernel's one-token and bitmap paths), whatever its batch; a launch laid
  * out by the layout's own launches (more than MEMRA_LAYOUT_ONE_LAUNCH
- * pairs), the plain build, which holds no layout code. A fused call of
+ * pairs, or on the team kernel MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS), the
+ * plain build, which holds no layout code. A fused call of
  * case ci compiles `builds` new spec builds (0 where an earlier call made
  * the one it takes), with the layout flag or without it (`laid`); `runs`:
  * the launches the mock's own build of that spec ran (tests/meson.build
@@ -635,7 +636,13 @@ static void test_fused_layout_builds(void **state)
      * with the layout for a batch laid out in the routing launch... */
     expect_spec_build(eng, mixtral, 1, MEMRA_ROUTE_VARIANT_AUTO, 92, 1, 1, 0);
     expect_spec_build(eng, ds3, 4, MEMRA_ROUTE_VARIANT_WARP, 93, 1, 1, 2);
-    /* ...and the plain one where the layout's own launches lay it out. */
+    /* ...up to what its bitmap path takes (MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS:
+     * 64 tokens of top-8); past it, and past MEMRA_LAYOUT_ONE_LAUNCH
+     * pairs, the plain one, the layout's own launches laying it out. */
+    expect_spec_build(eng, ds3, MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS / 8u, MEMRA_ROUTE_VARIANT_WARP, 96,
+                      0, 1, 2);
+    expect_spec_build(eng, ds3, MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS / 8u + 1u, MEMRA_ROUTE_VARIANT_WARP,
+                      97, 1, 0, 2);
     expect_spec_build(eng, mixtral, MEMRA_LAYOUT_ONE_LAUNCH / 2u + 1u, MEMRA_ROUTE_VARIANT_AUTO, 94,
                       1, 0, 2);
     memra_engine_destroy(eng);

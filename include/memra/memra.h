@@ -670,8 +670,12 @@ MEMRA_API memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, 
                                            const memra_layout *layout, memra_stream stream);
 
 /* Routing, its tables and the layout of its sel in one call: one launch
- * for decode-sized batches (n_tokens * K up to MEMRA_LAYOUT_ONE_LAUNCH: the
- * last block of the routing kernel lays the batch out), four above. The
+ * for decode-sized batches (the last block of the routing kernel lays the
+ * batch out: up to MEMRA_LAYOUT_ONE_LAUNCH pairs where memra routes with a
+ * block a token, up to 512 pairs where with a warp or fewer lanes a token,
+ * as Mixtral at every size and the other families past a few hundred
+ * tokens), two above that up to MEMRA_LAYOUT_ONE_LAUNCH pairs (the
+ * routing, then the layout's one-block launch), four above. The
  * layout's experts are the routing's n_expert + n_shared ids (spec->n_expert
  * of the layout must be that), with the routing spec's expert_map giving
  * each block's local slot as the tables do (the layout spec's expert_map

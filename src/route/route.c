@@ -278,12 +278,20 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     }
     /* Decode-sized batches are laid out by the routing launch's last block
      * (the layer's count); larger ones by the layout's own launches after
-     * it. A launch that lays out takes a spec's build of its own
+     * it: past MEMRA_LAYOUT_ONE_LAUNCH pairs, and on the team kernel past
+     * what its bitmap path takes (MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS), where
+     * its block's four warps would walk the pairs in order: DeepSeek-V3 at
+     * 1,024 / 2,048 tokens measured 65.0 / 116.2 us so against 39.0 / 61.0
+     * by the layout's own launch (H100, BENCHMARKS.md). The block kernel's
+     * blocks are as wide as the expert count: at 512 tokens of DeepSeek-V3
+     * the two ways measured the same (27.1 / 27.2 us). A launch that lays
+     * out takes a spec's build of its own
      * (MEMRA_ROUTE_FLAG_LAYOUT): the team kernels' other builds hold no
      * layout code; the block kernel's +layout build holds the one-token
      * path and the bitmap path up to 256 tokens (kernels_src/route_block.cu
      * says what each is worth). */
-    const int one_launch = laid && n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH;
+    const int one_launch =
+        laid && n_pairs <= (block ? MEMRA_LAYOUT_ONE_LAUNCH : MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS);
     const uint32_t layout_flag = one_launch ? MEMRA_ROUTE_FLAG_LAYOUT : 0u;
     if ((st = enter(eng, fn, spec, scratch, s, memra_route_kernel(variant, n_tokens, spec),
                     layout_flag != 0, &c, &cap, &f)))
