@@ -30,13 +30,13 @@
 #define MEMRA_ROUTE_FLAG_NREAL_I64 256u  /* n_real points at an int64 */
 #define MEMRA_ROUTE_FLAG_FEW_LANES 512u  /* the team kernel's throughput form (below) */
 /* A launch that lays its pairs out itself (memra_layout_params.ticket
- * set): any team-kernel launch that does, and a one-token block-kernel
- * launch. Not a flag of the call for specialisation: a module built for a
- * spec with it adds the layout (the team kernels' memra_route_layout, the
- * block kernel's one-token path), which, compiled in, slows the routing of
- * every other launch. The block kernel's larger batches do not carry it:
- * every build of that kernel holds the general layout, testing the ticket
- * at run time (route_block.cu says why). */
+ * set): every one that does, on either kernel. Not a flag of the call for
+ * specialisation: a module built for a spec with it adds the layout (the
+ * team kernels' memra_route_layout, the block kernel's one-token and
+ * bitmap paths), which, compiled in, slows the routing of every other
+ * launch. Every build of the block kernel also holds the general layout,
+ * testing the ticket at run time (route_block.cu says why), which a
+ * generic build's launches take. */
 #define MEMRA_ROUTE_FLAG_LAYOUT 1024u
 /* The layer has a bias (a host one mirrored, or the caller's device one).
  * The generic kernels test the pointer; a spec's build without it takes

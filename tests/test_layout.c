@@ -13,6 +13,7 @@
 #include "kernel_on_host.h"
 #include "gpu_fixture.h"
 #include "mock_fixture.h"
+#include "mock/mock_internal.h"
 #include "route/route.h"
 #include "vrows/gate_cases.h"
 #include "route/route_cases.h"
@@ -558,9 +559,18 @@ static void test_fused_layout_matches_host(void **state)
     fused_case(eng, mix, 16, MEMRA_ROUTE_VARIANT_AUTO, 20);
     fused_case(eng, mix, 17, MEMRA_ROUTE_VARIANT_AUTO, 21);
     fused_case(eng, mix, 32, MEMRA_ROUTE_VARIANT_AUTO, 22);
-    /* Batches whose last block walks many chunks a warp: a decode batch on
-     * the block kernel, near one launch's size on the team kernel. */
+    /* A batch whose last block walks many chunks a warp: a decode batch on
+     * the block kernel (this made-up spec's generic build: no bitmap). */
     fused_case(eng, ds3, 256, MEMRA_ROUTE_VARIANT_AUTO, 6);
+    /* The team kernel past what it lays out itself
+     * (MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS): the routing, then the layout's
+     * one-block launch, with an expert map, a shared expert and padding
+     * rows (the case's own, then 40 real tokens), and near one launch's
+     * size. */
+    const uint32_t past = MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS / 9u + 1u; /* top-8 + 1 shared */
+    fused_case(eng, ds3, past, MEMRA_ROUTE_VARIANT_WARP, 8);
+    fused_case_ex(eng, ds3, past + 30u, MEMRA_ROUTE_VARIANT_WARP, 9, 1, 40);
+    fused_case_ex(eng, ds3, past, MEMRA_ROUTE_VARIANT_WARP, 10, 0, -1);
     fused_case(eng, mix, MEMRA_LAYOUT_ONE_LAUNCH / 4 + 3, MEMRA_ROUTE_VARIANT_AUTO, 7);
     /* Above one launch's size: the team kernel, then three launches. */
     fused_case(eng, mix, MEMRA_LAYOUT_ONE_LAUNCH / 2 + 7, MEMRA_ROUTE_VARIANT_AUTO, 5);
@@ -652,8 +662,8 @@ static void test_fused_layout_builds(void **state)
  * 16 pairs a thread) over the batches it takes, 33 pairs to 256 tokens,
  * and the general path past them, with and without per-expert outputs,
  * padded, against the host arm: a family's spec (the mock runs DeepSeek-V3's
- * +layout build; the GPU, each family's) and a made-up one (the generic
- * kernel). */
+ * +layout build; the GPU, each family's) and a made-up one (on the mock the
+ * generic kernel, the general path; on the GPU its own +layout build). */
 static void test_fused_block_bitmap(void **state)
 {
     (void)state;
@@ -863,16 +873,18 @@ static void test_fused_refusals(void **state)
 }
 
 /* Under capture the fused call needs its counts and the layout kernels
- * loaded: refused with the call that does it, the capture intact; after
+ * loaded: refused with the call that does it, the capture intact (nothing
+ * of the call in it: past MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS the layout's own
+ * launch follows the routing's, whose kernel was loaded); after
  * memra_layout_prepare (and the layer's), captured and replayed right. */
-static void test_fused_capture_needs_prepare(void **state)
+static void capture_needs_prepare(uint32_t T)
 {
-    (void)state;
     memra_engine *eng = mock_engine();
     route_inputs in;
     const size_t ci = route_case_named("Mixtral");
     memra_route_spec s = route_case_inputs(&route_cases[ci], &in);
-    const uint32_t T = 6, K = s.top_k + s.n_shared, n = T * K;
+    route_case_padding(&route_cases[ci], &in, &s, T);
+    const uint32_t K = s.top_k + s.n_shared, n = T * K;
     const memra_layout_spec ls = {.n_expert = s.n_expert + s.n_shared, .block_size = 4};
     lay h;
     lay_alloc(&h, n, &ls);
@@ -904,6 +916,7 @@ static void test_fused_capture_needs_prepare(void **state)
     assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
     CUgraph g;
     assert_int_equal(mock_table.cuStreamEndCapture(st, &g), CUDA_SUCCESS);
+    assert_int_equal(((fgraph *)g)->n, 0); /* no routing launch left behind */
     mock_table.cuGraphDestroy(g);
     /* Prepared, the same call captures; each replay lays out again. */
     assert_int_equal(memra_layout_prepare(eng), MEMRA_OK);
@@ -915,9 +928,9 @@ static void test_fused_capture_needs_prepare(void **state)
     assert_int_equal(mock_table.cuStreamEndCapture(st, &g), CUDA_SUCCESS);
     CUgraphExec x;
     assert_int_equal(mock_table.cuGraphInstantiateWithFlags(&x, g, 0), CUDA_SUCCESS);
-    int32_t hsel[64];
-    float hselw[64], hscl[192];
-    uint64_t hptrs[192];
+    int32_t *hsel = malloc((size_t)n * 4);
+    float *hselw = malloc((size_t)n * 4), *hscl = malloc((size_t)n * 12);
+    uint64_t *hptrs = malloc((size_t)n * 24);
     const memra_layout ho = lay_out(&h, &ls);
     assert_int_equal(memra_route_tables_host_ex(logits, T, &s, mac, &sl, hsel, hselw, hptrs, hscl,
                                                 NULL, &ls, &ho),
@@ -939,8 +952,14 @@ static void test_fused_capture_needs_prepare(void **state)
     memra_free(eng, dl), memra_free(eng, dsel), memra_free(eng, dselw);
     memra_free(eng, dptrs), memra_free(eng, dscl);
     lay_free(&h), lay_free(&gl);
-    free(logits);
+    free(logits), free(hsel), free(hselw), free(hscl), free(hptrs);
     memra_engine_destroy(eng);
+}
+static void test_fused_capture_needs_prepare(void **state)
+{
+    (void)state;
+    capture_needs_prepare(6);
+    capture_needs_prepare(MEMRA_ROUTE_TEAM_LAID_MAX_PAIRS / 2u + 44u); /* Mixtral's top-2 */
 }
 
 int main(int argc, char **argv)

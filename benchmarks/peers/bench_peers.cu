@@ -1476,8 +1476,8 @@ void memra_fused_layout(const CfgState &cs, int T, const Bufs &b, AlignBufs &ab,
     if (!cs.memra_err.empty())
         throw Failure(cs.memra_err);
     /* memra's routing, tables and expert-sorted layout in one call (one launch at decode
-     * sizes; the layout's three launches after the routing one above 16,384 pairs, in the
-     * workspace held here). */
+     * sizes; past them the layout's own launch after the routing one, three above 16,384
+     * pairs, in the workspace held here). */
     memra_layout_spec ls;
     memset(&ls, 0, sizeof ls);
     ls.n_expert = cs.c->E, ls.block_size = (uint32_t)bs;

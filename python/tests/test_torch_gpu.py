@@ -780,8 +780,8 @@ def test_layout_the_same_bytes_every_call(m, calls):
     (0, dict()),
 ])
 def test_route_tables_layout_device_equals_host(T, kw):
-    """Routing fused with its layout (one launch at decode sizes, four past
-    16,384 pairs) on DEV against the same call on the CPU (the host arm):
+    """Routing fused with its layout (one launch at decode sizes, two past
+    them, four past 16,384 pairs) on DEV against the same call on the CPU (the host arm):
     all seven outputs, every bit."""
     E = 256
     g = torch.Generator().manual_seed(T)

@@ -63,6 +63,17 @@ memra_status memra_layout_ticket(memra_call *c, memra_capture cap, int il, int s
     return st;
 }
 
+memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_pairs)
+{
+    CUfunction f;
+    memra_status st = MEMRA_OK;
+    if (n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH)
+        return memra_engine_kernel(c, cap, MEMRA_KERNEL_LAYOUT_SMALL, &f);
+    for (int k = MEMRA_KERNEL_LAYOUT_COUNT; !st && k <= MEMRA_KERNEL_LAYOUT_PLACE; k++)
+        st = memra_engine_kernel(c, cap, (memra_kernel_id)k, &f);
+    return st;
+}
+
 memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids, uint32_t n_pairs,
                                  const memra_layout_params *lp, CUstream s)
 {

@@ -10,6 +10,11 @@
 memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids, uint32_t n_pairs,
                                  const memra_layout_params *lp, CUstream s);
 
+/* Loads the kernels memra_layout_launch takes for n_pairs (refused under
+ * capture where one is not loaded yet): a fused call asks before its
+ * routing launch, so a refusal leaves the capture as it found it. */
+memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_pairs);
+
 /* The device address of layer il's count (scratch: the self-check's
  * layers), allocating the engine's counts at their first use. */
 memra_status memra_layout_ticket(memra_call *c, memra_capture cap, int il, int scratch,

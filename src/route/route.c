@@ -299,6 +299,10 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
     uint64_t ticket = 0;
     if (one_launch && (st = memra_layout_ticket(&c, cap, il, scratch, &ticket)))
         goto done;
+    /* Past one launch the layout's own kernels, loaded before the routing's
+     * launch: refused under capture, the capture holds nothing of this call. */
+    if (laid && !one_launch && (st = memra_layout_kernels(&c, cap, n_pairs)))
+        goto done;
     lp.ticket = ticket;
 
     memra_route_args a = {

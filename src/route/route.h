@@ -45,7 +45,8 @@ memra_kernel_id memra_route_kernel(int variant, uint32_t n_tokens, const memra_r
 /* The key of kernel k's build for a checked spec (MEMRA_ROUTE_SPECIALIZE):
  * the spec's counts and the flags a layer fixes, as defines; `laid`: for
  * launches that lay their pairs out (MEMRA_ROUTE_FLAG_LAYOUT), a build of
- * its own (the team kernels' layout, the block kernel's one-token path). */
+ * its own (the team kernels' layout, the block kernel's one-token and
+ * bitmap paths). */
 memra_special_key memra_route_special_key(memra_kernel_id k, const memra_route_spec *spec,
                                           int laid);
 

@@ -263,7 +263,8 @@ def route_tables_layout(logits: torch.Tensor, top_k: int, layer: int, block_size
                         shared_divisor: Optional[float] = None,
                         n_real: Optional[torch.Tensor] = None, pad_sorted_ids: bool = False):
     """route_tables and the expert-sorted layout of its choice in one call
-    (one launch up to 16,384 pairs): (ids, weights, ptrs, scl) as
+    (one launch at decode sizes, memra_route_tables_ex's rule; the layout's
+    own launches after the routing's above): (ids, weights, ptrs, scl) as
     route_tables gives them, then (sorted_ids, expert_ids,
     num_tokens_post_pad) as moe_align_block_size(ids, block_size, n_expert +
     n_shared, pad_sorted_ids=pad_sorted_ids) gives them, with expert_ids
