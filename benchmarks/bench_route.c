@@ -365,15 +365,14 @@ typedef struct prefill_sets {
     const CUdeviceptr *logits, *sel, *selw, *ptrs, *scl;
 } prefill_sets;
 
-/* Median microseconds per fused call (with the layout `lo` when given),
- * runs of 8 back-to-back calls per event pair rotating over the sets,
- * after two warm-up runs. */
-/* `split`: the layout by its own call after the routing's
- * (memra_layout_tables on sel), not fused into the routing launch. */
-static double prefill_us_ex(memra_engine *eng, const prefill_sets *b, uint32_t T,
-                            const memra_route_spec *spec, const memra_vrows_slabs *sl,
-                            const memra_layout_spec *ls, const memra_layout *lo, int split,
-                            CUevent e0, CUevent e1, CUstream s)
+/* Median microseconds per fused call (with the layout `lo` when given;
+ * `split`: by its own memra_layout_tables call on sel after the routing's,
+ * not fused into it), runs of 8 back-to-back calls per event pair rotating
+ * over the sets, after two warm-up runs. */
+static double prefill_us(memra_engine *eng, const prefill_sets *b, uint32_t T,
+                         const memra_route_spec *spec, const memra_vrows_slabs *sl,
+                         const memra_layout_spec *ls, const memra_layout *lo, int split, CUevent e0,
+                         CUevent e1, CUstream s)
 {
     const int reps = quick ? 5 : 15, per = 8;
     double t[15];
@@ -396,14 +395,6 @@ static double prefill_us_ex(memra_engine *eng, const prefill_sets *b, uint32_t T
             t[r] = (double)ms * 1e3 / per;
     }
     return median(t, reps);
-}
-
-static double prefill_us(memra_engine *eng, const prefill_sets *b, uint32_t T,
-                         const memra_route_spec *spec, const memra_vrows_slabs *sl,
-                         const memra_layout_spec *ls, const memra_layout *lo, CUevent e0,
-                         CUevent e1, CUstream s)
-{
-    return prefill_us_ex(eng, b, T, spec, sl, ls, lo, 0, e0, e1, s);
 }
 
 /* Prefill: back-to-back launches over buffer sets that together exceed
@@ -443,7 +434,7 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
         if (v == MEMRA_ROUTE_VARIANT_WARP_EXACT && spec.scoring != MEMRA_ROUTE_SIGMOID)
             continue; /* the same kernel as the team's */
         memra_route_variant = v;
-        const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
+        const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, 0, e0, e1, s);
         memra_route_variant = MEMRA_ROUTE_VARIANT_AUTO;
         const double gbs = (double)lb / (us * 1e-6) / 1e9;
         char what[240];
@@ -461,10 +452,10 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
      * spec (MEMRA_ROUTE_SPECIALIZE). */
     {
         MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s)); /* the generic, for the ratio */
-        const double plain = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
+        const double plain = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, 0, e0, e1, s);
         eng->route_specialize = 1;
         MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s));
-        const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, e0, e1, s);
+        const double us = prefill_us(eng, &b, T, &spec, &sl, NULL, NULL, 0, e0, e1, s);
         eng->route_specialize = 0; /* memra_bench_route's generic rows */
         char what[240];
         snprintf(what, sizeof what, "prefill %s, %u tokens, fused, specialised: %.1f us", c->name,
@@ -486,7 +477,7 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
             CK(d->cuMemAlloc(&wsp, ws));
         const memra_layout lo = {
             .sorted_ids = sorted, .expert_ids = eids, .n_post_pad = post, .workspace = wsp};
-        const double us = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, e0, e1, s);
+        const double us = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, 0, e0, e1, s);
         char what[240];
         snprintf(what, sizeof what, "prefill %s, %u tokens, fused + layout (block_size 64)",
                  c->name, T);
@@ -497,8 +488,8 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
          * many blocks), spec-compiled as memra routes by default. */
         eng->route_specialize = 1;
         MK(memra_route_prepare_layer(eng, 0, &spec, NULL, s));
-        const double fused = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, e0, e1, s);
-        const double split = prefill_us_ex(eng, &b, T, &spec, &sl, &ls, &lo, 1, e0, e1, s);
+        const double fused = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, 0, e0, e1, s);
+        const double split = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, 1, e0, e1, s);
         eng->route_specialize = 0;
         snprintf(what, sizeof what, "prefill %s, %u tokens, fused + layout, specialised", c->name,
                  T);

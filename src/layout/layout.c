@@ -63,14 +63,14 @@ memra_status memra_layout_ticket(memra_call *c, memra_capture cap, int il, int s
     return st;
 }
 
-memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_pairs)
+memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_pairs,
+                                  CUfunction f[3])
 {
-    CUfunction f;
-    memra_status st = MEMRA_OK;
     if (n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH)
-        return memra_engine_kernel(c, cap, MEMRA_KERNEL_LAYOUT_SMALL, &f);
-    for (int k = MEMRA_KERNEL_LAYOUT_COUNT; !st && k <= MEMRA_KERNEL_LAYOUT_PLACE; k++)
-        st = memra_engine_kernel(c, cap, (memra_kernel_id)k, &f);
+        return memra_engine_kernel(c, cap, MEMRA_KERNEL_LAYOUT_SMALL, &f[0]);
+    memra_status st = MEMRA_OK;
+    for (int i = 0; !st && i < 3; i++) /* count, scan, place */
+        st = memra_engine_kernel(c, cap, (memra_kernel_id)(MEMRA_KERNEL_LAYOUT_COUNT + i), &f[i]);
     return st;
 }
 
@@ -80,24 +80,17 @@ memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids,
     memra_engine *eng = c->eng;
     memra_layout_args a = {.ids = ids, .n_pairs = n_pairs, .lp = *lp};
     a.lp.ticket = 0;
-    CUfunction f;
-    memra_status st;
-    if (n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH) {
-        if (!(st = memra_engine_kernel(c, cap, MEMRA_KERNEL_LAYOUT_SMALL, &f)))
-            st = memra_launch(eng, c->fn, f, 1, MEMRA_LAYOUT_SMALL_THREADS, &a, sizeof a, s);
+    CUfunction f[3];
+    memra_status st = memra_layout_kernels(c, cap, n_pairs, f);
+    if (st)
         return st;
-    }
-    CUfunction count, scan, place;
-    if ((st = memra_engine_kernel(c, cap, MEMRA_KERNEL_LAYOUT_COUNT, &count)) ||
-        (st = memra_engine_kernel(c, cap, MEMRA_KERNEL_LAYOUT_SCAN, &scan)) ||
-        (st = memra_engine_kernel(c, cap, MEMRA_KERNEL_LAYOUT_PLACE, &place)))
-        return st;
-    if ((st = memra_launch(eng, c->fn, count, lp->n_tiles, MEMRA_LAYOUT_COUNT_THREADS, &a, sizeof a,
+    if (n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH)
+        return memra_launch(eng, c->fn, f[0], 1, MEMRA_LAYOUT_SMALL_THREADS, &a, sizeof a, s);
+    if ((st = memra_launch(eng, c->fn, f[0], lp->n_tiles, MEMRA_LAYOUT_COUNT_THREADS, &a, sizeof a,
                            s)) ||
-        (st = memra_launch(eng, c->fn, scan, 1, MEMRA_LAYOUT_SCAN_THREADS, &a, sizeof a, s)))
+        (st = memra_launch(eng, c->fn, f[1], 1, MEMRA_LAYOUT_SCAN_THREADS, &a, sizeof a, s)))
         return st;
-    return memra_launch(eng, c->fn, place, lp->n_tiles, MEMRA_LAYOUT_PLACE_THREADS, &a, sizeof a,
-                        s);
+    return memra_launch(eng, c->fn, f[2], lp->n_tiles, MEMRA_LAYOUT_PLACE_THREADS, &a, sizeof a, s);
 }
 
 memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, uint32_t n_pairs,

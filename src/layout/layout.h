@@ -10,10 +10,13 @@
 memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids, uint32_t n_pairs,
                                  const memra_layout_params *lp, CUstream s);
 
-/* Loads the kernels memra_layout_launch takes for n_pairs (refused under
- * capture where one is not loaded yet): a fused call asks before its
- * routing launch, so a refusal leaves the capture as it found it. */
-memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_pairs);
+/* The kernels the layout of n_pairs launches, in order (one up to
+ * MEMRA_LAYOUT_ONE_LAUNCH, else count, scan, place), loaded where they are
+ * not (refused under capture): memra_layout_launch's, and a fused call's
+ * before its routing launch, so a refusal leaves the capture as it found
+ * it. */
+memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_pairs,
+                                  CUfunction f[3]);
 
 /* The device address of layer il's count (scratch: the self-check's
  * layers), allocating the engine's counts at their first use. */

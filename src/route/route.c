@@ -301,7 +301,8 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
         goto done;
     /* Past one launch the layout's own kernels, loaded before the routing's
      * launch: refused under capture, the capture holds nothing of this call. */
-    if (laid && !one_launch && (st = memra_layout_kernels(&c, cap, n_pairs)))
+    CUfunction layout_fns[3];
+    if (laid && !one_launch && (st = memra_layout_kernels(&c, cap, n_pairs, layout_fns)))
         goto done;
     lp.ticket = ticket;
 
