@@ -73,17 +73,26 @@ MEMRA_DEVICE void memra_layout_load(const memra_layout_params *lp, const int *id
 MEMRA_DEVICE void memra_layout_batch(const memra_layout_params *lp, memra_u32 q0, memra_u32 hi,
                                      const memra_u32 *e, memra_u32 *base, const memra_u32 *at)
 {
-    const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert;
+    const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert, nbits = memra_bit_width(E);
     int *sorted = (int *)lp->sorted_ids;
+    /* Each chunk's lanes of the same expert (memra_match_bits), the chunks'
+     * ballots side by side a bit at a time; chunks past hi hold n_expert
+     * and are not walked. */
     memra_u32 same[MEMRA_LAYOUT_BATCH], below[MEMRA_LAYOUT_BATCH];
     MEMRA_UNROLL
-    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
-        same[i] = 0u, below[i] = 0u;
-        if (q0 + 32u * i < hi) { /* the same for the whole warp */
-            same[i] = memra_match_any(e[i]);
-            below[i] = memra_popc(same[i] & ((1u << lane) - 1u));
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
+        same[i] = 0xffffffffu;
+    MEMRA_NO_UNROLL
+    for (memra_u32 b = 0; b < nbits; b++) { /* the same for the whole warp */
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+            const memra_u32 m = memra_warp_ballot((e[i] >> b) & 1u);
+            same[i] &= (e[i] >> b) & 1u ? m : ~m;
         }
     }
+    MEMRA_UNROLL
+    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
+        below[i] = memra_popc(same[i] & ((1u << lane) - 1u));
     MEMRA_UNROLL
     for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
         if (q0 + 32u * i >= hi) /* the same for the whole warp */
@@ -313,7 +322,7 @@ MEMRA_DEVICE void memra_layout_small(const memra_layout_params *lp, const int *i
     const memra_u32 nthreads = blockDim.x, lane = tid & 31u;
     int *sorted = (int *)lp->sorted_ids;
     const memra_u32 e = lane < n_pairs ? memra_layout_expert(ids, lane, E, fresh) : E;
-    const memra_u32 same = memra_match_any(e), n_e = memra_popc(same);
+    const memra_u32 same = memra_match_bits(e, memra_bit_width(E)), n_e = memra_popc(same);
     const memra_u32 below = memra_popc(same & ((1u << lane) - 1u));
     const memra_u32 leads = memra_warp_ballot(e < E && below == 0u);
     memra_u32 cp = 0, tp = 0;                   /* padded: below this lane's expert, in all */

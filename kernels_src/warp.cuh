@@ -73,6 +73,32 @@ MEMRA_DEVICE memra_u32 memra_udiv(memra_u32 x, memra_u32 d)
 #define MEMRA_NO_UNROLL
 #endif
 
+/* The bits that hold every value up to v (v's bit width: 0 for 0). */
+MEMRA_DEVICE memra_u32 memra_bit_width(memra_u32 v)
+{
+    memra_u32 n = 0;
+    while (n < 32u && (v >> n) != 0u)
+        n++;
+    return n;
+}
+
+/* The lanes holding the same value as this one, for values below
+ * 2^nbits (every lane calls): a ballot a bit, each lane keeping the lanes
+ * whose bit matches its own. __match_any_sync gives the same mask, but on
+ * the H100 one costs about 600 cycles, and the layout asked for one every
+ * 32 pairs (BENCHMARKS.md); nbits ballots (11 at most: the layout's
+ * experts and its "none") are independent and each a few cycles. */
+MEMRA_DEVICE memra_u32 memra_match_bits(memra_u32 v, memra_u32 nbits)
+{
+    memra_u32 same = 0xffffffffu;
+    MEMRA_NO_UNROLL /* a routing module's spec would unroll it into each of its calls */
+    for (memra_u32 b = 0; b < nbits; b++) { /* the same for the whole warp */
+        const memra_u32 m = memra_warp_ballot((v >> b) & 1u);
+        same &= (v >> b) & 1u ? m : ~m;
+    }
+    return same;
+}
+
 /* The phase probe (benchmarks/route_probe.py): built with -DMEMRA_ROUTE_PROBE,
  * lane 0 of every warp of block 0 of the block kernel records the SM clock
  * at each mark, in row `warp` (and warp 0 the global timer at the first and
