@@ -65,20 +65,27 @@ MEMRA_DEVICE void memra_layout_load(const memra_layout_params *lp, const int *id
 }
 
 /* One batch of a warp's walk, chunk by chunk in order. Counting (`at`
- * NULL): one lane of each expert's adds their number to base[e] with a
- * shared atomic, so no chunk waits on the one before. Placing: pair p of
- * expert e goes to at[e] + base[e] + its rank among its chunk's pairs of
- * e, then base[e] grows by the chunk's: a chain through shared memory,
- * with every chunk's match found ahead of it. */
+ * NULL): each pair adds one to base[e] with a shared atomic, so no chunk
+ * waits on the one before. Placing: pair p of expert e goes to at[e] +
+ * base[e] + its rank among its chunk's pairs of e, then base[e] grows by
+ * the chunk's: a chain through shared memory, with every chunk's lanes of
+ * each expert found ahead of it. */
 MEMRA_DEVICE void memra_layout_batch(const memra_layout_params *lp, memra_u32 q0, memra_u32 hi,
                                      const memra_u32 *e, memra_u32 *base, const memra_u32 *at)
 {
-    const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert, nbits = memra_bit_width(E);
+    const memra_u32 lane = threadIdx.x & 31u, E = lp->n_expert;
+    if (!at) { /* the same for the whole warp; past hi every id is n_expert */
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
+            if (e[i] < E)
+                atomicAdd(&base[e[i]], 1u);
+        return;
+    }
     int *sorted = (int *)lp->sorted_ids;
     /* Each chunk's lanes of the same expert (memra_match_bits), the chunks'
-     * ballots side by side a bit at a time; chunks past hi hold n_expert
-     * and are not walked. */
-    memra_u32 same[MEMRA_LAYOUT_BATCH], below[MEMRA_LAYOUT_BATCH];
+     * ballots side by side a bit at a time. */
+    const memra_u32 nbits = memra_bit_width(E);
+    memra_u32 same[MEMRA_LAYOUT_BATCH];
     MEMRA_UNROLL
     for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
         same[i] = 0xffffffffu;
@@ -91,21 +98,14 @@ MEMRA_DEVICE void memra_layout_batch(const memra_layout_params *lp, memra_u32 q0
         }
     }
     MEMRA_UNROLL
-    for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
-        below[i] = memra_popc(same[i] & ((1u << lane) - 1u));
-    MEMRA_UNROLL
     for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
         if (q0 + 32u * i >= hi) /* the same for the whole warp */
             break;
-        if (!at) {
-            if (below[i] == 0 && e[i] < E)
-                atomicAdd(&base[e[i]], memra_popc(same[i]));
-            continue;
-        }
+        const memra_u32 below = memra_popc(same[i] & ((1u << lane) - 1u));
         if (e[i] < E)
-            sorted[at[e[i]] + base[e[i]] + below[i]] = (int)(q0 + 32u * i + lane);
+            sorted[at[e[i]] + base[e[i]] + below] = (int)(q0 + 32u * i + lane);
         memra_warp_sync(); /* every lane has read base[e] before the leader adds */
-        if (below[i] == 0 && e[i] < E)
+        if (below == 0 && e[i] < E)
             base[e[i]] += memra_popc(same[i]);
         memra_warp_sync();
     }
