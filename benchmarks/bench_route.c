@@ -21,6 +21,7 @@
 #include "bench_util.h"
 #include "vrows/gate_cases.h"
 #include "engine/launch.h"
+#include "layout/layout_spec.h"
 #include "route/route.h"
 #include "route/route_abi.h"
 #include "route/route_cases.h"
@@ -468,7 +469,9 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
         const memra_layout_spec ls = {.n_expert = spec.n_expert, .block_size = 64};
         uint64_t len, blocks, ws;
         MK(memra_layout_sizes((uint32_t)np, &ls, &len, &blocks));
+        memra_layout_tile_pairs = MEMRA_LAYOUT_TILE_MIN; /* the most tiles: room for every size */
         MK(memra_layout_workspace_bytes((uint32_t)np, &ls, &ws));
+        memra_layout_tile_pairs = 0;
         CUdeviceptr sorted, eids, post, wsp = 0;
         CK(d->cuMemAlloc(&sorted, len * 4 + 4));
         CK(d->cuMemAlloc(&eids, blocks * 4 + 4));
@@ -498,6 +501,17 @@ static void prefill_config(memra_engine *eng, const bench_cfg *c, uint32_t T, CU
                  "prefill %s, %u tokens, routing then memra_layout_tables, specialised", c->name,
                  T);
         row("route_prefill", what, split, "us", fused, "fused");
+        /* The three launches' tile sizes, each against memra's choice. */
+        for (uint32_t tile = MEMRA_LAYOUT_TILE_MIN;
+             np > MEMRA_LAYOUT_ONE_LAUNCH && tile <= MEMRA_LAYOUT_TILE_MAX; tile *= 2) {
+            memra_layout_tile_pairs = tile, eng->route_specialize = 1;
+            const double t_us = prefill_us(eng, &b, T, &spec, &sl, &ls, &lo, 1, e0, e1, s);
+            memra_layout_tile_pairs = 0, eng->route_specialize = 0;
+            snprintf(what, sizeof what,
+                     "prefill %s, %u tokens, routing then memra_layout_tables, tiles of %u pairs",
+                     c->name, T, tile);
+            row("route_prefill", what, t_us, "us", split, "memra's tile");
+        }
         d->cuMemFree(lo.sorted_ids), d->cuMemFree(lo.expert_ids), d->cuMemFree(lo.n_post_pad);
         if (lo.workspace)
             d->cuMemFree(lo.workspace);

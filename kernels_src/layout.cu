@@ -16,7 +16,7 @@
  * kernel, or the last block of a routing launch that lays its own batch
  * out; a one-token routing launch, the warp that routed the token,
  * memra_layout_token); larger ones three launches over tiles of
- * MEMRA_LAYOUT_TILE pairs: count, scan, place. */
+ * `tile` pairs (the launcher's choice): count, scan, place. */
 
 /* A run's block label: the expert, or through the map its local id. */
 MEMRA_DEVICE int memra_layout_label(const memra_layout_params *lp, memra_u32 e)
@@ -478,8 +478,8 @@ MEMRA_DEVICE void memra_layout_block(const memra_layout_params *lp, const int *i
  * pairs a thread (held in registers from the load to the placing; the
  * kernel's constant, at most MEMRA_LAYOUT_TOKEN_PER_MAX: the team kernels
  * take 4, as many as leave their register counts where they were without
- * the layout; the block kernel 16 in its +layout build, route_block.cu), where the bitmap and the sums
- * fit the scratch; larger batches take memra_layout_block. */
+ * the layout; the block kernel 16 in its +layout build, route_block.cu), where the bitmap and the
+ * sums fit the scratch; larger batches take memra_layout_block. */
 #define MEMRA_LAYOUT_TOKEN_WORDS 8u
 #define MEMRA_LAYOUT_TOKEN_PER_MAX 16u
 
@@ -574,7 +574,8 @@ MEMRA_DEVICE void memra_layout_tokens(const memra_layout_params *lp, const int *
  * out its launch's batch); the layout module, the kernels too. */
 #ifndef MEMRA_LAYOUT_BLOCK_ONLY
 /* Parameters of the layout kernels (src/layout/layout_abi.h). */
-#define MEMRA_LAYOUT_KPARAMS const int *ids, memra_u32 n_pairs, memra_layout_params lp
+#define MEMRA_LAYOUT_KPARAMS                                                                       \
+    const int *ids, memra_u32 n_pairs, memra_u32 tile, memra_layout_params lp
 
 /* One block for the whole batch (up to MEMRA_LAYOUT_ONE_LAUNCH pairs). */
 #define MEMRA_LAYOUT_SMALL_WORDS MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 4u)
@@ -584,6 +585,7 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SMALL_THREADS)
     MEMRA_SHARED memra_u32 sh[MEMRA_LAYOUT_SMALL_WORDS];
     memra_grid_wait();
     memra_grid_launch_dependents();
+    (void)tile; /* one block: no tiles */
     memra_layout_prefill(&lp, n_pairs);
     memra_block_sync();
     memra_layout_block(&lp, ids, n_pairs, sh, MEMRA_LAYOUT_SMALL_WORDS, 0);
@@ -595,21 +597,21 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_COUNT_THREADS)
     memra_layout_count_kernel(MEMRA_LAYOUT_KPARAMS)
 {
     MEMRA_SHARED memra_u32 hist[MEMRA_ABI_LAYOUT_MAX_EXPERT];
-    const memra_u32 E = lp.n_expert, tile = blockIdx.x;
+    const memra_u32 E = lp.n_expert;
     memra_grid_wait();
     memra_grid_launch_dependents();
     for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x)
         hist[e] = 0;
     memra_block_sync();
-    const memra_u32 lo = tile * MEMRA_LAYOUT_TILE;
-    const memra_u32 hi = n_pairs - lo < MEMRA_LAYOUT_TILE ? n_pairs : lo + MEMRA_LAYOUT_TILE;
+    const memra_u32 lo = blockIdx.x * tile;
+    const memra_u32 hi = n_pairs - lo < tile ? n_pairs : lo + tile;
     for (memra_u32 p = lo + threadIdx.x; p < hi; p += blockDim.x) {
         const memra_u32 e = memra_layout_expert(ids, p, E, 0);
         if (e < E)
             atomicAdd(&hist[e], 1u);
     }
     memra_block_sync();
-    memra_u32 *tc = (memra_u32 *)lp.workspace + (memra_u64)tile * E;
+    memra_u32 *tc = (memra_u32 *)lp.workspace + (memra_u64)blockIdx.x * E;
     for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x)
         tc[e] = hist[e];
 }
@@ -623,7 +625,7 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(ME
     MEMRA_SHARED memra_u32 cum[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1],
         off[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1];
     const memra_u32 E = lp.n_expert;
-    (void)ids; /* the tiles' counts are all it reads */
+    (void)ids, (void)tile; /* the tiles' counts are all it reads */
     memra_grid_wait();
     memra_grid_launch_dependents();
     memra_u32 *tc = (memra_u32 *)lp.workspace;
@@ -663,12 +665,12 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_PLACE_THREADS)
     /* range w's count of expert e at hist[w * E + e] */
     MEMRA_SHARED memra_u32 hist[MEMRA_LAYOUT_PLACE_WARPS * MEMRA_ABI_LAYOUT_MAX_EXPERT];
     MEMRA_SHARED memra_u32 at[MEMRA_ABI_LAYOUT_MAX_EXPERT];
-    const memra_u32 E = lp.n_expert, tile = blockIdx.x, wid = threadIdx.x >> 5;
+    const memra_u32 E = lp.n_expert, wid = threadIdx.x >> 5;
     memra_grid_wait();
     memra_grid_launch_dependents();
-    const memra_u32 t0 = tile * MEMRA_LAYOUT_TILE;
-    const memra_u32 t1 = n_pairs - t0 < MEMRA_LAYOUT_TILE ? n_pairs : t0 + MEMRA_LAYOUT_TILE;
-    const memra_u32 sh = memra_layout_range_shift(MEMRA_LAYOUT_TILE, MEMRA_LAYOUT_PLACE_WARPS);
+    const memra_u32 t0 = blockIdx.x * tile;
+    const memra_u32 t1 = n_pairs - t0 < tile ? n_pairs : t0 + tile;
+    const memra_u32 sh = memra_layout_range_shift(tile, MEMRA_LAYOUT_PLACE_WARPS);
     const memra_u32 lo = t1 - t0 > (wid << (sh + 5u)) ? t0 + (wid << (sh + 5u)) : t1;
     const memra_u32 hi = t1 - lo > (32u << sh) ? lo + (32u << sh) : t1;
     memra_u32 first[MEMRA_LAYOUT_BATCH];
@@ -678,7 +680,7 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_PLACE_THREADS)
     memra_block_sync();
     memra_layout_walk(&lp, ids, lo, hi, first, hist + wid * E, NULL, 0);
     memra_block_sync();
-    const memra_u32 *tc = (const memra_u32 *)lp.workspace + (memra_u64)tile * E;
+    const memra_u32 *tc = (const memra_u32 *)lp.workspace + (memra_u64)blockIdx.x * E;
     const memra_u32 *wcum = (const memra_u32 *)lp.workspace + (memra_u64)lp.n_tiles * E;
     for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
         memra_u32 run = 0;

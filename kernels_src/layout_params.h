@@ -23,8 +23,12 @@ typedef struct memra_layout_params {
 /* flags */
 #define MEMRA_LAYOUT_FLAG_LOAD_I64 1u /* load is int64 */
 
-/* Pairs per tile of the three-launch path, and the warps that place one. */
-#define MEMRA_LAYOUT_TILE 4096u
+/* Pairs per tile of the three-launch path (a block a tile in the count and
+ * place launches): the launcher's choice for the batch, a power of two
+ * from MIN to MAX (src/layout/layout_spec.c, memra_layout_tile); and the
+ * warps that place one. */
+#define MEMRA_LAYOUT_TILE_MIN 512u
+#define MEMRA_LAYOUT_TILE_MAX 4096u
 #define MEMRA_LAYOUT_PLACE_WARPS 4u
 /* Tiles' counts the scan loads before it stores any (layout.cu). */
 #define MEMRA_LAYOUT_SCAN_BATCH 16u

@@ -92,7 +92,8 @@ MEMRA_DEVICE memra_u32 memra_match_bits(memra_u32 v, memra_u32 nbits)
 {
     memra_u32 same = 0xffffffffu;
     MEMRA_NO_UNROLL /* a routing module's spec would unroll it into each of its calls */
-    for (memra_u32 b = 0; b < nbits; b++) { /* the same for the whole warp */
+        for (memra_u32 b = 0; b < nbits; b++)
+    { /* the same for the whole warp */
         const memra_u32 m = memra_warp_ballot((v >> b) & 1u);
         same &= (v >> b) & 1u ? m : ~m;
     }

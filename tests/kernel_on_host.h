@@ -348,12 +348,12 @@ static host_route_fn host_route_run;
  * a layout kernel from host_layout_a. */
 static void (*host_thread_body)(void);
 static const memra_layout_args *host_layout_a;
-static void (*host_layout_run)(const int *, memra_u32, memra_layout_params);
+static void (*host_layout_run)(const int *, memra_u32, memra_u32, memra_layout_params);
 
 static void host_layout_body(void)
 {
     const memra_layout_args *a = host_layout_a;
-    host_layout_run((const int *)(uintptr_t)a->ids, a->n_pairs, a->lp);
+    host_layout_run((const int *)(uintptr_t)a->ids, a->n_pairs, a->tile, a->lp);
 }
 static unsigned char host_route_done[HOST_MAX_THREADS];
 
@@ -462,7 +462,7 @@ static inline void run_route_on_host(const unsigned char *buf, size_t size, host
 }
 
 /* A layout kernel's host run, by its id; NULL for the others. */
-typedef void (*host_layout_fn)(const int *, memra_u32, memra_layout_params);
+typedef void (*host_layout_fn)(const int *, memra_u32, memra_u32, memra_layout_params);
 static inline host_layout_fn host_layout_kernel(memra_kernel_id k)
 {
     switch (k) {

@@ -14,6 +14,7 @@
 #include "gpu_fixture.h"
 #include "mock_fixture.h"
 #include "mock/mock_internal.h"
+#include "layout/layout_spec.h"
 #include "route/route.h"
 #include "vrows/gate_cases.h"
 #include "route/route_cases.h"
@@ -371,31 +372,36 @@ static void test_device_layout_matches_host(void **state)
     static const struct {
         uint32_t n, E, bs;
         int pad, map, i64;
-        uint32_t skew;
-    } cases[] = {{1, 8, 16, 0, 0, 0, 0},
-                 {37, 64, 24, 1, 1, 0, 1},
-                 {300, 96, 1, 0, 0, 0, 2},
-                 {MEMRA_LAYOUT_ONE_LAUNCH - 3, 256, 48, 0, 1, 1, 3},
-                 {2 * MEMRA_LAYOUT_TILE + 7 + MEMRA_LAYOUT_ONE_LAUNCH, 384, 80, 1, 0, 0, 1},
-                 {37, 64, 16, 0, 1, 1, 0},
-                 {2048, 256, 64, 0, 0, 0, 0},
-                 {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0, 0},
-                 {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1, 0},
-                 {3 * MEMRA_LAYOUT_TILE + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0, 0},
-                 /* tiles past two of the scan's load batches, the last batch partial */
-                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE + 11, 256, 16, 0, 1, 1, 0},
-                 {0, 16, 16, 0, 0, 0, 0},
+        uint32_t skew, tile; /* tile: the three-launch path's, 0 for memra_layout_tile's */
+    } cases[] = {{1, 8, 16, 0, 0, 0, 0, 0},
+                 {37, 64, 24, 1, 1, 0, 1, 0},
+                 {300, 96, 1, 0, 0, 0, 2, 0},
+                 {MEMRA_LAYOUT_ONE_LAUNCH - 3, 256, 48, 0, 1, 1, 3, 0},
+                 {2 * MEMRA_LAYOUT_TILE_MAX + 7 + MEMRA_LAYOUT_ONE_LAUNCH, 384, 80, 1, 0, 0, 1, 0},
+                 {37, 64, 16, 0, 1, 1, 0, 0},
+                 {2048, 256, 64, 0, 0, 0, 0, 0},
+                 {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0, 0, 0},
+                 {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1, 0, 0},
+                 {3 * MEMRA_LAYOUT_TILE_MAX + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0, 0, 0},
+                 /* tiles past two of the scan's load batches, the last batch partial;
+                  * each tile size */
+                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE_MIN + 11, 256, 16, 0, 1, 1,
+                  0, MEMRA_LAYOUT_TILE_MIN},
+                 {MEMRA_LAYOUT_ONE_LAUNCH + 3 * 1024 + 1, 384, 64, 0, 0, 0, 2, 1024},
+                 {MEMRA_LAYOUT_ONE_LAUNCH + 5 * 2048 - 1, 8, 16, 1, 1, 0, 1, 2048},
+                 {MEMRA_LAYOUT_ONE_LAUNCH + 1, 1056, 32, 0, 1, 1, 3, MEMRA_LAYOUT_TILE_MAX},
+                 {0, 16, 16, 0, 0, 0, 0, 0},
                  /* up to 32 pairs: the barrier-free path (memra_layout_small),
                   * and past it to 65 (the general path) */
-                 {7, 64, 1, 0, 1, 1, 1},
-                 {32, 256, 24, 1, 0, 0, 2},
-                 {31, 4, 16, 0, 1, 0, 3},
-                 {32, 1056, 64, 1, 1, 1, 0},
-                 {33, 256, 16, 0, 0, 0, 0},
-                 {63, 8, 16, 0, 1, 1, 1},
-                 {64, 160, 24, 1, 0, 0, 2},
-                 {64, 1056, 1, 0, 1, 0, 3},
-                 {65, 256, 16, 0, 0, 1, 0}};
+                 {7, 64, 1, 0, 1, 1, 1, 0},
+                 {32, 256, 24, 1, 0, 0, 2, 0},
+                 {31, 4, 16, 0, 1, 0, 3, 0},
+                 {32, 1056, 64, 1, 1, 1, 0, 0},
+                 {33, 256, 16, 0, 0, 0, 0, 0},
+                 {63, 8, 16, 0, 1, 1, 1, 0},
+                 {64, 160, 24, 1, 0, 0, 2, 0},
+                 {64, 1056, 1, 0, 1, 0, 3, 0},
+                 {65, 256, 16, 0, 0, 1, 0, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const uint32_t n = cases[c].n, E = cases[c].E;
         int32_t *ids = malloc(n * 4 + 4), *map = malloc(E * 4);
@@ -416,8 +422,10 @@ static void test_device_layout_matches_host(void **state)
         lay_alloc(&h, n, &s), lay_alloc(&g, n, &s);
         memset(h.sorted, 0xA7, h.len * 4);
         dlay d;
+        memra_layout_tile_pairs = cases[c].tile; /* the workspace's size follows it */
         const memra_layout o = dlay_alloc_skewed(eng, &d, n, &s, &h, cases[c].skew);
         assert_int_equal(memra_layout_tables(eng, dids, n, &s, &o, NULL), MEMRA_OK);
+        memra_layout_tile_pairs = 0;
         dlay_read(eng, &d, &s, &g);
         memra_layout_spec hs = s;
         hs.expert_map = cases[c].map ? (uint64_t)(uintptr_t)map : 0;

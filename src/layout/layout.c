@@ -78,7 +78,8 @@ memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids,
                                  const memra_layout_params *lp, CUstream s)
 {
     memra_engine *eng = c->eng;
-    memra_layout_args a = {.ids = ids, .n_pairs = n_pairs, .lp = *lp};
+    memra_layout_args a = {
+        .ids = ids, .n_pairs = n_pairs, .tile = memra_layout_tile(n_pairs), .lp = *lp};
     a.lp.ticket = 0;
     CUfunction f[3];
     memra_status st = memra_layout_kernels(c, cap, n_pairs, f);

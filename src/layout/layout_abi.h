@@ -11,7 +11,7 @@
 
 typedef struct memra_layout_args {
     uint64_t ids;
-    uint32_t n_pairs, pad_;
+    uint32_t n_pairs, tile; /* tile: the three-launch path's pairs a tile */
     memra_layout_params lp;
 } memra_layout_args;
 

@@ -64,9 +64,20 @@ memra_status memra_layout_geometry(const char *fn, uint32_t n_pairs, const memra
     return MEMRA_OK;
 }
 
+uint32_t memra_layout_tile_pairs = 0;
+
+uint32_t memra_layout_tile(uint32_t n_pairs)
+{
+    if (memra_layout_tile_pairs)
+        return memra_layout_tile_pairs;
+    (void)n_pairs;
+    return MEMRA_LAYOUT_TILE_MAX;
+}
+
 uint32_t memra_layout_tiles(uint32_t n_pairs)
 {
-    return (uint32_t)(((uint64_t)n_pairs + MEMRA_LAYOUT_TILE - 1) / MEMRA_LAYOUT_TILE);
+    const uint32_t tile = memra_layout_tile(n_pairs);
+    return (uint32_t)(((uint64_t)n_pairs + tile - 1) / tile);
 }
 
 uint64_t memra_layout_workspace(uint32_t n_pairs, uint32_t n_expert)

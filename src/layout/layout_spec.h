@@ -15,8 +15,13 @@ memra_status memra_layout_spec_check(const char *fn, const memra_layout_spec *sp
 memra_status memra_layout_geometry(const char *fn, uint32_t n_pairs, const memra_layout_spec *spec,
                                    uint64_t *sorted_len, uint64_t *n_blocks);
 
-/* Tiles of the three-launch path, and the workspace bytes it needs (0 for
- * the one-launch path). */
+/* The three-launch path's pairs a tile for n_pairs (a power of two from
+ * MEMRA_LAYOUT_TILE_MIN to _MAX), its tiles, and the workspace bytes it
+ * needs (0 for the one-launch path). memra_layout_tile_pairs, when not 0,
+ * is the tile of every batch: not exported; the tests and the benchmark
+ * set it to try each size. */
+extern uint32_t memra_layout_tile_pairs;
+uint32_t memra_layout_tile(uint32_t n_pairs);
 uint32_t memra_layout_tiles(uint32_t n_pairs);
 uint64_t memra_layout_workspace(uint32_t n_pairs, uint32_t n_expert);
 

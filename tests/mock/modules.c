@@ -249,6 +249,9 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         } else { /* a block a tile, the tiles' counts in a workspace */
             assert_true(a.n_pairs > MEMRA_LAYOUT_ONE_LAUNCH);
             assert_true(a.lp.workspace != 0);
+            assert_true(a.tile >= MEMRA_LAYOUT_TILE_MIN && a.tile <= MEMRA_LAYOUT_TILE_MAX);
+            assert_int_equal(a.tile & (a.tile - 1), 0);
+            assert_int_equal(a.lp.n_tiles, (a.n_pairs + a.tile - 1) / a.tile);
             assert_int_equal(gx, a.lp.n_tiles);
             assert_int_equal(bx, f == MOCK_FN(LAYOUT_COUNT) ? MEMRA_LAYOUT_COUNT_THREADS
                                                             : MEMRA_LAYOUT_PLACE_THREADS);
