@@ -66,12 +66,19 @@ memra_status memra_layout_geometry(const char *fn, uint32_t n_pairs, const memra
 
 uint32_t memra_layout_tile_pairs = 0;
 
+/* Tiles enough to give every SM of a large card a block (the count and
+ * place launches' parallelism), few enough that the scan, one block that
+ * walks each expert's column of tile counts, stays short. */
+#define LAYOUT_TARGET_TILES 128u
+
 uint32_t memra_layout_tile(uint32_t n_pairs)
 {
     if (memra_layout_tile_pairs)
         return memra_layout_tile_pairs;
-    (void)n_pairs;
-    return MEMRA_LAYOUT_TILE_MAX;
+    uint32_t tile = MEMRA_LAYOUT_TILE_MIN;
+    while (tile < MEMRA_LAYOUT_TILE_MAX && (uint64_t)tile * LAYOUT_TARGET_TILES < n_pairs)
+        tile *= 2;
+    return tile;
 }
 
 uint32_t memra_layout_tiles(uint32_t n_pairs)
