@@ -550,8 +550,18 @@ static void test_vrows_check_is_the_device_calls(void **state)
 #define LBS 16      /* its block size */
 #define LBIG 20000  /* pairs above one launch (MEMRA_LAYOUT_ONE_LAUNCH) */
 #define LSORT 21000 /* room for the sorted list of LBIG pairs (20960) */
-#define LWS 4096    /* workspace bytes, more than LBIG pairs need (1540) */
+#define LWS 32768   /* workspace bytes, more than LBIG pairs need (lws_holds) */
 #define BIGT 2731   /* tokens whose K = 6 pairs each pass one launch: 16386 */
+
+/* The workspace LWS holds what a call of n_pairs over n_expert asks for
+ * (memra_layout_workspace_bytes: its size follows the tile memra picks). */
+static void lws_holds(uint32_t n_pairs, uint32_t n_expert)
+{
+    const memra_layout_spec s = {.n_expert = n_expert, .block_size = LBS};
+    uint64_t need = 0;
+    assert_int_equal(memra_layout_workspace_bytes(n_pairs, &s, &need), MEMRA_OK);
+    assert_true(need > 0 && need <= LWS);
+}
 
 /* Where a layout goes, and the ids it reads (host arrays or device memory). */
 typedef struct lworld {
@@ -733,6 +743,7 @@ static void test_layout_check_is_the_device_call(void **state)
     assert_int_equal(memra_alloc(eng, sizeof h_counts, &w.counts), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, sizeof h_load, &w.load), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, sizeof h_lmap, &w.map), MEMRA_OK);
+    lws_holds(LBIG, LE);
     assert_int_equal(memra_alloc(eng, LWS, &w.ws), MEMRA_OK);
     assert_int_equal(memra_upload(eng, w.ids, (const void *)(uintptr_t)h.ids, sizeof h_ids),
                      MEMRA_OK);
@@ -936,6 +947,7 @@ static void test_fused_check_is_the_device_call(void **state)
     assert_int_equal(memra_alloc(eng, sizeof h_counts, &l.counts), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, sizeof h_load, &l.load), MEMRA_OK);
     assert_int_equal(memra_alloc(eng, sizeof h_lmap, &l.map), MEMRA_OK);
+    lws_holds(BIGT * (K + 2), E + 2); /* case 12's shared experts, case 13's tokens */
     assert_int_equal(memra_alloc(eng, LWS, &l.ws), MEMRA_OK);
     host_world();
     assert_int_equal(memra_upload(eng, w.logits, h_logits, sizeof h_logits), MEMRA_OK);
