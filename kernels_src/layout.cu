@@ -196,16 +196,24 @@ MEMRA_DEVICE void memra_layout_labels(const memra_layout_params *lp, memra_u32 e
         eids[b] = label;
 }
 
-/* Expert e's run from `start`: the sentinel in its padding and its
- * blocks' label. */
+/* Expert e's run from `start` by the lanes of one warp: the sentinel in
+ * its padding and its blocks' label, lane l taking slots and blocks l, l +
+ * 32, ... A run's padding is up to block_size - 1 adjacent slots and its
+ * labels adjacent words, so the warp's stores are whole lines; a thread an
+ * expert wrote them a slot at a time, each store of a warp in 32 lines,
+ * and in one block those stores were most of the layout's time (H100,
+ * DeepSeek-V3's 256 experts at 512 tokens, block size 64: about 15 us;
+ * BENCHMARKS.md). */
 MEMRA_DEVICE void memra_layout_run(const memra_layout_params *lp, memra_u32 e, memra_u32 start,
-                                   memra_u32 count, memra_u32 n_pairs)
+                                   memra_u32 count, memra_u32 n_pairs, memra_u32 lane)
 {
-    const memra_u32 end = start + memra_layout_round_up(count, lp->block_size);
-    int *sorted = (int *)lp->sorted_ids;
-    for (memra_u32 q = start + count; q < end; q++)
+    const memra_u32 bs = lp->block_size, end = start + memra_layout_round_up(count, bs);
+    int *sorted = (int *)lp->sorted_ids, *eids = (int *)lp->expert_ids;
+    for (memra_u32 q = start + count + lane; q < end; q += 32u)
         sorted[q] = (int)n_pairs;
-    memra_layout_labels(lp, e, start, end);
+    const int label = memra_layout_label(lp, e);
+    for (memra_u32 b = memra_udiv(start, bs) + lane; b < memra_udiv(end, bs); b += 32u)
+        eids[b] = label;
 }
 
 /* The optional per-expert outputs of expert x (x = n_expert: the totals'
@@ -245,19 +253,19 @@ MEMRA_DEVICE void memra_layout_tail(const memra_layout_params *lp, memra_u32 tot
 
 /* Everything but the pairs' own places, from each expert's count and the
  * two prefix sums (off only where the call asks for the offsets). The
- * thread `tid` of `nthreads` takes every nthreads-th expert, slot and
- * block. */
+ * thread `tid` of `nthreads` (whole warps) takes every nthreads-th
+ * expert's outputs, slot and block past the runs; its warp every
+ * (nthreads / 32)-th run. */
 MEMRA_DEVICE void memra_layout_finish(const memra_layout_params *lp, const memra_u32 *count,
                                       const memra_u32 *cum, const memra_u32 *off, memra_u32 n_pairs,
                                       memra_u32 tid, memra_u32 nthreads)
 {
     const memra_u32 E = lp->n_expert;
-    for (memra_u32 e = tid; e <= E; e += nthreads) {
+    for (memra_u32 e = tid; e <= E; e += nthreads)
         memra_layout_expert_outputs(lp, e, lp->offsets ? off[e] : 0u, cum[e],
                                     e < E ? count[e] : 0u);
-        if (e < E)
-            memra_layout_run(lp, e, cum[e], count[e], n_pairs);
-    }
+    for (memra_u32 e = tid >> 5; e < E; e += nthreads >> 5) /* the same for the whole warp */
+        memra_layout_run(lp, e, cum[e], count[e], n_pairs, tid & 31u);
     memra_layout_tail(lp, cum[E], n_pairs, tid, nthreads);
 }
 
@@ -577,15 +585,90 @@ MEMRA_DEVICE void memra_layout_tokens(const memra_layout_params *lp, const int *
 #define MEMRA_LAYOUT_KPARAMS                                                                       \
     const int *ids, memra_u32 n_pairs, memra_u32 tile, memra_layout_params lp
 
-/* One block for the whole batch (up to MEMRA_LAYOUT_ONE_LAUNCH pairs). */
-#define MEMRA_LAYOUT_SMALL_WORDS MEMRA_LAYOUT_BLOCK_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT, 4u)
+/* A one-launch batch of more than a tile (MEMRA_LAYOUT_SMALL_TILE pairs)
+ * by a block a tile, with no workspace: block b places tile b's pairs,
+ * and every block counts every pair itself, the totals and the pairs
+ * before its tile, so no block waits for another's counts (a batch of up
+ * to MEMRA_LAYOUT_ONE_LAUNCH pairs is read from L2 once a block). The
+ * counts are the same numbers in every block, so every block's sums are
+ * too; the runs' padding, labels, per-expert outputs and the tail are
+ * shared out over the grid. One block walking all the pairs in order
+ * wrote them from one SM, a store of 32 scattered slots a warp each 32
+ * pairs: DeepSeek-V3's 2,048 tokens (16,384 pairs) took about 31 us past
+ * the routing's on the H100 (BENCHMARKS.md). */
+#define MEMRA_LAYOUT_TILED_WORDS(E) (MEMRA_LAYOUT_PLACE_WARPS * (E) + 3u * (E) + 2u * ((E) + 1u))
+MEMRA_DEVICE void memra_layout_tiled(const memra_layout_params *lp, const int *ids,
+                                     memra_u32 n_pairs, memra_u32 *scratch)
+{
+    const memra_u32 E = lp->n_expert, tid = threadIdx.x, nthreads = blockDim.x;
+    const memra_u32 wid = tid >> 5, PW = MEMRA_LAYOUT_PLACE_WARPS;
+    /* range w's count of expert e at hist[w * E + e], then its start */
+    memra_u32 *hist = scratch, *total = hist + PW * E, *before = total + E, *at = before + E;
+    memra_u32 *cum = at + E, *off = cum + E + 1u;
+    const memra_u32 t0 = blockIdx.x * MEMRA_LAYOUT_SMALL_TILE;
+    const memra_u32 t1 =
+        n_pairs - t0 < MEMRA_LAYOUT_SMALL_TILE ? n_pairs : t0 + MEMRA_LAYOUT_SMALL_TILE;
+    const memra_u32 sh = memra_layout_range_shift(MEMRA_LAYOUT_SMALL_TILE, PW);
+    const memra_u32 lo = t1 - t0 > (wid << (sh + 5u)) ? t0 + (wid << (sh + 5u)) : t1;
+    const memra_u32 hi = t1 - lo > (32u << sh) ? lo + (32u << sh) : t1;
+    memra_u32 first[MEMRA_LAYOUT_BATCH];
+    if (wid < PW) /* the same for the whole warp */
+        memra_layout_load(lp, ids, lo, hi, first, 0);
+    for (memra_u32 i = tid; i < (PW + 2u) * E; i += nthreads)
+        scratch[i] = 0;
+    memra_block_sync();
+    /* Every pair, MEMRA_LAYOUT_BATCH loads in flight a thread. */
+    for (memra_u32 p0 = tid; p0 < n_pairs; p0 += MEMRA_LAYOUT_BATCH * nthreads) {
+        memra_u32 e[MEMRA_LAYOUT_BATCH];
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+            const memra_u32 p = p0 + i * nthreads;
+            e[i] = p < n_pairs ? memra_layout_expert(ids, p, E, 0) : E;
+        }
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+            if (e[i] >= E)
+                continue;
+            atomicAdd(&total[e[i]], 1u);
+            if (p0 + i * nthreads < t0)
+                atomicAdd(&before[e[i]], 1u);
+        }
+    }
+    if (wid < PW)
+        memra_layout_walk(lp, ids, lo, hi, first, hist + wid * E, NULL, 0);
+    memra_block_sync();
+    memra_layout_scans(lp, total, cum, off);
+    memra_block_sync();
+    for (memra_u32 e = tid; e < E; e += nthreads) {
+        memra_u32 run = 0;
+        for (memra_u32 w = 0; w < PW; w++) {
+            const memra_u32 c = hist[w * E + e];
+            hist[w * E + e] = run;
+            run += c;
+        }
+        at[e] = cum[e] + before[e];
+    }
+    memra_block_sync();
+    if (wid < PW)
+        memra_layout_walk(lp, ids, lo, hi, first, hist + wid * E, at, 0);
+    memra_layout_finish(lp, total, cum, off, n_pairs, blockIdx.x * nthreads + tid,
+                        gridDim.x * nthreads);
+}
+
+/* One launch for the whole batch (up to MEMRA_LAYOUT_ONE_LAUNCH pairs):
+ * one block up to a tile, a block a tile above (memra_layout_tiled). */
+#define MEMRA_LAYOUT_SMALL_WORDS MEMRA_LAYOUT_TILED_WORDS(MEMRA_ABI_LAYOUT_MAX_EXPERT)
 MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SMALL_THREADS)
     memra_layout_small_kernel(MEMRA_LAYOUT_KPARAMS)
 {
     MEMRA_SHARED memra_u32 sh[MEMRA_LAYOUT_SMALL_WORDS];
     memra_grid_wait();
     memra_grid_launch_dependents();
-    (void)tile; /* one block: no tiles */
+    (void)tile;           /* the three launches' */
+    if (gridDim.x > 1u) { /* the same for the whole grid */
+        memra_layout_tiled(&lp, ids, n_pairs, sh);
+        return;
+    }
     memra_layout_prefill(&lp, n_pairs);
     memra_block_sync();
     memra_layout_block(&lp, ids, n_pairs, sh, MEMRA_LAYOUT_SMALL_WORDS, 0);

@@ -30,6 +30,9 @@ typedef struct memra_layout_params {
 #define MEMRA_LAYOUT_TILE_MIN 512u
 #define MEMRA_LAYOUT_TILE_MAX 4096u
 #define MEMRA_LAYOUT_PLACE_WARPS 4u
+/* The one-launch path's tile: up to one, one block lays the batch out;
+ * above, a block a tile (layout.cu, memra_layout_tiled). */
+#define MEMRA_LAYOUT_SMALL_TILE 512u
 /* Tiles' counts the scan loads before it stores any (layout.cu). */
 #define MEMRA_LAYOUT_SCAN_BATCH 16u
 

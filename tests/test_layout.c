@@ -380,6 +380,9 @@ static void test_device_layout_matches_host(void **state)
                  {2 * MEMRA_LAYOUT_TILE_MAX + 7 + MEMRA_LAYOUT_ONE_LAUNCH, 384, 80, 1, 0, 0, 1, 0},
                  {37, 64, 16, 0, 1, 1, 0, 0},
                  {2048, 256, 64, 0, 0, 0, 0, 0},
+                 /* one launch, a block a tile: the tiles' edges */
+                 {MEMRA_LAYOUT_SMALL_TILE + 1, 64, 16, 0, 0, 1, 1, 0},
+                 {2 * MEMRA_LAYOUT_SMALL_TILE, 8, 32, 1, 1, 0, 2, 0},
                  {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0, 0, 0},
                  {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1, 0, 0},
                  {3 * MEMRA_LAYOUT_TILE_MAX + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0, 0, 0},

@@ -86,7 +86,8 @@ memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids,
     if (st)
         return st;
     if (n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH)
-        return memra_launch(eng, c->fn, f[0], 1, MEMRA_LAYOUT_SMALL_THREADS, &a, sizeof a, s);
+        return memra_launch(eng, c->fn, f[0], memra_layout_small_grid(n_pairs),
+                            MEMRA_LAYOUT_SMALL_THREADS, &a, sizeof a, s);
     if ((st = memra_launch(eng, c->fn, f[0], lp->n_tiles, MEMRA_LAYOUT_COUNT_THREADS, &a, sizeof a,
                            s)) ||
         (st = memra_launch(eng, c->fn, f[1], 1, MEMRA_LAYOUT_SCAN_THREADS, &a, sizeof a, s)))

@@ -81,6 +81,14 @@ uint32_t memra_layout_tile(uint32_t n_pairs)
     return tile;
 }
 
+uint32_t memra_layout_small_grid(uint32_t n_pairs)
+{
+    return n_pairs <= MEMRA_LAYOUT_SMALL_TILE
+               ? 1u
+               : (uint32_t)(((uint64_t)n_pairs + MEMRA_LAYOUT_SMALL_TILE - 1) /
+                            MEMRA_LAYOUT_SMALL_TILE);
+}
+
 uint32_t memra_layout_tiles(uint32_t n_pairs)
 {
     const uint32_t tile = memra_layout_tile(n_pairs);

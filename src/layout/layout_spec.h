@@ -23,6 +23,9 @@ memra_status memra_layout_geometry(const char *fn, uint32_t n_pairs, const memra
 extern uint32_t memra_layout_tile_pairs;
 uint32_t memra_layout_tile(uint32_t n_pairs);
 uint32_t memra_layout_tiles(uint32_t n_pairs);
+/* The one-launch path's blocks for n_pairs (up to MEMRA_LAYOUT_ONE_LAUNCH):
+ * one up to MEMRA_LAYOUT_SMALL_TILE pairs, a tile each above. */
+uint32_t memra_layout_small_grid(uint32_t n_pairs);
 uint64_t memra_layout_workspace(uint32_t n_pairs, uint32_t n_expert);
 
 /* The spec, the sizes and every address of a call (ids and out, host or

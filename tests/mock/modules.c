@@ -243,7 +243,11 @@ CUresult checked_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         memcpy(&a, buf, sizeof a);
         if (f == MOCK_FN(LAYOUT_SMALL)) {
             assert_true(a.n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH);
-            assert_int_equal(gx, 1), assert_int_equal(bx, MEMRA_LAYOUT_SMALL_THREADS);
+            assert_int_equal(gx, a.n_pairs <= MEMRA_LAYOUT_SMALL_TILE
+                                     ? 1
+                                     : (a.n_pairs + MEMRA_LAYOUT_SMALL_TILE - 1) /
+                                           MEMRA_LAYOUT_SMALL_TILE);
+            assert_int_equal(bx, MEMRA_LAYOUT_SMALL_THREADS);
         } else if (f == MOCK_FN(LAYOUT_SCAN)) {
             assert_int_equal(gx, 1), assert_int_equal(bx, MEMRA_LAYOUT_SCAN_THREADS);
         } else { /* a block a tile, the tiles' counts in a workspace */
