@@ -675,7 +675,7 @@ MEMRA_API memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, 
  * block a token, up to 512 pairs where with a warp or fewer lanes a token,
  * as Mixtral at every size and the other families past a few hundred
  * tokens), two above that up to MEMRA_LAYOUT_ONE_LAUNCH pairs (the
- * routing, then the layout's one-block launch), four above. The
+ * routing, then the layout's own launch), four above. The
  * layout's experts are the routing's n_expert + n_shared ids (spec->n_expert
  * of the layout must be that), with the routing spec's expert_map giving
  * each block's local slot as the tables do (the layout spec's expert_map
