@@ -688,10 +688,19 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_COUNT_THREADS)
     memra_block_sync();
     const memra_u32 lo = blockIdx.x * tile;
     const memra_u32 hi = n_pairs - lo < tile ? n_pairs : lo + tile;
-    for (memra_u32 p = lo + threadIdx.x; p < hi; p += blockDim.x) {
-        const memra_u32 e = memra_layout_expert(ids, p, E, 0);
-        if (e < E)
-            atomicAdd(&hist[e], 1u);
+    /* MEMRA_LAYOUT_BATCH loads in flight a thread: the atomics between
+     * them would otherwise keep each load waiting on the one before. */
+    for (memra_u32 p0 = lo + threadIdx.x; p0 < hi; p0 += MEMRA_LAYOUT_BATCH * blockDim.x) {
+        memra_u32 e[MEMRA_LAYOUT_BATCH];
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+            const memra_u32 p = p0 + i * blockDim.x;
+            e[i] = p < hi ? memra_layout_expert(ids, p, E, 0) : E;
+        }
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
+            if (e[i] < E)
+                atomicAdd(&hist[e[i]], 1u);
     }
     memra_block_sync();
     memra_u32 *tc = (memra_u32 *)lp.workspace + (memra_u64)blockIdx.x * E;
