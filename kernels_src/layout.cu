@@ -585,6 +585,33 @@ MEMRA_DEVICE void memra_layout_tokens(const memra_layout_params *lp, const int *
 #define MEMRA_LAYOUT_KPARAMS                                                                       \
     const int *ids, memra_u32 n_pairs, memra_u32 tile, memra_layout_params lp
 
+/* Place warp `wid`'s range [lo, hi) of the tile [t0, t1) of `tile` pairs
+ * (MEMRA_LAYOUT_PLACE_WARPS ranges of whole chunks). */
+MEMRA_DEVICE void memra_layout_tile_range(memra_u32 t0, memra_u32 t1, memra_u32 tile, memra_u32 wid,
+                                          memra_u32 *lo, memra_u32 *hi)
+{
+    const memra_u32 sh = memra_layout_range_shift(tile, MEMRA_LAYOUT_PLACE_WARPS);
+    *lo = t1 - t0 > (wid << (sh + 5u)) ? t0 + (wid << (sh + 5u)) : t1;
+    *hi = t1 - *lo > (32u << sh) ? *lo + (32u << sh) : t1;
+}
+
+/* The place warps' starts (every thread of the block calls): range w's
+ * count of expert e, hist[w * E + e], becomes the count of e in the ranges
+ * before it, and at[e] = a[e] + b[e] is the tile's start in e's run. */
+MEMRA_DEVICE void memra_layout_tile_starts(memra_u32 E, memra_u32 *hist, memra_u32 *at,
+                                           const memra_u32 *a, const memra_u32 *b)
+{
+    for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
+        memra_u32 run = 0;
+        for (memra_u32 w = 0; w < MEMRA_LAYOUT_PLACE_WARPS; w++) {
+            const memra_u32 c = hist[w * E + e];
+            hist[w * E + e] = run;
+            run += c;
+        }
+        at[e] = a[e] + b[e];
+    }
+}
+
 /* A one-launch batch of more than a tile (MEMRA_LAYOUT_SMALL_TILE pairs)
  * by a block a tile, with no workspace: block b places tile b's pairs,
  * and every block counts every pair itself, the totals and the pairs
@@ -608,9 +635,8 @@ MEMRA_DEVICE void memra_layout_tiled(const memra_layout_params *lp, const int *i
     const memra_u32 t0 = blockIdx.x * MEMRA_LAYOUT_SMALL_TILE;
     const memra_u32 t1 =
         n_pairs - t0 < MEMRA_LAYOUT_SMALL_TILE ? n_pairs : t0 + MEMRA_LAYOUT_SMALL_TILE;
-    const memra_u32 sh = memra_layout_range_shift(MEMRA_LAYOUT_SMALL_TILE, PW);
-    const memra_u32 lo = t1 - t0 > (wid << (sh + 5u)) ? t0 + (wid << (sh + 5u)) : t1;
-    const memra_u32 hi = t1 - lo > (32u << sh) ? lo + (32u << sh) : t1;
+    memra_u32 lo, hi;
+    memra_layout_tile_range(t0, t1, MEMRA_LAYOUT_SMALL_TILE, wid, &lo, &hi);
     memra_u32 first[MEMRA_LAYOUT_BATCH];
     if (wid < PW) /* the same for the whole warp */
         memra_layout_load(lp, ids, lo, hi, first, 0);
@@ -639,15 +665,7 @@ MEMRA_DEVICE void memra_layout_tiled(const memra_layout_params *lp, const int *i
     memra_block_sync();
     memra_layout_scans(lp, total, cum, off);
     memra_block_sync();
-    for (memra_u32 e = tid; e < E; e += nthreads) {
-        memra_u32 run = 0;
-        for (memra_u32 w = 0; w < PW; w++) {
-            const memra_u32 c = hist[w * E + e];
-            hist[w * E + e] = run;
-            run += c;
-        }
-        at[e] = cum[e] + before[e];
-    }
+    memra_layout_tile_starts(E, hist, at, cum, before);
     memra_block_sync();
     if (wid < PW)
         memra_layout_walk(lp, ids, lo, hi, first, hist + wid * E, at, 0);
@@ -762,9 +780,8 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_PLACE_THREADS)
     memra_grid_launch_dependents();
     const memra_u32 t0 = blockIdx.x * tile;
     const memra_u32 t1 = n_pairs - t0 < tile ? n_pairs : t0 + tile;
-    const memra_u32 sh = memra_layout_range_shift(tile, MEMRA_LAYOUT_PLACE_WARPS);
-    const memra_u32 lo = t1 - t0 > (wid << (sh + 5u)) ? t0 + (wid << (sh + 5u)) : t1;
-    const memra_u32 hi = t1 - lo > (32u << sh) ? lo + (32u << sh) : t1;
+    memra_u32 lo, hi;
+    memra_layout_tile_range(t0, t1, tile, wid, &lo, &hi);
     memra_u32 first[MEMRA_LAYOUT_BATCH];
     memra_layout_load(&lp, ids, lo, hi, first, 0);
     for (memra_u32 i = threadIdx.x; i < MEMRA_LAYOUT_PLACE_WARPS * E; i += blockDim.x)
@@ -774,15 +791,7 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_PLACE_THREADS)
     memra_block_sync();
     const memra_u32 *tc = (const memra_u32 *)lp.workspace + (memra_u64)blockIdx.x * E;
     const memra_u32 *wcum = (const memra_u32 *)lp.workspace + (memra_u64)lp.n_tiles * E;
-    for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
-        memra_u32 run = 0;
-        for (memra_u32 w = 0; w < MEMRA_LAYOUT_PLACE_WARPS; w++) {
-            const memra_u32 c = hist[w * E + e];
-            hist[w * E + e] = run;
-            run += c;
-        }
-        at[e] = wcum[e] + tc[e];
-    }
+    memra_layout_tile_starts(E, hist, at, wcum, tc);
     memra_block_sync();
     memra_layout_walk(&lp, ids, lo, hi, first, hist + wid * E, at, 0);
 }
