@@ -734,31 +734,49 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_SCAN_THREADS) memra_layout_scan_kernel(ME
     MEMRA_SHARED memra_u32 count[MEMRA_ABI_LAYOUT_MAX_EXPERT];
     MEMRA_SHARED memra_u32 cum[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1],
         off[MEMRA_ABI_LAYOUT_MAX_EXPERT + 1];
-    const memra_u32 E = lp.n_expert;
+    /* slot s = q * E + e: part q's sum of expert e's column */
+    MEMRA_SHARED memra_u32
+        part[MEMRA_LAYOUT_SCAN_THREADS > MEMRA_ABI_LAYOUT_MAX_EXPERT ? MEMRA_LAYOUT_SCAN_THREADS
+                                                                     : MEMRA_ABI_LAYOUT_MAX_EXPERT];
+    const memra_u32 E = lp.n_expert, nt = lp.n_tiles;
     (void)ids, (void)tile; /* the tiles' counts are all it reads */
     memra_grid_wait();
     memra_grid_launch_dependents();
     memra_u32 *tc = (memra_u32 *)lp.workspace;
-    /* The loads of a column go out MEMRA_LAYOUT_SCAN_BATCH at a time: the
-     * stores between them could alias as far as the compiler knows, so one
-     * at a time would wait out a memory round trip per tile. */
-    for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x) {
-        memra_u32 run = 0;
-        for (memra_u32 t0 = 0; t0 < lp.n_tiles; t0 += MEMRA_LAYOUT_SCAN_BATCH) {
-            memra_u32 c[MEMRA_LAYOUT_SCAN_BATCH];
-            const memra_u32 n = lp.n_tiles - t0 < MEMRA_LAYOUT_SCAN_BATCH ? lp.n_tiles - t0
-                                                                          : MEMRA_LAYOUT_SCAN_BATCH;
-            for (memra_u32 i = 0; i < MEMRA_LAYOUT_SCAN_BATCH; i++)
-                c[i] = i < n ? tc[(memra_u64)(t0 + i) * E + e] : 0u;
-            for (memra_u32 i = 0; i < MEMRA_LAYOUT_SCAN_BATCH; i++) {
-                if (i < n)
-                    tc[(memra_u64)(t0 + i) * E + e] = run;
-                run += c[i];
+    /* Each expert's column of tile counts in Q parts of consecutive tiles
+     * (Q threads an expert where the block has them: DeepSeek-V3's 256
+     * experts four, Mixtral's eight 128), each part summed, then walked
+     * again from the sum of the parts before it. The loads of a part go
+     * out MEMRA_LAYOUT_SCAN_BATCH at a time: the stores between them could
+     * alias as far as the compiler knows, so one at a time would wait out
+     * a memory round trip per tile. */
+    const memra_u32 Q = E <= blockDim.x ? blockDim.x / E : 1u, per = (nt + Q - 1u) / Q;
+    for (int pass = 0; pass < 2; pass++) {
+        for (memra_u32 sl = threadIdx.x; sl < Q * E; sl += blockDim.x) {
+            const memra_u32 q = sl / E, e = sl - q * E;
+            const memra_u32 lo = q * per < nt ? q * per : nt, hi = nt - lo < per ? nt : lo + per;
+            memra_u32 run = 0;
+            for (memra_u32 w = 0; pass && w < q; w++)
+                run += part[w * E + e];
+            for (memra_u32 t0 = lo; t0 < hi; t0 += MEMRA_LAYOUT_SCAN_BATCH) {
+                memra_u32 c[MEMRA_LAYOUT_SCAN_BATCH];
+                const memra_u32 n =
+                    hi - t0 < MEMRA_LAYOUT_SCAN_BATCH ? hi - t0 : MEMRA_LAYOUT_SCAN_BATCH;
+                for (memra_u32 i = 0; i < MEMRA_LAYOUT_SCAN_BATCH; i++)
+                    c[i] = i < n ? tc[(memra_u64)(t0 + i) * E + e] : 0u;
+                for (memra_u32 i = 0; i < MEMRA_LAYOUT_SCAN_BATCH; i++) {
+                    if (pass && i < n)
+                        tc[(memra_u64)(t0 + i) * E + e] = run;
+                    run += c[i];
+                }
             }
+            if (!pass)
+                part[sl] = run;
+            else if (q == Q - 1u)
+                count[e] = run;
         }
-        count[e] = run;
+        memra_block_sync();
     }
-    memra_block_sync();
     memra_layout_scans(&lp, count, cum, off);
     memra_block_sync();
     memra_u32 *wcum = tc + (memra_u64)lp.n_tiles * E;

@@ -386,10 +386,13 @@ static void test_device_layout_matches_host(void **state)
                  {MEMRA_LAYOUT_ONE_LAUNCH, 1056, 16, 1, 1, 0, 0, 0},
                  {MEMRA_LAYOUT_ONE_LAUNCH + 1, 256, 64, 0, 0, 1, 0, 0},
                  {3 * MEMRA_LAYOUT_TILE_MAX + 5 + MEMRA_LAYOUT_ONE_LAUNCH, 160, 32, 1, 1, 0, 0, 0},
-                 /* tiles past two of the scan's load batches, the last batch partial;
-                  * each tile size */
-                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE_MIN + 11, 256, 16, 0, 1, 1,
+                 /* the scan's parts (two threads an expert at 512 experts, one at
+                  * 1,056) past one of its load batches, the last batch partial;
+                  * parts of no tile (8 experts: 128 parts, 13 tiles); each tile size */
+                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE_MIN + 11, 512, 16, 0, 1, 1,
                   0, MEMRA_LAYOUT_TILE_MIN},
+                 {(2 * MEMRA_LAYOUT_SCAN_BATCH + 3) * MEMRA_LAYOUT_TILE_MIN + 11, 1056, 16, 1, 0, 0,
+                  2, MEMRA_LAYOUT_TILE_MIN},
                  {MEMRA_LAYOUT_ONE_LAUNCH + 3 * 1024 + 1, 384, 64, 0, 0, 0, 2, 1024},
                  {MEMRA_LAYOUT_ONE_LAUNCH + 5 * 2048 - 1, 8, 16, 1, 1, 0, 1, 2048},
                  {MEMRA_LAYOUT_ONE_LAUNCH + 1, 1056, 32, 0, 1, 1, 3, MEMRA_LAYOUT_TILE_MAX},
