@@ -200,10 +200,11 @@ MEMRA_DEVICE void memra_layout_labels(const memra_layout_params *lp, memra_u32 e
  * its padding and its blocks' label, lane l taking slots and blocks l, l +
  * 32, ... A run's padding is up to block_size - 1 adjacent slots and its
  * labels adjacent words, so the warp's stores are whole lines; a thread an
- * expert wrote them a slot at a time, each store of a warp in 32 lines,
- * and in one block those stores were most of the layout's time (H100,
- * DeepSeek-V3's 256 experts at 512 tokens, block size 64: about 15 us;
- * BENCHMARKS.md). */
+ * expert wrote them a slot at a time, each store of a warp in 32 lines
+ * (with one block laying out DeepSeek-V3's 512 tokens, block size 64, the
+ * layout took about 15 us past the routing's on the H100, most of it, by
+ * our count of those stores, theirs; BENCHMARKS.md, twenty-third
+ * session: not yet measured apart). */
 MEMRA_DEVICE void memra_layout_run(const memra_layout_params *lp, memra_u32 e, memra_u32 start,
                                    memra_u32 count, memra_u32 n_pairs, memra_u32 lane)
 {
