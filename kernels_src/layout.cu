@@ -586,6 +586,32 @@ MEMRA_DEVICE void memra_layout_tokens(const memra_layout_params *lp, const int *
 #define MEMRA_LAYOUT_KPARAMS                                                                       \
     const int *ids, memra_u32 n_pairs, memra_u32 tile, memra_layout_params lp
 
+/* Each pair of [lo, hi) added to its expert's count, hist[e], and, with
+ * `before`, those below t0 to before[e] too (every thread of the block
+ * calls; shared atomics, so in no order). MEMRA_LAYOUT_BATCH loads in
+ * flight a thread: the atomics between them would otherwise keep each
+ * load waiting on the one before. */
+MEMRA_DEVICE void memra_layout_count(const int *ids, memra_u32 lo, memra_u32 hi, memra_u32 E,
+                                     memra_u32 *hist, memra_u32 *before, memra_u32 t0)
+{
+    for (memra_u32 p0 = lo + threadIdx.x; p0 < hi; p0 += MEMRA_LAYOUT_BATCH * blockDim.x) {
+        memra_u32 e[MEMRA_LAYOUT_BATCH];
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+            const memra_u32 p = p0 + i * blockDim.x;
+            e[i] = p < hi ? memra_layout_expert(ids, p, E, 0) : E;
+        }
+        MEMRA_UNROLL
+        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
+            if (e[i] >= E)
+                continue;
+            atomicAdd(&hist[e[i]], 1u);
+            if (before && p0 + i * blockDim.x < t0)
+                atomicAdd(&before[e[i]], 1u);
+        }
+    }
+}
+
 /* Place warp `wid`'s range [lo, hi) of the tile [t0, t1) of `tile` pairs
  * (MEMRA_LAYOUT_PLACE_WARPS ranges of whole chunks). */
 MEMRA_DEVICE void memra_layout_tile_range(memra_u32 t0, memra_u32 t1, memra_u32 tile, memra_u32 wid,
@@ -644,23 +670,7 @@ MEMRA_DEVICE void memra_layout_tiled(const memra_layout_params *lp, const int *i
     for (memra_u32 i = tid; i < (PW + 2u) * E; i += nthreads)
         scratch[i] = 0;
     memra_block_sync();
-    /* Every pair, MEMRA_LAYOUT_BATCH loads in flight a thread. */
-    for (memra_u32 p0 = tid; p0 < n_pairs; p0 += MEMRA_LAYOUT_BATCH * nthreads) {
-        memra_u32 e[MEMRA_LAYOUT_BATCH];
-        MEMRA_UNROLL
-        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
-            const memra_u32 p = p0 + i * nthreads;
-            e[i] = p < n_pairs ? memra_layout_expert(ids, p, E, 0) : E;
-        }
-        MEMRA_UNROLL
-        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
-            if (e[i] >= E)
-                continue;
-            atomicAdd(&total[e[i]], 1u);
-            if (p0 + i * nthreads < t0)
-                atomicAdd(&before[e[i]], 1u);
-        }
-    }
+    memra_layout_count(ids, 0, n_pairs, E, total, before, t0);
     if (wid < PW)
         memra_layout_walk(lp, ids, lo, hi, first, hist + wid * E, NULL, 0);
     memra_block_sync();
@@ -707,20 +717,7 @@ MEMRA_KERNEL MEMRA_BOUNDS(MEMRA_LAYOUT_COUNT_THREADS)
     memra_block_sync();
     const memra_u32 lo = blockIdx.x * tile;
     const memra_u32 hi = n_pairs - lo < tile ? n_pairs : lo + tile;
-    /* MEMRA_LAYOUT_BATCH loads in flight a thread: the atomics between
-     * them would otherwise keep each load waiting on the one before. */
-    for (memra_u32 p0 = lo + threadIdx.x; p0 < hi; p0 += MEMRA_LAYOUT_BATCH * blockDim.x) {
-        memra_u32 e[MEMRA_LAYOUT_BATCH];
-        MEMRA_UNROLL
-        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++) {
-            const memra_u32 p = p0 + i * blockDim.x;
-            e[i] = p < hi ? memra_layout_expert(ids, p, E, 0) : E;
-        }
-        MEMRA_UNROLL
-        for (memra_u32 i = 0; i < MEMRA_LAYOUT_BATCH; i++)
-            if (e[i] < E)
-                atomicAdd(&hist[e[i]], 1u);
-    }
+    memra_layout_count(ids, lo, hi, E, hist, NULL, 0);
     memra_block_sync();
     memra_u32 *tc = (memra_u32 *)lp.workspace + (memra_u64)blockIdx.x * E;
     for (memra_u32 e = threadIdx.x; e < E; e += blockDim.x)
