@@ -251,7 +251,8 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
     enum { V = MEMRA_ROUTE_TEAM_V };
     MEMRA_RW_FN(memra_rw_shared) *const sh = &MEMRA_RW_FN(memra_rw_sh).w[threadIdx.x >> 5];
     const memra_u32 E = n_expert, lane = threadIdx.x & 31u, base = lane & ~(Q - 1u);
-    const memra_u32 tl = lane - base, nv = P / Q;
+    const memra_u32 tl = lane & (Q - 1u), nv = P / Q; /* lane - base, written so the
+                                                        compiler knows it below Q */
     const memra_u32 t = memra_route_team_token(blockIdx.x, blockDim.x, threadIdx.x, Q, n_tokens);
     const int dt = MEMRA_ROUTE_DTYPE(flags), bias_dt = flags & MEMRA_ROUTE_FLAG_BIAS_BF16 ? 1 : 0;
     const int sigmoid = (flags & MEMRA_ROUTE_FLAG_SIGMOID) != 0,
@@ -270,15 +271,6 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
     const memra_u32 valid = MEMRA_RW_FN(memra_rw_load)(
         logits, dt, bias, bias_dt, n_real, flags, n_tokens, t, E, tl, Q, nv, V,
         Q == 32u ? 0xffffffffu : ((1u << Q) - 1u) << base, x, b, s, &real, &bad);
-    int slot[V];
-    memra_vrows_macro mac[V];
-    MEMRA_UNROLL
-    for (int v = 0; v < V; v++) {
-        slot[v] = o.tables && real && ((valid >> v) & 1u)
-                      ? memra_vrows_slot((int)(tl + Q * (memra_u32)v), &o.c)
-                      : MEMRA_SLOT_BAD;
-        mac[v] = memra_vrows_macro_at(&o.c, slot[v]);
-    }
     if (sigmoid) {
         MEMRA_RW_FN(memra_rw_sigmoids)(x, s, valid, V);
     } else {
@@ -332,7 +324,6 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
                 if (be == tl + Q * (memra_u32)v) {
                     taken |= 1u << v;
                     we[j] = (int)be, ws[j] = s[v];
-                    sh->wslot[base + j] = slot[v], sh->wmac[base + j] = mac[v];
                 }
         }
     }
@@ -346,13 +337,15 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
             memra_route_emit_pad(&o, t, j);
         } else if (bad) {
             memra_route_emit_bad(&o, t, j, top_k);
-        } else if (j < top_k) {
-            memra_route_emit_at(&o, t, j, we[j],
-                                memra_route_weight(j, top_k, ws[j], W, flags, scale, shared_weight),
-                                sh->wslot[base + j], sh->wmac[base + j]);
         } else {
-            memra_route_emit(&o, t, j, (int)(E + (j - top_k)),
-                             memra_route_weight(j, top_k, 0.0f, W, flags, scale, shared_weight));
+            /* The pair's slot and macro values are read here, for the one
+             * expert the lane writes, not ahead for each of its V experts
+             * (the 4 x 4 reads and their branches were a quarter of this
+             * form's instructions: Mixtral's spec build 2,424 -> 2,040 sm_90
+             * instructions). */
+            memra_route_emit(&o, t, j, j < top_k ? we[j] : (int)(E + (j - top_k)),
+                             memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags, scale,
+                                                shared_weight));
         }
     }
 }
@@ -367,7 +360,11 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
         const memra_u32 P2 = MEMRA_ABI_POW2_32(n_expert);
         const memra_u32 Q = MEMRA_ROUTE_TEAM_LANES(n_expert, n_group, top_k, flags);
         if (Q < P2) {
-            memra_rw_many(MEMRA_ROUTE_ARGS, P2, Q);
+            /* Q is the few-lanes form's here: written as the constant it
+             * is in a spec's build (the call's flag left out), the lanes'
+             * expert loops and validity tests fold. */
+            memra_rw_many(MEMRA_ROUTE_ARGS, P2,
+                          MEMRA_ROUTE_TEAM_LANES(n_expert, 1u, top_k, MEMRA_ROUTE_FLAG_FEW_LANES));
             return;
         }
     }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Kernel variants measured by the benchmark of record: bench_peers run with the
+# shipped library and with libraries built from patched copies of the tree, the
+# arms taking turns, on the GPU machine:
+#
+#   benchmarks/ab_peers.sh BENCH_PEERS BUILD OUTDIR ROUNDS NAME=PATCH[+PATCH...] ... -- ARGS...
+#
+# BENCH_PEERS is a bench_peers binary (benchmarks/peers/build.sh) linked against
+# BUILD's library; each variant NAME is the tree with its patches applied in order
+# (`patch -p1` from the repository root; the first line of a stacked patch says
+# so, as in benchmarks/variants/), built library-only in OUTDIR/ab-NAME.build.
+# The library is swapped by LD_PRELOAD (same soname, so the binary's own link
+# resolves to it, whatever its rpath). ROUNDS rounds, each running "shipped" and
+# then every variant with bench_peers' ARGS (e.g. --sections prefill --configs
+# Mixtral): the card's clock drifts over a call, so no arm's numbers all come
+# from one end of it. Logs: OUTDIR/ab-NAME-rR.log (and .json). The kernel text is
+# the library's own (embedded at build time), and the disk cache keys on it, so
+# no arm can run another's kernels.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+[ $# -ge 5 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+bench=$1 build=$2 out=$3 rounds=$4
+shift 4
+variants=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    variants+=("$1")
+    shift
+done
+[ "${1:-}" = -- ] && shift
+case $rounds in '' | *[!0-9]*) echo "ROUNDS is not a number: $rounds" >&2; exit 2 ;; esac
+[ -x "$bench" ] || { echo "no bench_peers at $bench" >&2; exit 2; }
+mkdir -p "$out"
+declare -A lib
+lib[shipped]=$(readlink -f "$build/src/libmemra.so.2")
+names=(shipped)
+for v in "${variants[@]}"; do
+    name=${v%%=*} patches=${v#*=}
+    case $name in '' | .* | shipped | *[!A-Za-z0-9_.-]*) echo "bad variant name: $name" >&2; exit 2 ;; esac
+    tree=$out/ab-$name.tree vb=$out/ab-$name.build
+    for d in "$tree" "$vb"; do
+        [ -L "$d" ] && { echo "$d is a symbolic link: not following it" >&2; exit 2; }
+    done
+    rm -rf "$tree" "$vb"
+    mkdir -p "$tree"
+    # What the library's build reads; no build folders, no .git.
+    (cd "$root" && tar cf - --exclude='./build*' --exclude=./.git --exclude=./bindings \
+        --exclude=./docs --exclude=./python . ) | (cd "$tree" && tar xf -)
+    IFS=+ read -r -a list <<<"$patches"
+    ok=1
+    for p in "${list[@]}"; do
+        (cd "$tree" && patch -s -p1) <"$p" || { echo "$name: $p does not apply" >&2; ok=0; }
+    done
+    [ $ok = 1 ] || continue
+    if ! { meson setup "$vb" "$tree" -Dtests=false >"$out/ab-$name.setup.log" 2>&1 &&
+        meson compile -C "$vb" src/memra:shared_library >"$out/ab-$name.compile.log" 2>&1; }; then
+        echo "$name: the build failed (ab-$name.*.log)" >&2
+        tail -20 "$out/ab-$name.compile.log" >&2
+        continue
+    fi
+    lib[$name]=$(readlink -f "$vb/src/libmemra.so.2")
+    names+=("$name")
+done
+for r in $(seq 1 "$rounds"); do
+    for n in "${names[@]}"; do
+        LD_PRELOAD=${lib[$n]} timeout 600 "$bench" --json "$out/ab-$n-r$r.json" "$@" \
+            >"$out/ab-$n-r$r.log" 2>&1
+        echo "round $r, $n: rc $? (ab-$n-r$r.log)"
+    done
+done
