@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every patch in benchmarks/variants/ still applies to kernels_src/, alone
+# Every patch in benchmarks/variants/ still applies to kernels_src/ (or src/, include/), alone
 # (or on the patches its preamble says it stacks on) and as each line of benchmarks/variants/queue,
-# queue-prefill and queue-batch combines them, so the next
+# queue-prefill, queue-batch and queue-ab combines them, so the next
 # GPU run (MEMRA_STAGES=variants) measures what the queue names. Skips (77)
 # without git or outside a git checkout.
 set -euo pipefail
@@ -16,7 +16,7 @@ n=0
 try() { # what, patch paths from the repository root...
     local what=$1
     shift
-    rm -rf "$work/t" && mkdir -p "$work/t" && cp -r "$src/kernels_src" "$work/t/"
+    rm -rf "$work/t" && mkdir -p "$work/t" && cp -r "$src/kernels_src" "$src/src" "$src/include" "$work/t/"
     git -C "$work/t" init -q
     for p in "$@"; do
         [ -f "$src/$p" ] || { echo "FAIL: $what: no $p" >&2; exit 1; }
@@ -49,4 +49,14 @@ for q in queue queue-prefill queue-batch; do
         done
     done <"$src/benchmarks/variants/$q"
 done
+# queue-ab's lines (benchmarks/ab_peers.sh): the variants before "--", whose patches may
+# touch the launcher (src/) as well as the kernels.
+while read -r -a words; do
+    case ${words[0]:-#} in '#'*) continue ;; esac
+    for w in "${words[@]}"; do
+        [ "$w" = -- ] && break
+        IFS=+ read -r -a list <<<"${w#*=}"
+        try "queue-ab: $w" "${list[@]}"
+    done
+done <"$src/benchmarks/variants/queue-ab"
 echo "ok: $n variants apply"

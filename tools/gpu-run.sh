@@ -9,7 +9,8 @@
 #                 `memra-bench --route`; "torch-bench" only benchmarks/bench_torch.py;
 #                 "variants" the phase probe of benchmarks/variants/queue's kernels,
 #                 queue-prefill's team kernels over 64, 4,096 and 65,536 tokens, and
-#                 queue-batch's probes at decode batch sizes)
+#                 queue-batch's probes at decode batch sizes; "ab" benchmarks/variants/queue-ab's
+#                 library variants beside the shipped one in bench_peers, benchmarks/ab_peers.sh)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
 #   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
@@ -144,4 +145,28 @@ if has bench || has peers; then
     echo "bench_peers: not built (no nvcc at $nv, or the build failed: bench-peers-build.log)" | tee "$out/bench-peers.log"
     tail -30 "$out/bench-peers-build.log" 2>/dev/null
   fi
+fi
+pack
+if has ab; then
+  # Changes measured by the benchmark of record (benchmarks/ab_peers.sh): a line of
+  # benchmarks/variants/queue-ab each (VARIANT... -- bench_peers' arguments), MEMRA_AB_ROUNDS
+  # rounds (default 2) of the shipped library and each variant's in turn.
+  nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [ -x /tmp/bench_peers ] || NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers \
+    >"$out/bench-peers-build.log" 2>&1
+  i=0
+  while read -r line; do
+    case $line in '' | '#'*) continue ;; esac
+    i=$((i + 1))
+    read -r -a aargs <<<"$line"
+    timeout 500 benchmarks/ab_peers.sh /tmp/bench_peers "$b" "/tmp/memra-ab/$i" \
+      "${MEMRA_AB_ROUNDS:-2}" "${aargs[@]}" >"$out/ab-$i.log" 2>&1 </dev/null
+    echo "ab $i: rc $? (ab-$i.log)"
+    for f in /tmp/memra-ab/$i/ab-*-r*.log; do
+      [ -f "$f" ] && cp "$f" "$out/ab$i-${f##*/ab-}"
+    done
+    # memra's cells of each arm's tables, round by round
+    grep -H -E '^\| [A-Za-z0-9.-]+ \| [0-9]+ \|' "$out"/ab$i-*.log | cut -c1-140
+    pack
+  done <benchmarks/variants/queue-ab
 fi
