@@ -1,7 +1,10 @@
 /* What ptxas made of one kernel, read from the CUBIN itself (no toolkit
  * tool): its register count, the EIATTR_REGCOUNT attribute of the
- * module's .nv.info section, and its machine-code length, the size of its
- * .text.<kernel> section over 16 bytes an instruction (sm_70 and later).
+ * module's .nv.info section; its stack frame in local memory (spilled
+ * registers, arrays it could not keep in registers), EIATTR_FRAME_SIZE of
+ * the same section, 0 where there is none; and its machine-code length,
+ * the size of its .text.<kernel> section over 16 bytes an instruction
+ * (sm_70 and later).
  * Every offset is checked against the image's size: an image that does not
  * parse answers 0, never reads past its end. */
 #ifndef MEMRA_TEST_CUBIN_STATS_H
@@ -84,13 +87,14 @@ static unsigned cubin_section(const cubin_elf *e, const char *name)
     return 0;
 }
 
-/* kernel's registers and instructions; 1 where both were found. */
-static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, unsigned *regs,
-                              unsigned *instrs)
+/* kernel's registers, stack frame bytes and instructions; 1 where the
+ * registers and instructions were found. */
+static int cubin_kernel_stats_frame(const void *data, size_t n, const char *kernel, unsigned *regs,
+                                    unsigned *frame, unsigned *instrs)
 {
     cubin_elf e;
     char text[160];
-    *regs = *instrs = 0;
+    *regs = *frame = *instrs = 0;
     if (!cubin_open(&e, data, n) ||
         (size_t)snprintf(text, sizeof text, ".text.%s", kernel) >= sizeof text)
         return 0;
@@ -114,7 +118,8 @@ static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, un
     }
     /* .nv.info: records of a format byte, an attribute byte and a 16-bit
      * value; format 4 (EIFMT_SVAL) makes that value the size of a payload
-     * that follows. REGCOUNT (0x2f) holds the symbol index, the count. */
+     * that follows. REGCOUNT (0x2f) and FRAME_SIZE (0x11) each hold the
+     * symbol index, then the count. */
     const uint64_t ibase = cubin_sh(&e, info, 24, 8), isize = cubin_sh(&e, info, 32, 8);
     if (!index || !cubin_fits(&e, ibase, isize))
         return 0;
@@ -123,14 +128,21 @@ static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, un
         if (fmt == 4) {
             if (p + 4 + len > ibase + isize)
                 return 0;
-            if (attr == 0x2f && len == 8 && cubin_le(e.d + p + 4, 4) == index)
-                *regs = (unsigned)cubin_le(e.d + p + 8, 4);
+            if ((attr == 0x2f || attr == 0x11) && len == 8 && cubin_le(e.d + p + 4, 4) == index)
+                *(attr == 0x2f ? regs : frame) = (unsigned)cubin_le(e.d + p + 8, 4);
             p += 4 + len;
         } else {
             p += 4;
         }
     }
     return *regs > 0 && *instrs > 0;
+}
+
+static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, unsigned *regs,
+                              unsigned *instrs)
+{
+    unsigned frame;
+    return cubin_kernel_stats_frame(data, n, kernel, regs, &frame, instrs);
 }
 
 #endif /* MEMRA_TEST_CUBIN_STATS_H */
