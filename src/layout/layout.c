@@ -74,17 +74,15 @@ memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_p
     return st;
 }
 
-memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids, uint32_t n_pairs,
-                                 const memra_layout_params *lp, CUstream s)
+memra_status memra_layout_launch_with(memra_call *c, uint64_t ids, uint32_t n_pairs,
+                                      const memra_layout_params *lp, CUfunction const f[3],
+                                      CUstream s)
 {
     memra_engine *eng = c->eng;
     memra_layout_args a = {
         .ids = ids, .n_pairs = n_pairs, .tile = memra_layout_tile(n_pairs), .lp = *lp};
     a.lp.ticket = 0;
-    CUfunction f[3];
-    memra_status st = memra_layout_kernels(c, cap, n_pairs, f);
-    if (st)
-        return st;
+    memra_status st;
     if (n_pairs <= MEMRA_LAYOUT_ONE_LAUNCH)
         return memra_launch(eng, c->fn, f[0], memra_layout_small_grid(n_pairs),
                             MEMRA_LAYOUT_SMALL_THREADS, &a, sizeof a, s);
@@ -93,6 +91,14 @@ memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids,
         (st = memra_launch(eng, c->fn, f[1], 1, MEMRA_LAYOUT_SCAN_THREADS, &a, sizeof a, s)))
         return st;
     return memra_launch(eng, c->fn, f[2], lp->n_tiles, MEMRA_LAYOUT_PLACE_THREADS, &a, sizeof a, s);
+}
+
+memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids, uint32_t n_pairs,
+                                 const memra_layout_params *lp, CUstream s)
+{
+    CUfunction f[3];
+    const memra_status st = memra_layout_kernels(c, cap, n_pairs, f);
+    return st ? st : memra_layout_launch_with(c, ids, n_pairs, lp, f, s);
 }
 
 memra_status memra_layout_tables(memra_engine *eng, memra_devptr ids, uint32_t n_pairs,

@@ -18,6 +18,12 @@ memra_status memra_layout_launch(memra_call *c, memra_capture cap, uint64_t ids,
 memra_status memra_layout_kernels(memra_call *c, memra_capture cap, uint32_t n_pairs,
                                   CUfunction f[3]);
 
+/* memra_layout_launch with the kernels memra_layout_kernels gave for
+ * n_pairs (a fused call looked them up before its routing launch). */
+memra_status memra_layout_launch_with(memra_call *c, uint64_t ids, uint32_t n_pairs,
+                                      const memra_layout_params *lp, CUfunction const f[3],
+                                      CUstream s);
+
 /* The device address of layer il's count (scratch: the self-check's
  * layers), allocating the engine's counts at their first use. */
 memra_status memra_layout_ticket(memra_call *c, memra_capture cap, int il, int scratch,

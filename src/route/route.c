@@ -347,7 +347,7 @@ memra_status memra_route_launch(memra_engine *eng, const char *fn, memra_devptr 
                               MEMRA_ROUTE_TEAM_THREADS, &a, MEMRA_ROUTE_PARAM_BYTES, s);
     }
     if (!st && laid && !one_launch)
-        st = memra_layout_launch(&c, cap, sel, n_pairs, &lp, s);
+        st = memra_layout_launch_with(&c, sel, n_pairs, &lp, layout_fns, s);
 done:
     memra_call_leave(&c);
     return st;
