@@ -165,7 +165,7 @@ if has ab; then
     for f in /tmp/memra-ab/$i/ab-*-r*.log; do
       [ -f "$f" ] && cp "$f" "$out/ab$i-${f##*/ab-}"
     done
-    # memra's cells of each arm's tables, round by round
+    # each arm's table rows (memra's and the peers'), round by round
     grep -H -E '^\| [A-Za-z0-9.-]+ \| [0-9]+ \|' "$out"/ab$i-*.log | cut -c1-140
     pack
   done <benchmarks/variants/queue-ab
