@@ -13,13 +13,15 @@
 # resolves to it, whatever its rpath). ROUNDS rounds, each running "shipped" and
 # then every variant with bench_peers' ARGS (e.g. --sections prefill --configs
 # Mixtral): the card's clock drifts over a call, so no arm's numbers all come
-# from one end of it. Logs: OUTDIR/ab-NAME-rR.log (and .json). The kernel text is
-# the library's own (embedded at build time), and the disk cache keys on it, so
-# no arm can run another's kernels.
+# from one end of it. Each run's log and JSON: OUTDIR/runs/NAME-rR.{log,json}
+# (the folder emptied first: no earlier call's run is read as this one's). The
+# kernel text is the library's own (embedded at build time), and the disk cache
+# keys on it, so no arm can run another's kernels. AB_RUN_S bounds each run
+# (default 240 s). Exits 1 when a variant could not be built or a run failed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-[ $# -ge 5 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ $# -ge 5 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
 bench=$1 build=$2 out=$3 rounds=$4
 shift 4
 variants=()
@@ -30,18 +32,25 @@ done
 [ "${1:-}" = -- ] && shift
 case $rounds in '' | *[!0-9]*) echo "ROUNDS is not a number: $rounds" >&2; exit 2 ;; esac
 [ -x "$bench" ] || { echo "no bench_peers at $bench" >&2; exit 2; }
+for d in "$out" "$out/runs"; do
+    [ -L "$d" ] && { echo "$d is a symbolic link: not following it" >&2; exit 2; }
+done
 mkdir -p "$out"
+rm -rf "$out/runs"
+mkdir "$out/runs"
+failed=0
 declare -A lib
 lib[shipped]=$(readlink -f "$build/src/libmemra.so.2")
 names=(shipped)
 for v in "${variants[@]}"; do
     name=${v%%=*} patches=${v#*=}
     case $name in '' | .* | shipped | *[!A-Za-z0-9_.-]*) echo "bad variant name: $name" >&2; exit 2 ;; esac
+    [ -n "${lib[$name]:-}" ] && { echo "variant $name named twice" >&2; exit 2; }
     tree=$out/ab-$name.tree vb=$out/ab-$name.build
     for d in "$tree" "$vb"; do
         [ -L "$d" ] && { echo "$d is a symbolic link: not following it" >&2; exit 2; }
     done
-    rm -rf "$tree" "$vb"
+    rm -rf "$tree" "$vb" "$out/ab-$name".*.log
     mkdir -p "$tree"
     # What the library's build reads; no build folders, no .git.
     (cd "$root" && tar cf - --exclude='./build*' --exclude=./.git --exclude=./bindings \
@@ -49,22 +58,34 @@ for v in "${variants[@]}"; do
     IFS=+ read -r -a list <<<"$patches"
     ok=1
     for p in "${list[@]}"; do
-        (cd "$tree" && patch -s -p1) <"$p" || { echo "$name: $p does not apply" >&2; ok=0; }
+        # the patch's path as the caller gave it, not from inside the copy
+        pa=$(readlink -f "$p") && [ -f "$pa" ] || { echo "$name: no patch $p" >&2; ok=0; break; }
+        (cd "$tree" && patch -s -p1 </dev/null) <"$pa" >>"$out/ab-$name.patch.log" 2>&1 ||
+            { echo "$name: $p does not apply (ab-$name.patch.log)" >&2; ok=0; break; }
     done
-    [ $ok = 1 ] || continue
-    if ! { meson setup "$vb" "$tree" -Dtests=false >"$out/ab-$name.setup.log" 2>&1 &&
-        meson compile -C "$vb" src/memra:shared_library >"$out/ab-$name.compile.log" 2>&1; }; then
-        echo "$name: the build failed (ab-$name.*.log)" >&2
-        tail -20 "$out/ab-$name.compile.log" >&2
-        continue
+    if [ $ok = 1 ] && ! meson setup "$vb" "$tree" -Dtests=false >"$out/ab-$name.setup.log" 2>&1; then
+        echo "$name: meson setup failed (ab-$name.setup.log)" >&2
+        tail -20 "$out/ab-$name.setup.log" >&2
+        ok=0
     fi
+    if [ $ok = 1 ] && ! meson compile -C "$vb" src/memra:shared_library >"$out/ab-$name.compile.log" 2>&1; then
+        echo "$name: the build failed (ab-$name.compile.log)" >&2
+        tail -20 "$out/ab-$name.compile.log" >&2
+        ok=0
+    fi
+    [ $ok = 1 ] || { failed=1; continue; }
     lib[$name]=$(readlink -f "$vb/src/libmemra.so.2")
     names+=("$name")
 done
 for r in $(seq 1 "$rounds"); do
     for n in "${names[@]}"; do
-        LD_PRELOAD=${lib[$n]} timeout 600 "$bench" --json "$out/ab-$n-r$r.json" "$@" \
-            >"$out/ab-$n-r$r.log" 2>&1
-        echo "round $r, $n: rc $? (ab-$n-r$r.log)"
+        # --foreground: in the caller's process group, so a timeout around this
+        # script stops the benchmark too
+        timeout --foreground -k 10 "${AB_RUN_S:-240}" env LD_PRELOAD="${lib[$n]}" "$bench" \
+            --json "$out/runs/$n-r$r.json" "$@" >"$out/runs/$n-r$r.log" 2>&1
+        rc=$?
+        echo "round $r, $n: rc $rc (runs/$n-r$r.log)"
+        [ $rc = 0 ] || failed=1
     done
 done
+exit $failed

@@ -341,7 +341,7 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
             /* The pair's slot and macro values are read here, for the one
              * expert the lane writes, not ahead for each of its V experts
              * (the 4 x 4 reads and their branches were a quarter of this
-             * form's instructions: Mixtral's spec build 2,424 -> 2,040 sm_90
+             * form's instructions: Mixtral's spec build 2,424 -> 1,912 sm_90
              * instructions). */
             memra_route_emit(&o, t, j, j < top_k ? we[j] : (int)(E + (j - top_k)),
                              memra_route_weight(j, top_k, j < top_k ? ws[j] : 0.0f, W, flags, scale,

@@ -162,11 +162,12 @@ if has ab; then
     timeout 500 benchmarks/ab_peers.sh /tmp/bench_peers "$b" "/tmp/memra-ab/$i" \
       "${MEMRA_AB_ROUNDS:-2}" "${aargs[@]}" >"$out/ab-$i.log" 2>&1 </dev/null
     echo "ab $i: rc $? (ab-$i.log)"
-    for f in /tmp/memra-ab/$i/ab-*-r*.log; do
-      [ -f "$f" ] && cp "$f" "$out/ab$i-${f##*/ab-}"
+    # this call's runs only (ab_peers.sh empties runs/ first)
+    for f in /tmp/memra-ab/$i/runs/*; do
+      [ -f "$f" ] && cp "$f" "$out/ab$i-${f##*/}"
     done
     # each arm's table rows (memra's and the peers'), round by round
-    grep -H -E '^\| [A-Za-z0-9.-]+ \| [0-9]+ \|' "$out"/ab$i-*.log | cut -c1-140
+    grep -H -E '^\| [A-Za-z0-9.-]+ \| [0-9]+ \|' "$out"/ab$i-*-r*.log | cut -c1-140
     pack
   done <benchmarks/variants/queue-ab
 fi
