@@ -167,12 +167,18 @@ MEMRA_DEVICE float memra_expf_select(float x, int unbranched, int nonpos)
     const float scaled = k_big     ? memra_mul_rn(y1, memra_from_bits(0x7f000000u)) /* 2^127 */
                          : k_small ? memra_mul_rn(y1, memra_from_bits(0x0d800000u)) /* 2^-100 */
                                    : y1;
-    return is_nan   ? memra_add_rn(x, x)
-           : is_inf ? (xsb ? 0.0f : x) /* nonpos: -inf is `under` */
-           : over   ? memra_from_bits(0x7f800000u)
-           : under  ? 0.0f
-           : tiny   ? memra_add_rn(one, x)
-                    : scaled;
+    /* Each case's value made, then the case chosen by selects, tiny's
+     * first and is_nan's last, so that the case memra_expf tests first
+     * wins. Written as one chain of ?:, it was two branches and a
+     * convergence region an exp in ptxas's code (Qwen3-Next's spec build,
+     * sixteen exps a lane: 3,032 -> 2,960 sm_90 instructions this way,
+     * 77 -> 61 regions); the same values either way. */
+    const float v_nan = memra_add_rn(x, x), v_tiny = memra_add_rn(one, x);
+    float v = tiny ? v_tiny : scaled;
+    v = under ? 0.0f : v;
+    v = over ? memra_from_bits(0x7f800000u) : v;
+    v = is_inf ? (xsb ? 0.0f : x) : v; /* nonpos: -inf is `under` */
+    return is_nan ? v_nan : v;
 }
 
 /* The select form with the IEEE division (sigmoid's exp: one a lane). */
