@@ -150,7 +150,8 @@ pack
 if has ab; then
   # Changes measured by the benchmark of record (benchmarks/ab_peers.sh): a line of
   # benchmarks/variants/queue-ab each (VARIANT... -- bench_peers' arguments), MEMRA_AB_ROUNDS
-  # rounds (default 2) of the shipped library and each variant's in turn.
+  # rounds (default 2) of the shipped library and each variant's in turn; MEMRA_AB_LINES
+  # picks lines by number (the queue's non-comment lines, from 1).
   nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   [ -x /tmp/bench_peers ] || NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers \
     >"$out/bench-peers-build.log" 2>&1
@@ -158,6 +159,8 @@ if has ab; then
   while read -r line; do
     case $line in '' | '#'*) continue ;; esac
     i=$((i + 1))
+    # MEMRA_AB_LINES="1 3": those lines only (a call's 600 s hold about two)
+    [ -z "${MEMRA_AB_LINES:-}" ] || [[ " $MEMRA_AB_LINES " == *" $i "* ]] || continue
     read -r -a aargs <<<"$line"
     timeout 500 benchmarks/ab_peers.sh /tmp/bench_peers "$b" "/tmp/memra-ab/$i" \
       "${MEMRA_AB_ROUNDS:-2}" "${aargs[@]}" >"$out/ab-$i.log" 2>&1 </dev/null
