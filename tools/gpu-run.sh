@@ -134,15 +134,24 @@ if has variants; then
     pack
   done <benchmarks/variants/queue-batch
 fi
-if has bench || has peers; then
-  # memra beside the peer routers (FlashInfer, vLLM, SGLang), built with nvcc where there is one.
+# bench_peers (memra beside the peer routers: FlashInfer, vLLM, SGLang), built with nvcc where
+# there is one, once a call (a warm machine's binary may be an earlier tree's); 0 when built.
+peers_built=
+build_peers() {
+  [ -n "$peers_built" ] && return "$peers_built"
+  local nv
   nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  if [ -x "$nv" ] && NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers >"$out/bench-peers-build.log" 2>&1; then
+  [ -x "$nv" ] && NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers >"$out/bench-peers-build.log" 2>&1
+  peers_built=$?
+  return "$peers_built"
+}
+if has bench || has peers; then
+  if build_peers; then
     /tmp/bench_peers --json "$out/bench-peers.json" --budget-s "${MEMRA_PEERS_BUDGET_S:-300}" \
       ${MEMRA_PEERS_SECTIONS:+--sections "$MEMRA_PEERS_SECTIONS"} \
       ${MEMRA_PEERS_CONFIGS:+--configs "$MEMRA_PEERS_CONFIGS"} 2>&1 | tee "$out/bench-peers.log"
   else
-    echo "bench_peers: not built (no nvcc at $nv, or the build failed: bench-peers-build.log)" | tee "$out/bench-peers.log"
+    echo "bench_peers: not built (no nvcc, or the build failed: bench-peers-build.log)" | tee "$out/bench-peers.log"
     tail -30 "$out/bench-peers-build.log" 2>/dev/null
   fi
 fi
@@ -152,11 +161,9 @@ if has ab; then
   # benchmarks/variants/queue-ab each (VARIANT... -- bench_peers' arguments), MEMRA_AB_ROUNDS
   # rounds (default 2) of the shipped library and each variant's in turn; MEMRA_AB_LINES
   # picks lines by number (the queue's non-comment lines, from 1).
-  nv=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  [ -x /tmp/bench_peers ] || NVCC="$nv" benchmarks/peers/build.sh "$b" /tmp/bench_peers \
-    >"$out/bench-peers-build.log" 2>&1
   i=0
-  while read -r line; do
+  build_peers || { echo "ab: bench_peers not built (bench-peers-build.log)"; i=-1; }
+  while [ $i -ge 0 ] && read -r line; do
     case $line in '' | '#'*) continue ;; esac
     i=$((i + 1))
     # MEMRA_AB_LINES="1 3": those lines only (a call's 600 s hold about two)
