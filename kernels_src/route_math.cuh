@@ -90,42 +90,42 @@ MEMRA_DEVICE float memra_expf(float x)
                         memra_from_bits(0x0d800000u)); /* 2^-100 */
 }
 
-/* a / d rounded once, for exp's rational step only (d is 2 - c or c - 2 with
- * |c| < 0.4, so |d| lies in [1.6, 2.4]; a = r c is zero or normal): the
- * reciprocal by three Newton steps from a bit-pattern guess, then one
- * correction of the quotient (Markstein's), IEEE operations with explicit
- * fma and no branch, where the IEEE division compiles to a range check and a
- * branch to a slow path (a region of its own, which keeps a lane's several
- * exps from overlapping). Not a general division: for every input of
- * memra_expf_flat it gives the IEEE division's bits (all 2^32 floats by an
- * exhaustive host check when it was written; test_routing holds
- * memra_expf_flat to memra_expf, whose division is the IEEE one, on every
- * 61st float and around each range boundary). */
+/* a / d rounded once, for exp's rational step only (d is 2 - c with
+ * |c| < 0.4, so d lies in [1.6, 2.4]; a = r c is zero or normal): the
+ * reciprocal from a quadratic (minimax for 1/d there, relative error
+ * 2.1e-3) by two Newton steps, then one correction of the quotient
+ * (Markstein's), IEEE operations with explicit fma and no branch, where
+ * the IEEE division compiles to a range check and a branch to a slow path
+ * (a region of its own, which keeps a lane's several exps from
+ * overlapping). Not a general division: for every input of memra_expf's
+ * select forms it gives the IEEE division's bits (test_routing compares
+ * them with memra_expf, whose division is the IEEE one, on every 61st
+ * float and around each range boundary, and on all 2^32 floats with
+ * MEMRA_EXPF_EXHAUSTIVE=1). */
 MEMRA_DEVICE float memra_exp_div(float a, float d)
 {
-    const float ad = memra_from_bits(memra_as_bits(d) & 0x7fffffffu);
-    float y = memra_from_bits(0x7ef311c7u - memra_as_bits(ad));
-    for (int i = 0; i < 3; i++)
-        y = memra_fma_rn(y, memra_fma_rn(-ad, y, 1.0f), y);
-    y = d < 0.0f ? -y : y;
+    const float c2 = memra_from_bits(0x3e03f571u), c1 = memra_from_bits(0xbf45f02au),
+                c0 = memra_from_bits(0x3fc3f571u);
+    float y = memra_fma_rn(memra_fma_rn(c2, d, c1), d, c0);
+    for (int i = 0; i < 2; i++)
+        y = memra_fma_rn(y, memra_fma_rn(-d, y, 1.0f), y);
     const float q = memra_mul_rn(a, y);
     return memra_fma_rn(memra_fma_rn(-q, d, a), y, q);
 }
 
 /* memra_expf with one path for every input, its cases chosen by selects,
- * each case's result the same sequence of operations as memra_expf's branch
- * for it (test_routing compares the two on every 61st float and around every
- * range boundary: bit for bit). Sigmoid takes exp(-x) of logits of both
- * signs, where a warp ran the branches one after another: on the H200 the
- * scores of a DeepSeek-V3 decode step took 865 cycles this way against
- * 1129. Softmax's exp(x - max) is faster with the branches (2000 against
- * 2283 cycles for Qwen3-MoE) where a thread takes one, so the block kernel
- * keeps them. `unbranched` divides the rational step by memra_exp_div, not
- * the IEEE division (the same bits): no branch at all, for a lane that
- * computes several exps (the team kernels' softmax), which then overlap; a
- * lane of one exp keeps the IEEE division, which needs fewer registers (the
- * screened DeepSeek-V3 kernel spilled with memra_exp_div in its sigmoid). */
-MEMRA_DEVICE float memra_expf_select(float x, int unbranched, int nonpos)
+ * each case's result the same bits as memra_expf's branch for it
+ * (test_routing compares the two on every 61st float and around every
+ * range boundary, and on all 2^32 floats with MEMRA_EXPF_EXHAUSTIVE=1).
+ * Sigmoid takes exp(-x) of logits of both signs, where a warp ran the
+ * branches one after another: on the H200 the scores of a DeepSeek-V3
+ * decode step took 865 cycles this way against 1129. The rational step
+ * divides by memra_exp_div, not the IEEE division (the same bits): no
+ * branch at all, so a lane's several exps (the team kernels' softmax)
+ * overlap. Softmax's exp(x - max) where a thread takes one (the block
+ * kernel) keeps memra_expf's branches (2000 against 2283 cycles for
+ * Qwen3-MoE, measured against an older select form). */
+MEMRA_DEVICE float memra_expf_select(float x, int nonpos)
 {
     MEMRA_EXPF_PROLOGUE(x);
     /* `nonpos`: the caller's x is never above zero unless NaN (softmax's
@@ -140,28 +140,33 @@ MEMRA_DEVICE float memra_expf_select(float x, int unbranched, int nonpos)
     const int tiny = hx < 0x39000000u;                    /* |x| < 2^-14 */
     const float xs =                                      /* keeps k in range */
         is_nan || is_inf || over || under || (nonpos && !xsb) ? 0.0f : x;
-    /* |x| > 0.5 ln2: k = round(x / ln2); k * ln2hi is exact. memra_expf's
-     * case |x| < 1.5 ln2 (k = +-1, hi = x -+ ln2hi, lo = +-ln2lo) is this
-     * one: k comes out +-1 for every float there (test_routing compares
-     * the two forms on each of them), and x - (-1) ln2hi is x + ln2hi
-     * exactly. */
-    const float kf = memra_add_rn(memra_mul_rn(invln2, xs), neg ? -0.5f : 0.5f);
-    const int k_far = (int)kf; /* towards zero, as C and cvt.rzi do */
-    const float t_far = (float)k_far;
-    const float hi = reduce ? memra_sub_rn(xs, memra_mul_rn(t_far, ln2hi)) : 0.0f;
-    const float lo = reduce ? memra_mul_rn(t_far, ln2lo) : 0.0f;
-    const int k = reduce ? k_far : 0;
-    const float r = reduce ? memra_sub_rn(hi, lo) : xs;
+    /* |x| > 0.5 ln2: k = round(x / ln2); k * ln2hi is exact, so x - k ln2hi
+     * is one fma. memra_expf's case |x| < 1.5 ln2 (k = +-1, hi = x -+ ln2hi,
+     * lo = +-ln2lo) is this one: k comes out +-1 for every float there
+     * (test_routing compares the two forms on each of them), and
+     * x - (-1) ln2hi is x + ln2hi exactly. Elsewhere k = 0, which makes
+     * hi = x, lo = +0 and r = x, memra_expf's values for |x| <= 0.5 ln2,
+     * with no select of its own. */
+    const float kf = reduce ? memra_add_rn(memra_mul_rn(invln2, xs), neg ? -0.5f : 0.5f) : 0.0f;
+    const int k = (int)kf; /* towards zero, as C and cvt.rzi do */
+    const float tk = (float)k;
+    const float hi = memra_fma_rn(-tk, ln2hi, xs), lo = memra_mul_rn(tk, ln2lo);
+    const float r = memra_sub_rn(hi, lo);
     const float t = memra_mul_rn(r, r);
     const float c = memra_sub_rn(r, memra_mul_rn(t, memra_add_rn(p1, memra_mul_rn(t, p2))));
-    const float num = memra_mul_rn(r, c),
-                den = k == 0 ? memra_sub_rn(c, two) : memra_sub_rn(two, c);
-    const float q = unbranched ? memra_exp_div(num, den) : memra_div_rn(num, den);
-    const float y = k == 0 ? memra_sub_rn(one, memra_sub_rn(q, r))
-                           : memra_sub_rn(one, memra_sub_rn(memra_sub_rn(lo, q), hi));
+    /* memra_expf's k = 0 case, 1 - (r c / (c - 2) - r), is the general
+     * one at lo = +0 and hi = r: r c / (2 - c) is the other quotient
+     * negated exactly, and +0 minus it is that quotient (a zero quotient
+     * only where r is zero, which is the tiny case). */
+    const float num = memra_mul_rn(r, c), den = memra_sub_rn(two, c);
+    const float q = memra_exp_div(num, den);
+    const float y = memra_sub_rn(one, memra_sub_rn(memra_sub_rn(lo, q), hi));
     /* y * 2^k: in two steps at k = 128 and below 2^-125 (so a subnormal
-     * result is rounded once), else in one. */
-    const int k_big = !nonpos && k == 128, k_small = k < -125;
+     * result is rounded once), else in one. `nonpos` (k <= 0) takes the
+     * two steps below 2^-125's for every k: y 2^(k+100) is exact and
+     * normal, and so is its product with 2^-100 wherever y 2^k is normal
+     * (k >= -125, y > 0.7): the same bits with no test of k. */
+    const int k_big = !nonpos && k == 128, k_small = nonpos || k < -125;
     const memra_u32 e1 = (memra_u32)(0x7f + (k_small ? k + 100 : k_big ? 1 : k)) << 23;
     const float y1 = memra_mul_rn(y, memra_from_bits(e1));
     const float scaled = k_big     ? memra_mul_rn(y1, memra_from_bits(0x7f000000u)) /* 2^127 */
@@ -181,25 +186,19 @@ MEMRA_DEVICE float memra_expf_select(float x, int unbranched, int nonpos)
     return is_nan ? v_nan : v;
 }
 
-/* The select form with the IEEE division (sigmoid's exp: one a lane). */
+/* The select form for x of either sign (sigmoid's exp(-x)). */
 MEMRA_DEVICE float memra_expf_flat(float x)
 {
-    return memra_expf_select(x, 0, 0);
+    return memra_expf_select(x, 0);
 }
 
-/* The select form with no branch at all (a lane's several exps). */
-MEMRA_DEVICE float memra_expf_many(float x)
-{
-    return memra_expf_select(x, 1, 0);
-}
-
-/* memra_expf_many for x <= 0 or NaN (softmax's x - max, where a token's
+/* memra_expf_flat for x <= 0 or NaN (softmax's x - max, where a token's
  * logits are finite; a token with a non-finite one is written out as such
  * whatever its exps): memra_expf's bits there, about a sixth fewer
  * instructions. */
-MEMRA_DEVICE float memra_expf_many_nonpos(float x)
+MEMRA_DEVICE float memra_expf_nonpos(float x)
 {
-    return memra_expf_select(x, 1, 1);
+    return memra_expf_select(x, 1);
 }
 
 /* The expert order: higher choice score first, the lower index on a tie.

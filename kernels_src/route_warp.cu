@@ -281,7 +281,7 @@ MEMRA_DEVICE void memra_rw_many(MEMRA_ROUTE_PARAMS, memra_u32 P, memra_u32 Q)
             acc[v] = 0.0f;
             if ((valid >> v) & 1u) {
                 /* a lane's exps overlap; x - mx is never above zero */
-                s[v] = memra_expf_many_nonpos(memra_sub_rn(x[v], mx));
+                s[v] = memra_expf_nonpos(memra_sub_rn(x[v], mx));
                 acc[v] = memra_add_rn(0.0f, s[v]);
             }
         }
@@ -449,7 +449,7 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
                  * branch form, the shorter chain. The same bits (d is
                  * never above zero). */
                 const float d = memra_sub_rn(x[i], mx);
-                s[i] = M > 1 ? memra_expf_many_nonpos(d) : memra_expf(d);
+                s[i] = M > 1 ? memra_expf_nonpos(d) : memra_expf(d);
                 sum = memra_add_rn(sum, s[i]);
             }
         for (memra_u32 off = P / 2u; off > 0; off >>= 1)
@@ -832,6 +832,17 @@ MEMRA_DEVICE void MEMRA_RW_FN(memra_route_warp_body)(MEMRA_ROUTE_PARAMS)
  * 114 when the candidates were made exact in the ranking pass; held to 80
  * (six blocks an SM, as before). */
 #define MEMRA_RW_BOUNDS MEMRA_BOUNDS_MIN(MEMRA_ROUTE_TEAM_THREADS, 6)
+#elif defined(MEMRA_SPEC_E) && MEMRA_ROUTE_SCREEN && MEMRA_ROUTE_M == 8 && MEMRA_SPEC_NG > 1
+/* DeepSeek-V3's +layout build: ptxas's own choice 72 registers and a
+ * 16-byte frame once exp's select form lost its division's branch (80
+ * and 8 before); asked for six blocks an SM, the same 72 and no frame
+ * (GLM-4.5's, one group, would take 72 where it chooses 56). */
+#define MEMRA_RW_BOUNDS MEMRA_BOUNDS_MIN(MEMRA_ROUTE_TEAM_THREADS, 6)
+#elif !defined(MEMRA_SPEC_E) && !MEMRA_ROUTE_SCREEN && MEMRA_ROUTE_M == 16
+/* The generic build of sixteen experts a lane: 96 registers (five blocks
+ * an SM) until exp's select form lost its division's branch, after which
+ * a lane's sixteen exps overlap and ptxas chose 113; held to 96. */
+#define MEMRA_RW_BOUNDS MEMRA_BOUNDS_MIN(MEMRA_ROUTE_TEAM_THREADS, 5)
 #else
 #define MEMRA_RW_BOUNDS MEMRA_BOUNDS(MEMRA_ROUTE_TEAM_THREADS)
 #endif

@@ -80,16 +80,19 @@ static void test_expf_edges(void **state)
 }
 
 /* The forms of exp (route_math.cuh): bit for bit the same. The select
- * forms against the branch form, whose division is the IEEE one: with the
- * IEEE division (memra_expf_flat) and with memra_exp_div (memra_expf_many,
- * a reciprocal by Newton steps and a Markstein correction, equal to the
- * IEEE quotient only on the inputs exp gives it: this is what holds it). */
+ * forms against the branch form, whose division is the IEEE one; theirs is
+ * memra_exp_div (a reciprocal by a quadratic and Newton steps, and a
+ * Markstein correction), equal to the IEEE quotient only on the inputs exp
+ * gives it: this is what holds it. MEMRA_EXPF_EXHAUSTIVE=1 takes every
+ * float (about a minute a form; run it after any change to exp). */
 static void expf_select_equals_branches(float (*form)(float), const char *name, int nonpos)
 {
-    /* Every 61st bit pattern (every 6101st under valgrind), then every
-     * float within 4096 ulps of each range boundary, both signs. */
+    /* Every 61st bit pattern (every 6101st under valgrind, every one
+     * asked for), then every float within 4096 ulps of each range
+     * boundary, both signs. */
     const int slow = getenv("MEMRA_UNDER_VALGRIND") != NULL;
-    const uint32_t step = slow ? 6101 : 61;
+    const char *every = getenv("MEMRA_EXPF_EXHAUSTIVE");
+    const uint32_t step = every && strcmp(every, "1") == 0 ? 1 : slow ? 6101 : 61;
     uint64_t n = 0, bad = 0;
     uint32_t first_bad = 0;
     /* A form for x <= 0 (nonpos) is held to it there, -0, +0 and NaNs. */
@@ -129,12 +132,6 @@ static void test_expf_selects_equal_branches(void **state)
     expf_select_equals_branches(memra_expf_flat, "memra_expf_flat", 0);
 }
 
-static void test_expf_unbranched_equals_branches(void **state)
-{
-    (void)state;
-    expf_select_equals_branches(memra_expf_many, "memra_expf_many", 0);
-}
-
 /* Softmax's form, for x - max (never above zero): memra_expf's bits on
  * every input it is given (the non-positive floats and NaNs), and a
  * positive input does not reach an undefined conversion (UBSan's
@@ -142,10 +139,10 @@ static void test_expf_unbranched_equals_branches(void **state)
 static void test_expf_nonpos_equals_branches(void **state)
 {
     (void)state;
-    expf_select_equals_branches(memra_expf_many_nonpos, "memra_expf_many_nonpos", 1);
+    expf_select_equals_branches(memra_expf_nonpos, "memra_expf_nonpos", 1);
     const uint32_t pos[] = {0x7f800000u, 0x7f7fffffu, 0x42b17218u, 0x43000000u, 0x3f800000u, 1u};
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-        (void)memra_expf_many_nonpos(u2f(pos[i]));
+        (void)memra_expf_nonpos(u2f(pos[i]));
 }
 
 /* The team kernel's token index at the largest grids the limits allow
@@ -2247,7 +2244,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_expf_within_2_ulp),
         cmocka_unit_test(test_expf_edges),
         cmocka_unit_test(test_expf_selects_equal_branches),
-        cmocka_unit_test(test_expf_unbranched_equals_branches),
         cmocka_unit_test(test_expf_nonpos_equals_branches),
         cmocka_unit_test(test_team_token_past_2_to_the_32_threads),
         cmocka_unit_test(test_sigmoid_screen_within_its_bound),
