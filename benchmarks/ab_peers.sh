@@ -11,9 +11,10 @@
 # so, as in benchmarks/variants/), built library-only in OUTDIR/ab-NAME.build.
 # The library is swapped by LD_PRELOAD (same soname, so the binary's own link
 # resolves to it, whatever its rpath). ROUNDS rounds, each running "shipped" and
-# then every variant with bench_peers' ARGS (e.g. --sections prefill --configs
-# Mixtral): the card's clock drifts over a call, so no arm's numbers all come
-# from one end of it. Each run's log and JSON: OUTDIR/runs/NAME-rR.{log,json}
+# every variant with bench_peers' ARGS (e.g. --sections prefill --configs
+# Mixtral), each round starting one arm further on: the card's clock drifts
+# over a call and its first run reads slower, so no arm's numbers all come
+# from one end of it or from the first place. Each run's log and JSON: OUTDIR/runs/NAME-rR.{log,json}
 # (the folder emptied first: no earlier call's run is read as this one's). The
 # kernel text is the library's own (embedded at build time), and the disk cache
 # keys on it, so no arm can run another's kernels. AB_RUN_S bounds each run
@@ -77,8 +78,14 @@ for v in "${variants[@]}"; do
     lib[$name]=$(readlink -f "$vb/src/libmemra.so.2")
     names+=("$name")
 done
+n_arms=${#names[@]}
 for r in $(seq 1 "$rounds"); do
-    for n in "${names[@]}"; do
+    # Round r starts at arm r - 1 (round 1 with "shipped"): the first run of a
+    # call read slower copies as well as slower kernels (the twenty-fifth
+    # session's A/B: Mixtral's copy 3.01 µs in the first arm's turns, 2.76-2.85
+    # in the others'), so the first place goes round the arms.
+    for k in $(seq 0 $((n_arms - 1))); do
+        n=${names[$(((r - 1 + k) % n_arms))]}
         # --foreground: in the caller's process group, so a timeout around this
         # script stops the benchmark too
         timeout --foreground -k 10 "${AB_RUN_S:-240}" env LD_PRELOAD="${lib[$n]}" "$bench" \
