@@ -84,7 +84,7 @@ static void test_expf_edges(void **state)
  * memra_exp_div (a reciprocal by a quadratic and Newton steps, and a
  * Markstein correction), equal to the IEEE quotient only on the inputs exp
  * gives it: this is what holds it. MEMRA_EXPF_EXHAUSTIVE=1 takes every
- * float (about a minute a form; run it after any change to exp). */
+ * float (a few minutes on one core; run it after any change to exp). */
 static void expf_select_equals_branches(float (*form)(float), const char *name, int nonpos)
 {
     /* Every 61st bit pattern (every 6101st under valgrind, every one
