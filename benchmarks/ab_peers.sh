@@ -22,6 +22,8 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
+# shellcheck source=benchmarks/variant_lib.sh
+. "$here/variant_lib.sh"
 [ $# -ge 5 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
 bench=$1 build=$2 out=$3 rounds=$4
 shift 4
@@ -45,7 +47,7 @@ lib[shipped]=$(readlink -f "$build/src/libmemra.so.2")
 names=(shipped)
 for v in "${variants[@]}"; do
     name=${v%%=*} patches=${v#*=}
-    case $name in '' | .* | shipped | *[!A-Za-z0-9_.-]*) echo "bad variant name: $name" >&2; exit 2 ;; esac
+    { variant_name_ok "$name" && [ "$name" != shipped ]; } || { echo "bad variant name: $name" >&2; exit 2; }
     [ -n "${lib[$name]:-}" ] && { echo "variant $name named twice" >&2; exit 2; }
     tree=$out/ab-$name.tree vb=$out/ab-$name.build
     for d in "$tree" "$vb"; do
@@ -56,14 +58,8 @@ for v in "${variants[@]}"; do
     # What the library's build reads; no build folders, no .git.
     (cd "$root" && tar cf - --exclude='./build*' --exclude=./.git --exclude=./bindings \
         --exclude=./docs --exclude=./python . ) | (cd "$tree" && tar xf -)
-    IFS=+ read -r -a list <<<"$patches"
     ok=1
-    for p in "${list[@]}"; do
-        # the patch's path as the caller gave it, not from inside the copy
-        pa=$(readlink -f "$p") && [ -f "$pa" ] || { echo "$name: no patch $p" >&2; ok=0; break; }
-        (cd "$tree" && patch -s -p1 </dev/null) <"$pa" >>"$out/ab-$name.patch.log" 2>&1 ||
-            { echo "$name: $p does not apply (ab-$name.patch.log)" >&2; ok=0; break; }
-    done
+    variant_apply "$tree" "$patches" "$out/ab-$name.patch.log" || { echo "$name: not made" >&2; ok=0; }
     if [ $ok = 1 ] && ! meson setup "$vb" "$tree" -Dtests=false >"$out/ab-$name.setup.log" 2>&1; then
         echo "$name: meson setup failed (ab-$name.setup.log)" >&2
         tail -20 "$out/ab-$name.setup.log" >&2

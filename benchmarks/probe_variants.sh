@@ -16,6 +16,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
+# shellcheck source=benchmarks/variant_lib.sh
+. "$here/variant_lib.sh"
 [ $# -ge 2 ] || { sed -n '2,/^set /p' "$0" | sed '$d' >&2; exit 2; }
 build=$1 json=$2
 shift 2
@@ -36,16 +38,12 @@ for v in "$@"; do
         continue
     fi
     name=${v%%=*} patches=${v#*=}
-    # a plain name: no "..", nothing outside BUILD/probe-variants/ is removed
-    case $name in '' | .* | *[!A-Za-z0-9_.-]*) echo "bad variant name: $name" >&2; exit 2 ;; esac
+    variant_name_ok "$name" || { echo "bad variant name: $name" >&2; exit 2; }
     dir=$root_v/$name
     rm -rf "$dir"
     mkdir -p "$dir/kernels_src"
     cp "$root"/kernels_src/* "$dir/kernels_src/"
-    IFS=+ read -r -a list <<<"$patches"
-    for p in "${list[@]}"; do
-        (cd "$dir" && patch -s -p1) <"$p"
-    done
+    variant_apply "$dir" "$patches" "$root_v/$name.patch.log" || exit 2
     args+=("$kind" "$dir/kernels_src")
 done
 exec python3 "$here/route_probe.py" --build "$build" --json "$json" "${args[@]}"

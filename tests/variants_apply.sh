@@ -24,6 +24,29 @@ try() { # what, patch paths from the repository root...
     done
     n=$((n + 1))
 }
+# The tools' own way (benchmarks/variant_lib.sh, which ab_peers.sh and
+# probe_variants.sh use) applied too, and the copy must then differ from the
+# tree: ab_peers.sh once gave patch an empty input, changed nothing and
+# succeeded, so that every "variant" it measured was the shipped library.
+# shellcheck source=benchmarks/variant_lib.sh
+. "$src/benchmarks/variant_lib.sh"
+have_patch=0
+command -v patch >/dev/null && have_patch=1
+[ $have_patch = 1 ] || echo "note: no patch(1) here (tools/deps.sh installs it): the tools' own patching not tried"
+tool() { # what, patch paths from the repository root...
+    local what=$1 joined
+    shift
+    [ $have_patch = 1 ] || return 0
+    rm -rf "$work/v" && mkdir -p "$work/v" && cp -r "$src/kernels_src" "$src/src" "$src/include" "$work/v/"
+    joined=$(IFS=+; echo "$*")
+    (cd "$src" && variant_apply "$work/v" "$joined" "$work/v.log") ||
+        { echo "FAIL: $what: variant_apply failed" >&2; cat "$work/v.log" >&2; exit 1; }
+    if diff -r "$src/kernels_src" "$work/v/kernels_src" >/dev/null &&
+        diff -r "$src/src" "$work/v/src" >/dev/null && diff -r "$src/include" "$work/v/include" >/dev/null; then
+        echo "FAIL: $what: variant_apply changed nothing" >&2
+        exit 1
+    fi
+}
 # A patch made on top of others names them in its preamble ("# stacks on:
 # PATH ..."), which git apply and patch skip.
 shopt -s nullglob # an empty queue is a state too: nothing waits for a GPU
@@ -31,6 +54,7 @@ for p in "$src"/benchmarks/variants/*.patch; do
     base=()
     read -r -a base < <(sed -n 's/^# stacks on: //p' "$p") || true
     try "${p#"$src"/}" "${base[@]}" "${p#"$src"/}"
+    tool "${p#"$src"/}" "${base[@]}" "${p#"$src"/}"
 done
 # Each queue's line is probe_variants.sh's arguments (queue, queue-prefill: one
 # variant; queue-batch: a whole probe's): its variants are the words that are

@@ -11,6 +11,7 @@ command -v meson >/dev/null 2>&1 || missing+=(meson)
 command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v flock >/dev/null 2>&1 || missing+=(util-linux)
+command -v patch >/dev/null 2>&1 || missing+=(patch) # variants_apply: the benchmarks' own patching
 dpkg -s libcmocka-dev >/dev/null 2>&1 || missing+=(libcmocka-dev)
 dpkg -s libxxhash-dev >/dev/null 2>&1 || missing+=(libxxhash-dev)
 command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
