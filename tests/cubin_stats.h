@@ -89,8 +89,8 @@ static unsigned cubin_section(const cubin_elf *e, const char *name)
 
 /* kernel's registers, stack frame bytes and instructions; 1 where the
  * registers and instructions were found. */
-static int cubin_kernel_stats_frame(const void *data, size_t n, const char *kernel, unsigned *regs,
-                                    unsigned *frame, unsigned *instrs)
+static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, unsigned *regs,
+                              unsigned *frame, unsigned *instrs)
 {
     cubin_elf e;
     char text[160];
@@ -136,13 +136,6 @@ static int cubin_kernel_stats_frame(const void *data, size_t n, const char *kern
         }
     }
     return *regs > 0 && *instrs > 0;
-}
-
-static int cubin_kernel_stats(const void *data, size_t n, const char *kernel, unsigned *regs,
-                              unsigned *instrs)
-{
-    unsigned frame;
-    return cubin_kernel_stats_frame(data, n, kernel, regs, &frame, instrs);
 }
 
 #endif /* MEMRA_TEST_CUBIN_STATS_H */

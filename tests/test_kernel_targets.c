@@ -93,7 +93,7 @@ static unsigned expect_within_budget(const memra_image *img, memra_kernel_id ker
 {
     const char *name = memra_kernel_name(kernel);
     unsigned regs, frame, instrs;
-    if (!cubin_kernel_stats_frame(img->data, img->size, name, &regs, &frame, &instrs))
+    if (!cubin_kernel_stats(img->data, img->size, name, &regs, &frame, &instrs))
         fail_msg("sm_90 CUBIN: no register count or code for %s", name);
     printf("sm_90 %-28s %-12s %3u registers %6u instructions %4u frame bytes\n", name,
            spec ? spec : "generic", regs, instrs, frame);
@@ -142,13 +142,13 @@ static void test_cubin_stats_reads_the_frame(void **state)
     if (memra_jit_compile(nv, &probe, 90, 0, &img))
         fail_msg("sm_90 CUBIN of the frame probe: %s", memra_last_error());
     assert_true(
-        cubin_kernel_stats_frame(img.data, img.size, "memra_frame_probe", &regs, &frame, &instrs));
+        cubin_kernel_stats(img.data, img.size, "memra_frame_probe", &regs, &frame, &instrs));
     assert_true(frame >= 64u * 4u);
     memra_image_free(&img);
     if (memra_jit_compile(nv, &vrows, 90, 0, &img))
         fail_msg("sm_90 CUBIN of %s: %s", vrows.name, memra_last_error());
     assert_true(
-        cubin_kernel_stats_frame(img.data, img.size, "memra_vrows_kernel", &regs, &frame, &instrs));
+        cubin_kernel_stats(img.data, img.size, "memra_vrows_kernel", &regs, &frame, &instrs));
     assert_int_equal(frame, 0);
     memra_image_free(&img);
 }
@@ -165,9 +165,10 @@ static void test_cubin_stats_refuses_malformed(void **state)
     memra_image img;
     if (memra_jit_compile(nv, &src, 90, 0, &img))
         fail_msg("sm_90 CUBIN of %s: %s", src.name, memra_last_error());
-    unsigned regs, instrs, regs0, instrs0;
-    assert_true(cubin_kernel_stats(img.data, img.size, "memra_vrows_kernel", &regs0, &instrs0));
-    assert_false(cubin_kernel_stats(img.data, img.size, "no_such_kernel", &regs, &instrs));
+    unsigned regs, frame, instrs, regs0, frame0, instrs0;
+    assert_true(
+        cubin_kernel_stats(img.data, img.size, "memra_vrows_kernel", &regs0, &frame0, &instrs0));
+    assert_false(cubin_kernel_stats(img.data, img.size, "no_such_kernel", &regs, &frame, &instrs));
     unsigned char *bad = malloc(img.size);
     assert_non_null(bad);
     /* e_shoff two bytes short of 2^64: section 1's header would wrap to
@@ -176,7 +177,7 @@ static void test_cubin_stats_refuses_malformed(void **state)
     const uint64_t wrap = UINT64_MAX - 65u;
     for (int i = 0; i < 8; i++)
         bad[0x28 + i] = (unsigned char)(wrap >> (8 * i));
-    assert_false(cubin_kernel_stats(bad, img.size, "memra_vrows_kernel", &regs, &instrs));
+    assert_false(cubin_kernel_stats(bad, img.size, "memra_vrows_kernel", &regs, &frame, &instrs));
     /* Each section's offset in turn made to wrap with its size. */
     cubin_elf e;
     assert_true(cubin_open(&e, img.data, img.size));
@@ -186,14 +187,14 @@ static void test_cubin_stats_refuses_malformed(void **state)
         const uint64_t off = UINT64_MAX - 29u;
         for (int b = 0; b < 8; b++)
             bad[at + (uint64_t)b] = (unsigned char)(off >> (8 * b));
-        if (cubin_kernel_stats(bad, img.size, "memra_vrows_kernel", &regs, &instrs))
-            assert_true(regs == regs0 && instrs == instrs0);
+        if (cubin_kernel_stats(bad, img.size, "memra_vrows_kernel", &regs, &frame, &instrs))
+            assert_true(regs == regs0 && frame == frame0 && instrs == instrs0);
     }
     /* A truncated image either still holds everything read (the same
      * answer) or answers 0. */
     for (size_t n = 0; n < img.size; n += 1 + n / 64)
-        if (cubin_kernel_stats(img.data, n, "memra_vrows_kernel", &regs, &instrs))
-            assert_true(regs == regs0 && instrs == instrs0);
+        if (cubin_kernel_stats(img.data, n, "memra_vrows_kernel", &regs, &frame, &instrs))
+            assert_true(regs == regs0 && frame == frame0 && instrs == instrs0);
     free(bad);
     memra_image_free(&img);
 }

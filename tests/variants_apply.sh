@@ -13,10 +13,14 @@ command -v git >/dev/null && git -C "$src" rev-parse --git-dir >/dev/null 2>&1 |
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 n=0
+# A fresh copy of what a patch may touch.
+copy_tree() { # dir
+    rm -rf "$1" && mkdir -p "$1" && cp -r "$src/kernels_src" "$src/src" "$src/include" "$1/"
+}
 try() { # what, patch paths from the repository root...
     local what=$1
     shift
-    rm -rf "$work/t" && mkdir -p "$work/t" && cp -r "$src/kernels_src" "$src/src" "$src/include" "$work/t/"
+    copy_tree "$work/t"
     git -C "$work/t" init -q
     for p in "$@"; do
         [ -f "$src/$p" ] || { echo "FAIL: $what: no $p" >&2; exit 1; }
@@ -37,7 +41,7 @@ tool() { # what, patch paths from the repository root...
     local what=$1 joined
     shift
     [ $have_patch = 1 ] || return 0
-    rm -rf "$work/v" && mkdir -p "$work/v" && cp -r "$src/kernels_src" "$src/src" "$src/include" "$work/v/"
+    copy_tree "$work/v"
     joined=$(IFS=+; echo "$*")
     (cd "$src" && variant_apply "$work/v" "$joined" "$work/v.log") ||
         { echo "FAIL: $what: variant_apply failed" >&2; cat "$work/v.log" >&2; exit 1; }
