@@ -6,8 +6,10 @@
 #
 #   benchmarks/ncu_source.sh BUILD OUTDIR N CONFIG...
 #
-# Writes OUTDIR/ncu-CONFIG.csv.gz (ncu --page source --print-source sass) and
-# OUTDIR/ncu-CONFIG.log. route_probe.py --prefill --reps 1 --no-generic
+# Writes OUTDIR/ncu-CONFIG.csv.gz (ncu --page source --print-source sass),
+# OUTDIR/ncu-CONFIG.log and OUTDIR/ncu-CONFIG-lines.txt (the counts by
+# source line, warp instructions a token: benchmarks/ncu_lines.py, from the
+# probe's modules built with -lineinfo, kept in OUTDIR/cubins-CONFIG/). route_probe.py --prefill --reps 1 --no-generic
 # launches the spec build alone (timed, then again for its bytes): the first
 # launch is the one profiled. (Counting launches past the generic kernel's
 # broke once when the probe's order changed, and profiled the generic.)
@@ -20,7 +22,10 @@ ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for cfg in "$@"; do
     case $cfg in '' | *[!A-Za-z0-9.-]*) echo "bad configuration name: $cfg" >&2; exit 2 ;; esac
     rep=/tmp/memra-ncu-$cfg
-    "$ncu" --section SourceCounters --kernel-name regex:memra_route_ --launch-skip 0 \
+    cubins=$out/cubins-$cfg
+    [ -L "$cubins" ] && { echo "$cubins is a symbolic link: not following it" >&2; exit 2; }
+    rm -rf "$cubins" && mkdir -p "$cubins"
+    MEMRA_PROBE_CUBINS=$cubins "$ncu" --section SourceCounters --kernel-name regex:memra_route_ --launch-skip 0 \
         --launch-count 1 -f -o "$rep" python3 "$here/route_probe.py" --build "$build" \
         --prefill "$n" --reps 1 --no-generic --configs "$cfg" --spec-src shipped >"$out/ncu-$cfg.log" 2>&1
     echo "ncu $cfg: rc $?"
@@ -28,4 +33,7 @@ for cfg in "$@"; do
     "$ncu" -i "$rep.ncu-rep" --page details >>"$out/ncu-$cfg.log" 2>&1
     echo "ncu $cfg source page: $(wc -l <"$out/ncu-$cfg.csv") lines"
     gzip -f "$out/ncu-$cfg.csv"
+    python3 "$here/ncu_lines.py" "$out/ncu-$cfg.csv.gz" "$cubins"/*.cubin --per "$n" \
+        >"$out/ncu-$cfg-lines.txt" 2>&1
+    echo "ncu $cfg by line: rc $? ($(head -1 "$out/ncu-$cfg-lines.txt"))"
 done

@@ -146,7 +146,13 @@ def compile_block(build, src_dir, arch, defines, module="route_block",
     src += 'extern "C" __global__ void memra_probe_empty_kernel() {}\n'
     prog = ctypes.c_void_p()
     assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"route.cu", 0, None, None) == 0
-    opts = [o.encode() for o in JIT_OPTIONS + ["--gpu-architecture=sm_%d" % arch]]
+    # MEMRA_PROBE_CUBINS=DIR (benchmarks/ncu_source.sh): each module built
+    # with -lineinfo (the same SASS: a line table beside it) and its CUBIN
+    # kept in DIR, so a profile's per-instruction counts can be read back
+    # onto the source lines (benchmarks/ncu_lines.py).
+    keep = os.environ.get("MEMRA_PROBE_CUBINS")
+    extra = ["-lineinfo"] if keep else []
+    opts = [o.encode() for o in JIT_OPTIONS + extra + ["--gpu-architecture=sm_%d" % arch]]
     r = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     n = ctypes.c_size_t()
     nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
@@ -157,6 +163,10 @@ def compile_block(build, src_dir, arch, defines, module="route_block",
     nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(n))
     cubin = ctypes.create_string_buffer(n.value)
     nvrtc.nvrtcGetCUBIN(prog, cubin)
+    if keep:
+        n_kept = len(glob.glob(os.path.join(keep, "*.cubin")))
+        with open(os.path.join(keep, "%02d-%s.cubin" % (n_kept, kernel)), "wb") as f:
+            f.write(cubin.raw)
     mod = ctypes.c_void_p()
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
     fn, empty = ctypes.c_void_p(), ctypes.c_void_p()
