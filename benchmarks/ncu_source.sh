@@ -9,13 +9,14 @@
 # Writes OUTDIR/ncu-CONFIG.csv.gz (ncu --page source --print-source sass),
 # OUTDIR/ncu-CONFIG.log and OUTDIR/ncu-CONFIG-lines.txt (the counts by
 # source line, warp instructions a token: benchmarks/ncu_lines.py, from the
-# probe's modules built with -lineinfo, kept in OUTDIR/cubins-CONFIG/). route_probe.py --prefill --reps 1 --no-generic
-# launches the spec build alone (timed, then again for its bytes): the first
-# launch is the one profiled. (Counting launches past the generic kernel's
+# probe's modules built with -lineinfo, kept in OUTDIR/cubins-CONFIG/).
+# route_probe.py --prefill --reps 1 --no-generic launches the spec build
+# alone (timed, then again for its bytes): the first launch is the one
+# profiled. (Counting launches past the generic kernel's
 # broke once when the probe's order changed, and profiled the generic.)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -ge 4 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[ $# -ge 4 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 build=$1 out=$2 n=$3
 shift 3
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

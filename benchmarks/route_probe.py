@@ -165,7 +165,10 @@ def compile_block(build, src_dir, arch, defines, module="route_block",
     nvrtc.nvrtcGetCUBIN(prog, cubin)
     if keep:
         n_kept = len(glob.glob(os.path.join(keep, "*.cubin")))
-        with open(os.path.join(keep, "%02d-%s.cubin" % (n_kept, kernel)), "wb") as f:
+        # a new file only: never through a link or over a file already there
+        fd = os.open(os.path.join(keep, "%02d-%s.cubin" % (n_kept, kernel)),
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as f:
             f.write(cubin.raw)
     mod = ctypes.c_void_p()
     ck(cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
