@@ -10,7 +10,10 @@
 #                 "variants" the phase probe of benchmarks/variants/queue's kernels,
 #                 queue-prefill's team kernels over 64, 4,096 and 65,536 tokens, and
 #                 queue-batch's probes at decode batch sizes; "ab" benchmarks/variants/queue-ab's
-#                 library variants beside the shipped one in bench_peers, benchmarks/ab_peers.sh)
+#                 library variants beside the shipped one in bench_peers, benchmarks/ab_peers.sh;
+#                 "ncu" Nsight Compute's counts by source line of the team kernel over
+#                 MEMRA_NCU_TOKENS (default 4096) tokens for MEMRA_NCU_CONFIGS (default
+#                 DeepSeek-V3,Kimi-K2), benchmarks/ncu_source.sh)
 #   MEMRA_SUITE=gpu  the test stage runs only that meson suite (default: the whole suite)
 #   MEMRA_PEERS_BUDGET_S=S  bench_peers' --budget-s (default 300)
 #   MEMRA_PEERS_SECTIONS=decode  bench_peers' --sections (default all)
@@ -140,6 +143,14 @@ if has variants; then
     pack
   done <benchmarks/variants/queue-batch
 fi
+if has ncu; then
+  # Where a prefill miss's instructions go, by kernels_src/ line (ncu-CONFIG-lines.txt).
+  IFS=, read -r -a ncfgs <<<"${MEMRA_NCU_CONFIGS:-DeepSeek-V3,Kimi-K2}"
+  timeout 240 benchmarks/ncu_source.sh "$b" "$out" "${MEMRA_NCU_TOKENS:-4096}" "${ncfgs[@]}" 2>&1 |
+    tee "$out/ncu.log"
+  for f in "$out"/ncu-*-lines.txt; do [ -f "$f" ] && head -25 "$f"; done
+fi
+pack
 # bench_peers (memra beside the peer routers: FlashInfer, vLLM, SGLang), built with nvcc where
 # there is one, once a call (a warm machine's binary may be an earlier tree's); 0 when built.
 peers_built=
