@@ -245,6 +245,15 @@ typedef struct memra_u32x4 {
 #define memra_div_rn(a, b) ((a) / (b))
 #define memra_grid_wait() ((void)0)
 #define memra_grid_launch_dependents() ((void)0)
+/* The phase probe's marks (warp.cuh), which a GPU build keeps empty, count
+ * here by the function of the kernels' text that passed them, so a test can
+ * tell which path ran (e.g. the fused layout's bitmap or general path), not
+ * only that the answer was right (tests/mock/modules.c); thread 0 of a
+ * block marks. */
+void host_mark(const char *fn);
+unsigned long host_marks(const char *fn);
+void host_marks_reset(void);
+#define MEMRA_PROBE(i, name) (threadIdx.x == 0 ? host_mark(__func__) : (void)0)
 #include "abi.h"
 #include "vrows_pair.cuh"
 #include "vrows.cu"

@@ -75,7 +75,8 @@ typedef struct mock_state {
      * "#define MEMRA_SPEC_"), and the last one's leading defines. */
     _Atomic int spec_programs;
     char spec_defines[256];
-    _Atomic int spec_host_runs; /* launches run by a spec's own host build */
+    _Atomic int spec_host_runs;  /* launches run by a spec's own host build */
+    _Atomic int route_host_runs; /* routing launches run on the host, either build */
     _Atomic int live_allocs;
     _Atomic int live_pinned;
     _Atomic int ctx_refs;

@@ -678,6 +678,26 @@ static void test_fused_layout_builds(void **state)
  * padded, against the host arm: a family's spec (the mock runs DeepSeek-V3's
  * +layout build; the GPU, each family's) and a made-up one (on the mock the
  * generic kernel, the general path; on the GPU its own +layout build). */
+/* A block-kernel case of the fused call, and on the mock the layout's path
+ * it took, by the marks the kernels' text passes (kernel_on_host.h): the
+ * bitmap (memra_layout_tokens) or the general path (memra_layout_block),
+ * each in every launch's last block and nowhere else. On a GPU the marks
+ * are empty, and the case's bits are what it proves. */
+static void fused_case_on_path(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed,
+                               int per_expert, int pad, int bitmap)
+{
+    const int runs = mock.route_host_runs;
+    host_marks_reset();
+    fused_case_ex(eng, ci, T, MEMRA_ROUTE_VARIANT_BLOCK, seed, per_expert, pad);
+    if (mock.route_host_runs == runs)
+        return; /* a GPU ran it */
+    const unsigned long tokens = host_marks("memra_layout_tokens"),
+                        general = host_marks("memra_layout_block");
+    if (bitmap ? !tokens || general : tokens || !general)
+        fail_msg("%s, %u tokens: not the %s path alone (bitmap marks %lu, general %lu)",
+                 route_cases[ci].name, T, bitmap ? "bitmap" : "general", tokens, general);
+}
+
 static void test_fused_block_bitmap(void **state)
 {
     (void)state;
@@ -686,11 +706,15 @@ static void test_fused_block_bitmap(void **state)
                             route_case_named("DeepSeek-V3, rank 1 of 8")};
     const uint32_t sizes[] = {5, 8, 33, 64, 255, 256};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* On the mock the first case's launches run its +layout spec build
+         * (the bitmap path up to 256 tokens), the others the generic kernel
+         * (the general path); on a GPU every family has its own build. */
+        const int bitmap = i == 0;
         for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
-            fused_case(eng, cases[i], sizes[j], MEMRA_ROUTE_VARIANT_BLOCK, 100 + j);
-        fused_case_ex(eng, cases[i], 64, MEMRA_ROUTE_VARIANT_BLOCK, 110, 0, -1);
-        fused_case_ex(eng, cases[i], 64, MEMRA_ROUTE_VARIANT_BLOCK, 111, 1, 37);
-        fused_case(eng, cases[i], 257, MEMRA_ROUTE_VARIANT_BLOCK, 112);
+            fused_case_on_path(eng, cases[i], sizes[j], 100 + j, 1, -1, bitmap);
+        fused_case_on_path(eng, cases[i], 64, 110, 0, -1, bitmap);
+        fused_case_on_path(eng, cases[i], 64, 111, 1, 37, bitmap);
+        fused_case_on_path(eng, cases[i], 257, 112, 1, -1, 0);
     }
     memra_engine_destroy(eng);
 }

@@ -12,6 +12,45 @@ static const mock_spec_build *const spec_builds[MOCK_SPEC_BUILDS] = {
     &mock_spec_build_0, &mock_spec_build_1, &mock_spec_build_2, &mock_spec_build_3,
     &mock_spec_build_4, &mock_spec_build_5, &mock_spec_build_6};
 
+/* kernel_on_host.h's path marks: a count a function of the kernels' text,
+ * under a lock (the mock runs a block's threads, and launches, on threads of
+ * its own). */
+static struct {
+    const char *fn;
+    unsigned long n;
+} marks[64];
+static pthread_mutex_t marks_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void host_mark(const char *fn)
+{
+    pthread_mutex_lock(&marks_mu);
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (!marks[i].fn || strcmp(marks[i].fn, fn) == 0) {
+            marks[i].fn = fn;
+            marks[i].n++;
+            break;
+        }
+    pthread_mutex_unlock(&marks_mu);
+}
+
+unsigned long host_marks(const char *fn)
+{
+    unsigned long n = 0;
+    pthread_mutex_lock(&marks_mu);
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0] && marks[i].fn; i++)
+        if (strcmp(marks[i].fn, fn) == 0)
+            n = marks[i].n;
+    pthread_mutex_unlock(&marks_mu);
+    return n;
+}
+
+void host_marks_reset(void)
+{
+    pthread_mutex_lock(&marks_mu);
+    memset(marks, 0, sizeof marks);
+    pthread_mutex_unlock(&marks_mu);
+}
+
 /* The host build compiled for a routing launch's spec, or NULL. */
 static const mock_spec_build *spec_build_of(const unsigned char *args)
 {
@@ -63,6 +102,7 @@ void execute(const op *o)
             } else {
                 run_route_on_host(o->l.args, o->l.args_size, g, b, host_route_kernel(k));
             }
+            mock.route_host_runs++;
             pthread_mutex_lock(&mu);
         }
         break;
