@@ -14,7 +14,9 @@ names its kernel, and the probe may have built several). Prints the
 instructions executed and the stall samples in all, then per source line
 (the most first), each divided by --per (e.g. the warps the launch ran, for
 warp instructions a token where a warp routes one), with the line's text
-where kernels_src/ has the file. A profile and a listing that do not match
+from --src (this checkout's kernels_src/ unless the CUBINs are another
+tree's); a called subroutine without a line table (the IEEE division's slow
+path) counts as "(no line)". A profile and a listing that do not match
 (another build) are refused rather than read side by side."""
 import argparse
 import collections
@@ -46,9 +48,13 @@ def read_profile(path):
     if head is None:
         raise SystemExit("%s: no source-page table (no \"Address\" column)" % path)
     h = rows[head]
-    col = {name: h.index(name) for name in ("Source", "Instructions Executed",
-                                              "Warp Stall Sampling (All Samples)",
-                                              "Warp Stall Sampling (Not-issued Samples)")}
+    names = ("Source", "Instructions Executed", "Warp Stall Sampling (All Samples)",
+             "Warp Stall Sampling (Not-issued Samples)")
+    missing = [n for n in names if n not in h]
+    if missing:
+        raise SystemExit("%s: no %s column (ncu --page source --print-source sass --csv)"
+                         % (path, ", ".join(missing)))
+    col = {name: h.index(name) for name in names}
     out = []
     for r in rows[head + 1:]:
         try:
@@ -65,16 +71,23 @@ def read_profile(path):
 
 def read_listing(nvdisasm, cubin, kernel):
     """offset -> (file, line, opcode) for `kernel` in `cubin`."""
-    text = subprocess.run([nvdisasm, "-g", "-c", cubin], check=True, capture_output=True,
-                          text=True).stdout
+    run = subprocess.run([nvdisasm, "-g", "-c", cubin], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit("%s %s: %s" % (nvdisasm, cubin, run.stderr.strip()[:200]))
     out, cur, here = {}, None, False
-    for line in text.splitlines():
+    for line in run.stdout.splitlines():
         m = re.match(r"\s*\.text\.(\S+?):?$", line) or re.match(r"\s*(\S+):$", line)
         if m and m.group(1) in (kernel, ".text." + kernel):
             here, cur = True, None
             continue
         if re.match(r"\s*\.section\s", line) or re.match(r"\s*\.text\.", line):
             here = False
+        if m and not m.group(1).startswith(".L"):
+            # another function's label (a subroutine the kernel calls, e.g. the
+            # IEEE division's slow path, has no line table): its instructions
+            # are no line's, not the last line's before it
+            cur = None
+            continue
         m = re.search(r'File "([^"]+)", line (\d+)', line)
         if m:
             cur = (os.path.basename(m.group(1)), int(m.group(2)))
@@ -85,10 +98,10 @@ def read_listing(nvdisasm, cubin, kernel):
     return out
 
 
-def source_line(where):
+def source_line(where, src):
     if not where:
         return ""
-    path = os.path.join(KSRC, where[0])
+    path = os.path.join(src, where[0])
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -104,6 +117,9 @@ def main():
     ap.add_argument("--per", type=float, default=1.0, help="divide the counts by this")
     ap.add_argument("--top", type=int, default=50, help="lines to print")
     ap.add_argument("--nvdisasm", default=shutil.which("nvdisasm") or "/usr/local/cuda/bin/nvdisasm")
+    ap.add_argument("--src", default=KSRC,
+                    help="the kernel sources the CUBINs were built from, for the lines' text "
+                         "(default: this checkout's kernels_src/)")
     a = ap.parse_args()
     kernel, prof = read_profile(a.profile)
     best = None
@@ -135,7 +151,7 @@ def main():
         name = "%s:%d" % where if where else "(no line)"
         print("%10.1f %5.1f%% %6.1f%%  %s  %s" % (n / a.per, 100.0 * n / max(tot_n, 1),
                                                100.0 * smp[where] / max(tot_s, 1), name,
-                                               source_line(where)[:70]))
+                                               source_line(where, a.src)[:70]))
 
 
 if __name__ == "__main__":

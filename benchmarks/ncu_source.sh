@@ -26,6 +26,8 @@ for cfg in "$@"; do
     cubins=$out/cubins-$cfg
     [ -L "$cubins" ] && { echo "$cubins is a symbolic link: not following it" >&2; exit 2; }
     rm -rf "$cubins" && mkdir -p "$cubins"
+    # a failed run must not leave an earlier run's report to be read as its own
+    rm -f "$rep.ncu-rep"
     MEMRA_PROBE_CUBINS=$cubins "$ncu" --section SourceCounters --kernel-name regex:memra_route_ --launch-skip 0 \
         --launch-count 1 -f -o "$rep" python3 "$here/route_probe.py" --build "$build" \
         --prefill "$n" --reps 1 --no-generic --configs "$cfg" --spec-src shipped >"$out/ncu-$cfg.log" 2>&1
@@ -34,7 +36,11 @@ for cfg in "$@"; do
     "$ncu" -i "$rep.ncu-rep" --page details >>"$out/ncu-$cfg.log" 2>&1
     echo "ncu $cfg source page: $(wc -l <"$out/ncu-$cfg.csv") lines"
     gzip -f "$out/ncu-$cfg.csv"
-    python3 "$here/ncu_lines.py" "$out/ncu-$cfg.csv.gz" "$cubins"/*.cubin --per "$n" \
-        >"$out/ncu-$cfg-lines.txt" 2>&1
-    echo "ncu $cfg by line: rc $? ($(head -1 "$out/ncu-$cfg-lines.txt"))"
+    if compgen -G "$cubins/*.cubin" >/dev/null; then
+        python3 "$here/ncu_lines.py" "$out/ncu-$cfg.csv.gz" "$cubins"/*.cubin --per "$n" \
+            >"$out/ncu-$cfg-lines.txt" 2>&1
+        echo "ncu $cfg by line: rc $? ($(head -1 "$out/ncu-$cfg-lines.txt"))"
+    else
+        echo "ncu $cfg by line: the probe kept no CUBIN (ncu-$cfg.log)"
+    fi
 done

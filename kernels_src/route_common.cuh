@@ -181,7 +181,7 @@ MEMRA_DEVICE float memra_route_weight(memra_u32 j, memra_u32 top_k, float s, flo
  * (5% off, then 2^-34). The sigmoid's slope is at most 1/4. */
 MEMRA_DEVICE float memra_route_sigmoid_screen(float x)
 {
-    float t = -x; /* NaN and +-inf come out clamped: no conversion below overflows */
+    float t = -x; /* NaN and +-inf come out clamped: the exponent below stays in range */
     t = t > -80.0f ? t : -80.0f;
     t = t < 80.0f ? t : 80.0f;
     const float y = memra_mul_rn(t, 1.44269504f); /* log2(e) */

@@ -679,10 +679,12 @@ static void test_fused_layout_builds(void **state)
  * +layout build; the GPU, each family's) and a made-up one (on the mock the
  * generic kernel, the general path; on the GPU its own +layout build). */
 /* A block-kernel case of the fused call, and on the mock the layout's path
- * it took, by the marks the kernels' text passes (kernel_on_host.h): the
- * bitmap (memra_layout_tokens) or the general path (memra_layout_block),
- * each in every launch's last block and nowhere else. On a GPU the marks
- * are empty, and the case's bits are what it proves. */
+ * it took, by the marks the kernels' text passes (kernel_on_host.h): each
+ * routing launch's last block lays the batch out (memra_route_layout's one
+ * mark) by the bitmap (memra_layout_tokens) or the general path
+ * (memra_layout_block), three marks each; the layout's own launches (which
+ * run memra_layout_block too) would show as marks without the fused one.
+ * On a GPU the marks are empty, and the case's bits are what it proves. */
 static void fused_case_on_path(memra_engine *eng, size_t ci, uint32_t T, uint64_t seed,
                                int per_expert, int pad, int bitmap)
 {
@@ -691,11 +693,14 @@ static void fused_case_on_path(memra_engine *eng, size_t ci, uint32_t T, uint64_
     fused_case_ex(eng, ci, T, MEMRA_ROUTE_VARIANT_BLOCK, seed, per_expert, pad);
     if (mock.route_host_runs == runs)
         return; /* a GPU ran it */
-    const unsigned long tokens = host_marks("memra_layout_tokens"),
+    const unsigned long n = (unsigned long)(mock.route_host_runs - runs),
+                        fused = host_marks("memra_route_layout"),
+                        tokens = host_marks("memra_layout_tokens"),
                         general = host_marks("memra_layout_block");
-    if (bitmap ? !tokens || general : tokens || !general)
-        fail_msg("%s, %u tokens: not the %s path alone (bitmap marks %lu, general %lu)",
-                 route_cases[ci].name, T, bitmap ? "bitmap" : "general", tokens, general);
+    if (fused != n || tokens != (bitmap ? 3 * n : 0) || general != (bitmap ? 0 : 3 * n))
+        fail_msg("%s, %u tokens, %lu routing launches: not the fused %s path alone (fused marks "
+                 "%lu, bitmap %lu, general %lu)",
+                 route_cases[ci].name, T, n, bitmap ? "bitmap" : "general", fused, tokens, general);
 }
 
 static void test_fused_block_bitmap(void **state)

@@ -188,23 +188,48 @@ static void test_sigmoid_screen_within_its_bound(void **state)
     assert_true(worst <= 0x1p-18);
 }
 
-/* The screen takes 2^n from the bits of y + 1.5 * 2^23 (0x4b400000 + n)
- * instead of converting the rounded y to an integer: the same n for every
- * y the screen meets (|y| <= 80 log2(e) < 116), checked on every seventh
- * float there, both signs (every 70001st under valgrind). */
+/* The screen as it was before its 2^n came from the bits of y + 1.5 * 2^23
+ * (0x4b400000 + n): from the rounded y converted to an integer. */
+static float screen_by_conversion(float x)
+{
+    float t = -x;
+    t = t > -80.0f ? t : -80.0f;
+    t = t < 80.0f ? t : 80.0f;
+    const float y = t * 1.44269504f, big = 12582912.0f;
+    const float nf = (y + big) - big, r = y - nf;
+    float p = 1.33335581e-3f;
+    p = fmaf(p, r, 9.61812911e-3f);
+    p = fmaf(p, r, 5.55041087e-2f);
+    p = fmaf(p, r, 2.40226507e-1f);
+    p = fmaf(p, r, 6.93147182e-1f);
+    p = fmaf(p, r, 1.0f);
+    const float d = 1.0f + p * u2f((uint32_t)((int)nf + 127) << 23);
+    float g = u2f(0x7ef311c7u - f2u(d));
+    for (int i = 0; i < 3; i++)
+        g = fmaf(g, fmaf(-d, g, 1.0f), g);
+    return g;
+}
+
+/* The screen's 2^n by an integer add of yb's bits gives the conversion's
+ * bits (the same n for every y it meets, |y| <= 80 log2(e) < 116): every
+ * 61st float, both signs, NaN and infinities (every 6101st under valgrind). */
 static void test_sigmoid_screen_exponent_from_bits(void **state)
 {
     (void)state;
-    const float big = 12582912.0f;
-    const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 70001u : 7u;
+    const uint32_t step = getenv("MEMRA_UNDER_VALGRIND") ? 6101u : 61u;
     uint64_t n = 0;
-    for (uint32_t sign = 0; sign <= 1u; sign++)
-        for (uint32_t b = 0; b <= f2u(116.0f); b += step) {
-            const float y = u2f(b | sign << 31), yb = y + big, nf = yb - big;
-            assert_int_equal((f2u(yb) - 0x4b400000u + 127u) << 23, (uint32_t)((int)nf + 127) << 23);
-            n++;
-        }
-    assert_true(n > 2u * (f2u(116.0f) / step));
+    for (uint64_t b = 0; b <= 0xffffffffu; b += step, n++) {
+        const float x = u2f((uint32_t)b);
+        if (f2u(memra_route_sigmoid_screen(x)) != f2u(screen_by_conversion(x)))
+            fail_msg("the screen at %a (bits 0x%08x): 0x%08x, by conversion 0x%08x", (double)x,
+                     (unsigned)b, (unsigned)f2u(memra_route_sigmoid_screen(x)),
+                     (unsigned)f2u(screen_by_conversion(x)));
+    }
+    const float ends[] = {80.0f, -80.0f, 79.99999f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        assert_int_equal(f2u(memra_route_sigmoid_screen(ends[i])),
+                         f2u(screen_by_conversion(ends[i])));
+    assert_true(n > 0xffffffffu / step);
 }
 
 /* ---- a straightforward reference of the routing rules ---------------------- */

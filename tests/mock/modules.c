@@ -13,8 +13,9 @@ static const mock_spec_build *const spec_builds[MOCK_SPEC_BUILDS] = {
     &mock_spec_build_4, &mock_spec_build_5, &mock_spec_build_6};
 
 /* kernel_on_host.h's path marks: a count a function of the kernels' text,
- * under a lock (the mock runs a block's threads, and launches, on threads of
- * its own). */
+ * under a lock taken with no other held (the mock runs a block's threads,
+ * and launches, on threads of its own). A handful of functions mark; past
+ * the table's 64 a mark is not counted. */
 static struct {
     const char *fn;
     unsigned long n;
@@ -92,7 +93,8 @@ void execute(const op *o)
             fail_msg("the mock has no host run for kernel %s",
                      memra_kernel_name((memra_kernel_id)((char *)o->l.f - fn_kernel)));
         } else if (!mock.drop_route_launches) {
-            /* The lanes run as threads, unlocked: they take no mock lock. */
+            /* The lanes run as threads, unlocked: they take no mock lock
+             * (only the path marks' own, a leaf: host_mark). */
             const memra_kernel_id k = (memra_kernel_id)((char *)o->l.f - fn_kernel);
             const mock_spec_build *sb = o->l.special ? spec_build_of(o->l.args) : NULL;
             pthread_mutex_unlock(&mu);
