@@ -62,8 +62,7 @@ for v in "${variants[@]}"; do
     variant_apply "$tree" "$patches" "$out/ab-$name.patch.log" || { echo "$name: not made" >&2; ok=0; }
     # A variant whose tree is the shipped one measures nothing (the first A/B
     # calls ran so, unseen).
-    if [ $ok = 1 ] && diff -rq "$root/kernels_src" "$tree/kernels_src" >/dev/null &&
-        diff -rq "$root/src" "$tree/src" >/dev/null && diff -rq "$root/include" "$tree/include" >/dev/null; then
+    if [ $ok = 1 ] && ! variant_changed "$root" "$tree"; then
         echo "$name: the patches left the tree as it was" >&2
         ok=0
     fi

@@ -21,6 +21,7 @@ path) counts as "(no line)". A profile and a listing that do not match
 import argparse
 import collections
 import csv
+import functools
 import gzip
 import os
 import re
@@ -98,16 +99,21 @@ def read_listing(nvdisasm, cubin, kernel):
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def source_lines(path):
+    """A source file's lines, read once however many of its lines are printed."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []
+
+
 def source_line(where, src):
     if not where:
         return ""
-    path = os.path.join(src, where[0])
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        return lines[where[1] - 1].strip() if 0 < where[1] <= len(lines) else ""
-    except OSError:
-        return ""
+    lines = source_lines(os.path.join(src, where[0]))
+    return lines[where[1] - 1].strip() if 0 < where[1] <= len(lines) else ""
 
 
 def main():

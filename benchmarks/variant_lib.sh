@@ -30,3 +30,14 @@ variant_apply() {
             { echo "$p does not apply ($log)" >&2; return 1; }
     done
 }
+
+# variant_changed ROOT DIR: whether DIR's copy of what a patch may touch
+# (kernels_src/, src/, include/) differs from ROOT's. A variant that changed
+# nothing measures nothing; ab_peers.sh and tests/variants_apply.sh refuse it.
+variant_changed() {
+    local d
+    for d in kernels_src src include; do
+        diff -rq "$1/$d" "$2/$d" >/dev/null || return 0
+    done
+    return 1
+}

@@ -45,8 +45,7 @@ tool() { # what, patch paths from the repository root...
     joined=$(IFS=+; echo "$*")
     (cd "$src" && variant_apply "$work/v" "$joined" "$work/v.log") ||
         { echo "FAIL: $what: variant_apply failed" >&2; cat "$work/v.log" >&2; exit 1; }
-    if diff -r "$src/kernels_src" "$work/v/kernels_src" >/dev/null &&
-        diff -r "$src/src" "$work/v/src" >/dev/null && diff -r "$src/include" "$work/v/include" >/dev/null; then
+    if ! variant_changed "$src" "$work/v"; then
         echo "FAIL: $what: variant_apply changed nothing" >&2
         exit 1
     fi
